@@ -2,7 +2,7 @@
 //! snapshots replacing log segments, and the directory lock.
 
 use std::fs::{self, OpenOptions};
-use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -88,19 +88,23 @@ async fn a_torn_final_write_should_be_discarded_and_the_log_continue() {
         let store = EmbeddedStore::open(config(dir.path())).unwrap();
         fill(&store, 5).await;
     }
+    // The write in flight at the crash: a frame header announcing 100 bytes, followed by only
+    // some of them, where the next frame goes (after the last non-zero byte: the segment is
+    // preallocated with zeros).
     let segment = files_with(dir.path(), ".log").pop().unwrap();
-    let len = fs::metadata(&segment).unwrap().len();
-    // A frame header announcing 100 bytes, followed by only some of them.
-    let mut f = OpenOptions::new().append(true).open(&segment).unwrap();
-    f.write_all(&100u32.to_le_bytes()).unwrap();
-    f.write_all(&[7u8; 30]).unwrap();
+    let bytes = fs::read(&segment).unwrap();
+    let end = bytes.iter().rposition(|b| *b != 0).unwrap() as u64 + 1;
+    let f = OpenOptions::new().write(true).open(&segment).unwrap();
+    let mut torn = 100u32.to_le_bytes().to_vec();
+    torn.extend_from_slice(&[7u8; 30]);
+    f.write_all_at(&torn, end).unwrap();
     drop(f);
     {
         let store = EmbeddedStore::open(config(dir.path())).unwrap();
         assert_eq!(store.current_revision().await.unwrap(), Revision(10));
         assert_eq!(
             fs::metadata(&segment).unwrap().len(),
-            len,
+            end,
             "torn tail cut off"
         );
         store.create(b("/k/new"), b("x")).await.unwrap();
@@ -121,8 +125,9 @@ async fn a_zero_filled_tail_should_be_discarded() {
         fill(&store, 3).await;
     }
     let segment = files_with(dir.path(), ".log").pop().unwrap();
-    let mut f = OpenOptions::new().append(true).open(&segment).unwrap();
-    f.write_all(&[0u8; 4096]).unwrap();
+    let f = OpenOptions::new().append(true).open(&segment).unwrap();
+    f.write_all_at(&[0u8; 4096], f.metadata().unwrap().len())
+        .unwrap();
     drop(f);
     let store = EmbeddedStore::open(config(dir.path())).unwrap();
     assert_eq!(store.current_revision().await.unwrap(), Revision(6));

@@ -207,8 +207,9 @@ impl FrameWriter {
 pub(super) enum FrameError {
     /// The input ended inside the frame (`needed` more bytes than were there).
     Truncated,
-    /// The frame is complete but its length is impossible or its checksum does not match.
-    Checksum,
+    /// The frame is complete but its checksum does not match (or its length is impossible);
+    /// it declared a body of `len` bytes.
+    Checksum { len: usize },
     /// Reading failed.
     Io(io::Error),
 }
@@ -229,7 +230,7 @@ pub(super) fn read_frame(r: &mut impl Read) -> Result<Option<Bytes>, FrameError>
     let len = u32::from_le_bytes(header[0..4].try_into().expect("4 bytes")) as usize;
     let crc = u32::from_le_bytes(header[4..8].try_into().expect("4 bytes"));
     if len == 0 || len > MAX_FRAME_BODY {
-        return Err(FrameError::Checksum);
+        return Err(FrameError::Checksum { len });
     }
     let mut body = Vec::new();
     let read = r
@@ -240,7 +241,7 @@ pub(super) fn read_frame(r: &mut impl Read) -> Result<Option<Bytes>, FrameError>
         return Err(FrameError::Truncated);
     }
     if crc32c::crc32c(&body) != crc {
-        return Err(FrameError::Checksum);
+        return Err(FrameError::Checksum { len });
     }
     Ok(Some(Bytes::from(body)))
 }

@@ -153,7 +153,7 @@ fn remove_replaced(dir: &std::path::Path, segments: &Segments, at: Revision) -> 
     for path in &doomed {
         files::remove(path)?;
     }
-    for (revision, path) in files::list(dir)?.snapshots {
+    for (revision, path) in files::list(dir, false)?.snapshots {
         if revision < at {
             files::remove(&path)?;
         }

@@ -5,7 +5,8 @@
 //! DIR/LOCK                         held (flock) while a process has the store open
 //! DIR/wal-<sequence:016x>.log      log segments, appended in sequence order
 //! DIR/snap-<revision:016x>.snap    snapshots: every live key as of that revision
-//! DIR/*.tmp                        a snapshot being written; removed at open
+//! DIR/snap-<revision:016x>.tmp    a snapshot being written; removed at open
+//! DIR/wal-next.tmp                 the next segment, being preallocated; removed at open
 //! ```
 
 use std::fs::{self, File, OpenOptions};
@@ -61,8 +62,9 @@ pub(super) fn create_and_lock(dir: &Path) -> Result<File> {
     }
 }
 
-/// Lists segments and snapshots, and removes leftover temporary files.
-pub(super) fn list(dir: &Path) -> Result<DirListing> {
+/// Lists segments and snapshots. With `remove_temporaries` (only while opening, when nothing
+/// else can be writing one), removes the temporary files a crash left.
+pub(super) fn list(dir: &Path, remove_temporaries: bool) -> Result<DirListing> {
     let mut listing = DirListing::default();
     let entries = fs::read_dir(dir)
         .map_err(|e| StoreError::io(format!("reading directory {}", dir.display()), e))?;
@@ -85,7 +87,7 @@ pub(super) fn list(dir: &Path) -> Result<DirListing> {
             if let Ok(rev) = u64::from_str_radix(hex, 16) {
                 listing.snapshots.push((Revision(rev), path));
             }
-        } else if name.ends_with(".tmp") {
+        } else if remove_temporaries && name.ends_with(".tmp") {
             remove(&path)?;
         }
     }

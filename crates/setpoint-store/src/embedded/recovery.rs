@@ -25,7 +25,7 @@ pub(super) struct Recovered {
 
 /// Recovers the store in `dir`, which the caller has locked.
 pub(super) fn recover(dir: &Path) -> Result<Recovered> {
-    let listing = files::list(dir)?;
+    let listing = files::list(dir, true)?;
     let (mut index, snapshot_revision, snapshot_bytes) = match listing.snapshots.last() {
         Some((revision, path)) => {
             let (index, read_revision) = snapshot::read(path)?;
@@ -59,18 +59,24 @@ pub(super) fn recover(dir: &Path) -> Result<Recovered> {
         }
         let is_last = i + 1 == count;
         let read = wal::read_segment(path, *sequence, is_last)?;
-        if read.torn {
+        if read.records.is_empty() {
+            if !is_last {
+                return Err(StoreError::Corrupt(format!(
+                    "{} has no segment header",
+                    path.display()
+                )));
+            }
+            // The crash came while the segment was being started: it holds nothing.
+            files::remove(path)?;
+            files::sync_dir(dir)?;
+            continue;
+        }
+        if read.tail == wal::Tail::Torn {
             tracing::warn!(
                 segment = %path.display(),
                 valid_bytes = read.valid_bytes,
                 "discarding a torn write at the end of the log (never acknowledged)"
             );
-            if read.records.is_empty() {
-                // The crash came while the segment's header was being written.
-                files::remove(path)?;
-                files::sync_dir(dir)?;
-                continue;
-            }
             wal::truncate(path, read.valid_bytes)?;
         }
         let mut last_revision = Revision::ZERO;

@@ -70,7 +70,7 @@ pub(super) fn read(path: &Path) -> Result<(Index, Revision)> {
             Ok(None) => Ok(None),
             Err(FrameError::Io(e)) => Err(StoreError::io(format!("reading {}", path.display()), e)),
             Err(FrameError::Truncated) => Err(corrupt("cut short")),
-            Err(FrameError::Checksum) => Err(corrupt("checksum mismatch")),
+            Err(FrameError::Checksum { .. }) => Err(corrupt("checksum mismatch")),
         }
     };
     let Some(SnapshotRecord::Header { revision, count }) = next()? else {

@@ -1,11 +1,20 @@
 //! The write-ahead log: numbered segment files of checksummed frames. The writer appends one
 //! frame per group commit and syncs before anyone is told the writes happened; the compactor
 //! removes segments that a snapshot has made redundant.
+//!
+//! Segments are preallocated: a helper thread writes the next segment full of zeros (and syncs
+//! it) while the current one fills, so that a sync after an append flushes only data, never the
+//! file-size and block-allocation changes that make `fdatasync` on a growing file slow and
+//! erratic. A segment therefore ends either at end of file or at a run of zeros; a closed
+//! segment is cut to its used length. Segment sizes grow geometrically from 1 MiB to
+//! `segment_bytes`, so a small store never writes 64 MiB of zeros.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufReader, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use parking_lot::Mutex;
 use setpoint_core::Revision;
@@ -21,6 +30,7 @@ pub(super) struct SegmentInfo {
     pub(super) path: PathBuf,
     /// The highest revision logged in it (`ZERO` while it holds none).
     pub(super) last_revision: Revision,
+    /// Bytes of frames in it (the file may be longer: preallocated zeros).
     pub(super) bytes: u64,
 }
 
@@ -31,30 +41,55 @@ pub(super) type Segments = Arc<Mutex<Vec<SegmentInfo>>>;
 /// The appending end of the log. Owned by the writer thread.
 pub(super) struct Wal {
     dir: PathBuf,
+    /// The active segment, written at `offset`, preallocated up to `capacity`.
     file: File,
+    offset: u64,
+    capacity: u64,
     segment_bytes: u64,
     segments: Segments,
+    /// A zero-filled file being prepared to become the next segment, and its size.
+    next: Option<(JoinHandle<std::io::Result<PathBuf>>, u64)>,
 }
 
+/// The size of the first segment of a new store.
+const FIRST_SEGMENT_BYTES: u64 = 1 << 20;
+
 impl Wal {
-    /// Continues the log in `segments` (whose last one is open for appending at its end), or
+    /// Continues the log in `segments` (the last one is appended to after its `bytes`), or
     /// starts the first segment.
     pub(super) fn open(dir: &Path, segments: Vec<SegmentInfo>, segment_bytes: u64) -> Result<Wal> {
         let segments = Arc::new(Mutex::new(segments));
         let last = segments.lock().last().cloned();
-        let file = match last {
-            Some(last) => OpenOptions::new()
-                .append(true)
-                .open(&last.path)
-                .map_err(|e| StoreError::io(format!("opening {}", last.path.display()), e))?,
-            None => create_segment(dir, 1, &segments)?,
+        let (file, offset, capacity) = match last {
+            Some(last) => {
+                let io_err = |e| StoreError::io(format!("opening {}", last.path.display()), e);
+                let file = OpenOptions::new()
+                    .write(true)
+                    .open(&last.path)
+                    .map_err(io_err)?;
+                let capacity = file.metadata().map_err(io_err)?.len();
+                (file, last.bytes, capacity)
+            }
+            None => {
+                let size = FIRST_SEGMENT_BYTES.min(segment_bytes);
+                let path = dir.join("wal-next.tmp");
+                preallocate(&path, size)
+                    .map_err(|e| StoreError::io(format!("preallocating {}", path.display()), e))?;
+                let (file, offset) = create_segment(dir, 1, Some(path), &segments)?;
+                (file, offset, size)
+            }
         };
-        Ok(Wal {
+        let mut wal = Wal {
             dir: dir.to_owned(),
             file,
+            offset,
+            capacity,
             segment_bytes,
             segments,
-        })
+            next: None,
+        };
+        wal.prepare_next();
+        Ok(wal)
     }
 
     /// The segment list, for the compactor.
@@ -66,64 +101,159 @@ impl Wal {
     /// disk. When this returns `Ok`, the frames survive a crash. On error the log's tail is
     /// unknown until the next open, and the caller must stop writing.
     pub(super) fn append(&mut self, frames: &[u8], last_revision: Option<Revision>) -> Result<()> {
-        let full = self
-            .segments
-            .lock()
-            .last()
-            .is_some_and(|s| s.bytes >= self.segment_bytes);
-        if full {
-            let sequence = self.segments.lock().last().map_or(1, |s| s.sequence + 1);
-            self.file = create_segment(&self.dir, sequence, &self.segments)?;
+        let used = self.offset > segment_header_bytes();
+        if used && self.offset + frames.len() as u64 > self.capacity {
+            self.rotate()?;
         }
         self.file
-            .write_all(frames)
+            .write_all_at(frames, self.offset)
             .and_then(|()| self.file.sync_data())
             .map_err(|e| StoreError::io("appending to the log", e))?;
+        self.offset += frames.len() as u64;
         let mut segments = self.segments.lock();
         let active = segments.last_mut().expect("an active segment");
-        active.bytes += frames.len() as u64;
+        active.bytes = self.offset;
         if let Some(r) = last_revision {
             active.last_revision = r;
         }
         Ok(())
     }
+
+    /// Closes the active segment (cut to its used length) and starts the next one.
+    fn rotate(&mut self) -> Result<()> {
+        self.file
+            .set_len(self.offset)
+            .map_err(|e| StoreError::io("closing a log segment", e))?;
+        let sequence = self.segments.lock().last().map_or(1, |s| s.sequence + 1);
+        let (prepared, capacity) = match self.next.take() {
+            Some((handle, size)) => match handle.join() {
+                Ok(Ok(path)) => (Some(path), size),
+                Ok(Err(error)) => {
+                    tracing::warn!(%error, "preparing the next log segment failed; creating it now");
+                    (None, size)
+                }
+                Err(_) => (None, size),
+            },
+            None => (None, self.segment_bytes),
+        };
+        let (file, offset) = create_segment(&self.dir, sequence, prepared, &self.segments)?;
+        self.file = file;
+        self.offset = offset;
+        self.capacity = capacity;
+        self.prepare_next();
+        Ok(())
+    }
+
+    fn prepare_next(&mut self) {
+        let path = self.dir.join("wal-next.tmp");
+        let size = self
+            .capacity
+            .saturating_mul(4)
+            .max(FIRST_SEGMENT_BYTES)
+            .min(self.segment_bytes.max(1));
+        let spawned = std::thread::Builder::new()
+            .name("setpoint-store-prealloc".into())
+            .spawn(move || preallocate(&path, size).map(|()| path));
+        match spawned {
+            Ok(handle) => self.next = Some((handle, size)),
+            Err(error) => tracing::warn!(%error, "cannot start the segment preparer"),
+        }
+    }
 }
 
-/// Creates segment `sequence` with its header, durably, and adds it to `segments`.
-fn create_segment(dir: &Path, sequence: u64, segments: &Segments) -> Result<File> {
+impl Drop for Wal {
+    fn drop(&mut self) {
+        if let Some((handle, _)) = self.next.take() {
+            if let Ok(Ok(path)) = handle.join() {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+}
+
+/// The length of a segment's header frame.
+fn segment_header_bytes() -> u64 {
+    let mut header = FrameWriter::default();
+    header.segment_header(0);
+    header.bytes().len() as u64
+}
+
+/// Writes a file of `size` zeros and syncs it.
+fn preallocate(path: &Path, size: u64) -> std::io::Result<()> {
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(path)?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    let zeros = vec![0u8; 1 << 20];
+    let mut left = size;
+    while left > 0 {
+        let n = left.min(zeros.len() as u64) as usize;
+        out.write_all(&zeros[..n])?;
+        left -= n as u64;
+    }
+    out.into_inner().map_err(|e| e.into_error())?.sync_all()
+}
+
+/// Creates segment `sequence` with its header, durably — from a `prepared` zero-filled file if
+/// there is one — and adds it to `segments`. Returns the file and where appending continues.
+fn create_segment(
+    dir: &Path,
+    sequence: u64,
+    prepared: Option<PathBuf>,
+    segments: &Segments,
+) -> Result<(File, u64)> {
     let path = files::segment_path(dir, sequence);
+    let io_err = |e| StoreError::io(format!("creating {}", path.display()), e);
+    let file = match prepared {
+        Some(from) => {
+            std::fs::rename(&from, &path).map_err(io_err)?;
+            OpenOptions::new().write(true).open(&path).map_err(io_err)?
+        }
+        None => OpenOptions::new()
+            .create_new(true)
+            .write(true)
+            .open(&path)
+            .map_err(io_err)?,
+    };
     let mut header = FrameWriter::default();
     header.segment_header(sequence);
-    let mut file = OpenOptions::new()
-        .create_new(true)
-        .append(true)
-        .open(&path)
-        .map_err(|e| StoreError::io(format!("creating {}", path.display()), e))?;
-    file.write_all(header.bytes())
+    file.write_all_at(header.bytes(), 0)
         .and_then(|()| file.sync_data())
-        .map_err(|e| StoreError::io(format!("writing {}", path.display()), e))?;
+        .map_err(io_err)?;
     files::sync_dir(dir)?;
+    let bytes = header.bytes().len() as u64;
     segments.lock().push(SegmentInfo {
         sequence,
         path,
         last_revision: Revision::ZERO,
-        bytes: header.bytes().len() as u64,
+        bytes,
     });
-    Ok(file)
+    Ok((file, bytes))
+}
+
+/// How a segment's frames end.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Tail {
+    /// At end of file, or at preallocated zeros.
+    Clean,
+    /// In a frame cut short by a crash (last segment only): never acknowledged.
+    Torn,
 }
 
 /// One segment as read at open.
 pub(super) struct SegmentRead {
     pub(super) records: Vec<LogRecord>,
-    /// Bytes of valid frames from the start; a torn tail starts here.
+    /// Bytes of valid frames from the start; appending continues here.
     pub(super) valid_bytes: u64,
-    /// Whether the file has a torn tail after `valid_bytes`.
-    pub(super) torn: bool,
+    pub(super) tail: Tail,
 }
 
-/// Reads every record of a segment. In the last segment a torn tail (a frame cut short by a
-/// crash, or zeros where the file system extended the file) is reported, not an error: it was
-/// never acknowledged. Anything else that fails its checksum is [`StoreError::Corrupt`].
+/// Reads every record of a segment. Frames end cleanly at end of file or at a run of zeros to
+/// end of file (preallocation). In the last segment, a bad frame cut short by end of file or
+/// followed only by zeros is a torn write: reported, not an error, since it was never
+/// acknowledged. Anything else that fails its checksum is [`StoreError::Corrupt`].
 pub(super) fn read_segment(path: &Path, sequence: u64, is_last: bool) -> Result<SegmentRead> {
     let io_err = |e| StoreError::io(format!("reading {}", path.display()), e);
     let file = File::open(path).map_err(io_err)?;
@@ -131,9 +261,9 @@ pub(super) fn read_segment(path: &Path, sequence: u64, is_last: bool) -> Result<
     let mut reader = BufReader::with_capacity(1 << 20, file);
     let mut records = Vec::new();
     let mut offset = 0u64;
-    loop {
+    let tail = loop {
         match codec::read_frame(&mut reader) {
-            Ok(None) => break,
+            Ok(None) => break Tail::Clean,
             Ok(Some(body)) => {
                 let body_len = body.len() as u64;
                 let record = codec::decode_log(body).map_err(|e| locate(e, path, offset))?;
@@ -148,26 +278,33 @@ pub(super) fn read_segment(path: &Path, sequence: u64, is_last: bool) -> Result<
             }
             Err(FrameError::Io(e)) => return Err(io_err(e)),
             Err(bad) => {
-                let torn = is_last
-                    && (matches!(bad, FrameError::Truncated) || rest_is_zero(path, offset, len)?);
-                if !torn {
-                    return Err(StoreError::Corrupt(format!(
-                        "{} fails its checksum at byte {offset} of {len}",
-                        path.display()
-                    )));
+                if rest_is_zero(path, offset, len)? {
+                    break Tail::Clean;
                 }
-                return Ok(SegmentRead {
-                    records,
-                    valid_bytes: offset,
-                    torn: true,
-                });
+                // The write in flight at a crash: cut short by end of file, or (in a
+                // preallocated file) followed by nothing but zeros.
+                let torn = match bad {
+                    FrameError::Truncated => true,
+                    FrameError::Checksum { len: body } => {
+                        let end = offset + (codec::FRAME_HEADER + body) as u64;
+                        end >= len || rest_is_zero(path, end, len)?
+                    }
+                    FrameError::Io(_) => false,
+                };
+                if is_last && torn {
+                    break Tail::Torn;
+                }
+                return Err(StoreError::Corrupt(format!(
+                    "{} fails its checksum at byte {offset} of {len}",
+                    path.display()
+                )));
             }
         }
-    }
+    };
     Ok(SegmentRead {
         records,
         valid_bytes: offset,
-        torn: false,
+        tail,
     })
 }
 
@@ -184,9 +321,17 @@ fn rest_is_zero(path: &Path, offset: u64, len: u64) -> Result<bool> {
     let io_err = |e| StoreError::io(format!("reading {}", path.display()), e);
     let mut file = File::open(path).map_err(io_err)?;
     file.seek(SeekFrom::Start(offset)).map_err(io_err)?;
-    let mut rest = Vec::with_capacity((len - offset.min(len)) as usize);
-    file.read_to_end(&mut rest).map_err(io_err)?;
-    Ok(rest.iter().all(|b| *b == 0))
+    let mut reader = BufReader::with_capacity(1 << 20, file.take(len.saturating_sub(offset)));
+    let mut chunk = [0u8; 1 << 16];
+    loop {
+        let n = reader.read(&mut chunk).map_err(io_err)?;
+        if n == 0 {
+            return Ok(true);
+        }
+        if chunk[..n].iter().any(|b| *b != 0) {
+            return Ok(false);
+        }
+    }
 }
 
 /// Cuts a torn tail off the last segment, durably.
