@@ -6,7 +6,6 @@
 //! DIR/wal-<sequence:016x>.log      log segments, appended in sequence order
 //! DIR/snap-<revision:016x>.snap    snapshots: every live key as of that revision
 //! DIR/snap-<revision:016x>.tmp    a snapshot being written; removed at open
-//! DIR/wal-next.tmp                 the next segment, being preallocated; removed at open
 //! ```
 
 use std::fs::{self, File, OpenOptions};

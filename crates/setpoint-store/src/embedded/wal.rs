@@ -2,19 +2,18 @@
 //! frame per group commit and syncs before anyone is told the writes happened; the compactor
 //! removes segments that a snapshot has made redundant.
 //!
-//! Segments are preallocated: a helper thread writes the next segment full of zeros (and syncs
-//! it) while the current one fills, so that a sync after an append flushes only data, never the
-//! file-size and block-allocation changes that make `fdatasync` on a growing file slow and
-//! erratic. A segment therefore ends either at end of file or at a run of zeros; a closed
-//! segment is cut to its used length. Segment sizes grow geometrically from 1 MiB to
-//! `segment_bytes`, so a small store never writes 64 MiB of zeros.
+//! Segments are preallocated (`fallocate`) to their full size when created, so that a sync
+//! after an append does not also have to commit a new file size and new blocks — which makes
+//! `fdatasync` on a growing file several times slower and erratic (measured in
+//! docs/benchmarks.md). Preallocated space reads as zeros, so a segment's frames end either at
+//! end of file or at a run of zeros; a closed segment is cut to its used length. On a file
+//! system without `fallocate` the segment simply grows.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufReader, Read, Seek, SeekFrom, Write};
+use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use parking_lot::Mutex;
 use setpoint_core::Revision;
@@ -41,18 +40,12 @@ pub(super) type Segments = Arc<Mutex<Vec<SegmentInfo>>>;
 /// The appending end of the log. Owned by the writer thread.
 pub(super) struct Wal {
     dir: PathBuf,
-    /// The active segment, written at `offset`, preallocated up to `capacity`.
+    /// The active segment, written at `offset`.
     file: File,
     offset: u64,
-    capacity: u64,
     segment_bytes: u64,
     segments: Segments,
-    /// A zero-filled file being prepared to become the next segment, and its size.
-    next: Option<(JoinHandle<std::io::Result<PathBuf>>, u64)>,
 }
-
-/// The size of the first segment of a new store.
-const FIRST_SEGMENT_BYTES: u64 = 1 << 20;
 
 impl Wal {
     /// Continues the log in `segments` (the last one is appended to after its `bytes`), or
@@ -60,36 +53,24 @@ impl Wal {
     pub(super) fn open(dir: &Path, segments: Vec<SegmentInfo>, segment_bytes: u64) -> Result<Wal> {
         let segments = Arc::new(Mutex::new(segments));
         let last = segments.lock().last().cloned();
-        let (file, offset, capacity) = match last {
+        let (file, offset) = match last {
             Some(last) => {
-                let io_err = |e| StoreError::io(format!("opening {}", last.path.display()), e);
                 let file = OpenOptions::new()
                     .write(true)
                     .open(&last.path)
-                    .map_err(io_err)?;
-                let capacity = file.metadata().map_err(io_err)?.len();
-                (file, last.bytes, capacity)
+                    .map_err(|e| StoreError::io(format!("opening {}", last.path.display()), e))?;
+                preallocate(&file, segment_bytes);
+                (file, last.bytes)
             }
-            None => {
-                let size = FIRST_SEGMENT_BYTES.min(segment_bytes);
-                let path = dir.join("wal-next.tmp");
-                preallocate(&path, size)
-                    .map_err(|e| StoreError::io(format!("preallocating {}", path.display()), e))?;
-                let (file, offset) = create_segment(dir, 1, Some(path), &segments)?;
-                (file, offset, size)
-            }
+            None => create_segment(dir, 1, segment_bytes, &segments)?,
         };
-        let mut wal = Wal {
+        Ok(Wal {
             dir: dir.to_owned(),
             file,
             offset,
-            capacity,
             segment_bytes,
             segments,
-            next: None,
-        };
-        wal.prepare_next();
-        Ok(wal)
+        })
     }
 
     /// The segment list, for the compactor.
@@ -102,7 +83,7 @@ impl Wal {
     /// unknown until the next open, and the caller must stop writing.
     pub(super) fn append(&mut self, frames: &[u8], last_revision: Option<Revision>) -> Result<()> {
         let used = self.offset > segment_header_bytes();
-        if used && self.offset + frames.len() as u64 > self.capacity {
+        if used && self.offset + frames.len() as u64 > self.segment_bytes {
             self.rotate()?;
         }
         self.file
@@ -125,49 +106,18 @@ impl Wal {
             .set_len(self.offset)
             .map_err(|e| StoreError::io("closing a log segment", e))?;
         let sequence = self.segments.lock().last().map_or(1, |s| s.sequence + 1);
-        let (prepared, capacity) = match self.next.take() {
-            Some((handle, size)) => match handle.join() {
-                Ok(Ok(path)) => (Some(path), size),
-                Ok(Err(error)) => {
-                    tracing::warn!(%error, "preparing the next log segment failed; creating it now");
-                    (None, size)
-                }
-                Err(_) => (None, size),
-            },
-            None => (None, self.segment_bytes),
-        };
-        let (file, offset) = create_segment(&self.dir, sequence, prepared, &self.segments)?;
+        let (file, offset) =
+            create_segment(&self.dir, sequence, self.segment_bytes, &self.segments)?;
         self.file = file;
         self.offset = offset;
-        self.capacity = capacity;
-        self.prepare_next();
         Ok(())
-    }
-
-    fn prepare_next(&mut self) {
-        let path = self.dir.join("wal-next.tmp");
-        let size = self
-            .capacity
-            .saturating_mul(4)
-            .max(FIRST_SEGMENT_BYTES)
-            .min(self.segment_bytes.max(1));
-        let spawned = std::thread::Builder::new()
-            .name("setpoint-store-prealloc".into())
-            .spawn(move || preallocate(&path, size).map(|()| path));
-        match spawned {
-            Ok(handle) => self.next = Some((handle, size)),
-            Err(error) => tracing::warn!(%error, "cannot start the segment preparer"),
-        }
     }
 }
 
-impl Drop for Wal {
-    fn drop(&mut self) {
-        if let Some((handle, _)) = self.next.take() {
-            if let Ok(Ok(path)) = handle.join() {
-                let _ = std::fs::remove_file(path);
-            }
-        }
+/// Extends `file` to at least `size` bytes of allocated zeros, where the file system can.
+fn preallocate(file: &File, size: u64) {
+    if let Err(error) = rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, size) {
+        tracing::debug!(%error, "cannot preallocate log segments here; they will grow instead");
     }
 }
 
@@ -178,49 +128,26 @@ fn segment_header_bytes() -> u64 {
     header.bytes().len() as u64
 }
 
-/// Writes a file of `size` zeros and syncs it.
-fn preallocate(path: &Path, size: u64) -> std::io::Result<()> {
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .open(path)?;
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-    let zeros = vec![0u8; 1 << 20];
-    let mut left = size;
-    while left > 0 {
-        let n = left.min(zeros.len() as u64) as usize;
-        out.write_all(&zeros[..n])?;
-        left -= n as u64;
-    }
-    out.into_inner().map_err(|e| e.into_error())?.sync_all()
-}
-
-/// Creates segment `sequence` with its header, durably — from a `prepared` zero-filled file if
-/// there is one — and adds it to `segments`. Returns the file and where appending continues.
+/// Creates segment `sequence`, preallocated to `size`, with its header, durably, and adds it
+/// to `segments`. Returns the file and where appending continues.
 fn create_segment(
     dir: &Path,
     sequence: u64,
-    prepared: Option<PathBuf>,
+    size: u64,
     segments: &Segments,
 ) -> Result<(File, u64)> {
     let path = files::segment_path(dir, sequence);
     let io_err = |e| StoreError::io(format!("creating {}", path.display()), e);
-    let file = match prepared {
-        Some(from) => {
-            std::fs::rename(&from, &path).map_err(io_err)?;
-            OpenOptions::new().write(true).open(&path).map_err(io_err)?
-        }
-        None => OpenOptions::new()
-            .create_new(true)
-            .write(true)
-            .open(&path)
-            .map_err(io_err)?,
-    };
+    let file = OpenOptions::new()
+        .create_new(true)
+        .write(true)
+        .open(&path)
+        .map_err(io_err)?;
+    preallocate(&file, size);
     let mut header = FrameWriter::default();
     header.segment_header(sequence);
     file.write_all_at(header.bytes(), 0)
-        .and_then(|()| file.sync_data())
+        .and_then(|()| file.sync_all())
         .map_err(io_err)?;
     files::sync_dir(dir)?;
     let bytes = header.bytes().len() as u64;
