@@ -1,8 +1,14 @@
 //! Setpoint's object model: the types every layer shares, with no I/O.
 //!
-//! For now this holds the store's notion of time, [`Revision`]. The API object model (metadata,
-//! group/version/kinds, selectors, `Status` errors) joins it as the API server is built.
+//! For now this holds the store's notion of time, [`Revision`], and label and field selectors
+//! ([`LabelSelector`], [`FieldSelector`]). The rest of the API object model (metadata,
+//! group/version/kinds, `Status` errors) joins them as the API server is built.
 
 mod revision;
+mod selector;
 
 pub use revision::{ParseRevisionError, Revision};
+pub use selector::{
+    FieldOperator, FieldSelector, FieldSelectorError, FieldTerm, InvalidLabelRequirement,
+    LabelOperator, LabelRequirement, LabelSelector, LabelSelectorError, SelectableFields,
+};
