@@ -4,11 +4,15 @@
 //! ([`LabelSelector`], [`FieldSelector`]). The rest of the API object model (metadata,
 //! group/version/kinds, `Status` errors) joins them as the API server is built.
 
+mod gvk;
 mod revision;
 mod selector;
+mod status;
 
+pub use gvk::{api_version, GroupResource, GroupVersionKind};
 pub use revision::{ParseRevisionError, Revision};
 pub use selector::{
     FieldOperator, FieldSelector, FieldSelectorError, FieldTerm, InvalidLabelRequirement,
     LabelOperator, LabelRequirement, LabelSelector, LabelSelectorError, SelectableFields,
 };
+pub use status::{success_status, ApiError, ApiResult, Cause, Details, Reason};

@@ -40,11 +40,11 @@ impl EmbeddedConfig {
     pub fn in_memory() -> Self {
         EmbeddedConfig {
             dir: None,
-            history_revisions: 100_000,
+            history_revisions: 25_000,
             history_max_age: Duration::from_secs(300),
             history_min_revisions: 1_000,
             compaction_interval: Some(Duration::from_secs(1)),
-            segment_bytes: 64 << 20,
+            segment_bytes: 16 << 20,
             max_value_bytes: 4 << 20,
             max_batch_ops: 4096,
         }

@@ -180,8 +180,14 @@ impl Writer {
     /// The log could not be appended: nothing of this batch is published, and the store stops
     /// taking writes (what reached the disk is only known after a restart).
     fn fail(&mut self, error: StoreError, outcomes: Vec<Outcome>) {
-        tracing::error!(%error, "log append failed; the store no longer accepts writes");
-        let reason = format!("a write to the log failed ({error}); restart to recover");
+        let mut cause = error.to_string();
+        let mut source = std::error::Error::source(&error);
+        while let Some(s) = source {
+            cause = format!("{cause}: {s}");
+            source = s.source();
+        }
+        tracing::error!(error = %cause, "log append failed; the store no longer accepts writes");
+        let reason = format!("a write to the log failed ({cause}); restart to recover");
         self.index = self.shared.state.read().index.clone();
         let mut error = Some(error);
         let mut next_err = || {

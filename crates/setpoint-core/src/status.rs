@@ -1,0 +1,471 @@
+//! API errors and the Kubernetes `Status` object that carries them. Every non-2xx answer of the
+//! API server is one of these; the HTTP code, `reason`, `message` and `details` follow
+//! apimachinery's `errors` package so that kubectl prints what users know, e.g.
+//! `Error from server (NotFound): deployments.apps "web" not found`.
+
+use serde_json::{json, Map, Value};
+
+use crate::gvk::GroupResource;
+
+/// Why a request failed: the `reason` field of a `Status`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// 400: the request itself is malformed.
+    BadRequest,
+    /// 401: no valid credentials.
+    Unauthorized,
+    /// 403: not allowed.
+    Forbidden,
+    /// 404: no such object (or collection).
+    NotFound,
+    /// 409: create of a name that exists.
+    AlreadyExists,
+    /// 409: the object changed since it was read.
+    Conflict,
+    /// 410: the resource version asked for is no longer retained.
+    Expired,
+    /// 405: the verb is not supported on this resource.
+    MethodNotAllowed,
+    /// 406: no acceptable representation.
+    NotAcceptable,
+    /// 413: the body is too large.
+    RequestEntityTooLarge,
+    /// 415: the body's content type is not supported here.
+    UnsupportedMediaType,
+    /// 422: the object fails validation.
+    Invalid,
+    /// 429: too many requests.
+    TooManyRequests,
+    /// 500: the server failed.
+    InternalError,
+    /// 503: the server cannot serve now.
+    ServiceUnavailable,
+    /// 504: the server timed out waiting (e.g. for a resource version it has not reached).
+    Timeout,
+}
+
+impl Reason {
+    /// The HTTP status code that goes with the reason.
+    #[must_use]
+    pub fn code(self) -> u16 {
+        match self {
+            Reason::BadRequest => 400,
+            Reason::Unauthorized => 401,
+            Reason::Forbidden => 403,
+            Reason::NotFound => 404,
+            Reason::MethodNotAllowed => 405,
+            Reason::NotAcceptable => 406,
+            Reason::AlreadyExists | Reason::Conflict => 409,
+            Reason::Expired => 410,
+            Reason::RequestEntityTooLarge => 413,
+            Reason::UnsupportedMediaType => 415,
+            Reason::Invalid => 422,
+            Reason::TooManyRequests => 429,
+            Reason::InternalError => 500,
+            Reason::ServiceUnavailable => 503,
+            Reason::Timeout => 504,
+        }
+    }
+
+    /// The `reason` string.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::BadRequest => "BadRequest",
+            Reason::Unauthorized => "Unauthorized",
+            Reason::Forbidden => "Forbidden",
+            Reason::NotFound => "NotFound",
+            Reason::AlreadyExists => "AlreadyExists",
+            Reason::Conflict => "Conflict",
+            Reason::Expired => "Expired",
+            Reason::MethodNotAllowed => "MethodNotAllowed",
+            Reason::NotAcceptable => "NotAcceptable",
+            Reason::RequestEntityTooLarge => "RequestEntityTooLarge",
+            Reason::UnsupportedMediaType => "UnsupportedMediaType",
+            Reason::Invalid => "Invalid",
+            Reason::TooManyRequests => "TooManyRequests",
+            Reason::InternalError => "InternalError",
+            Reason::ServiceUnavailable => "ServiceUnavailable",
+            Reason::Timeout => "Timeout",
+        }
+    }
+}
+
+/// One reason an object is invalid, naming the field (`spec.replicas`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cause {
+    /// `FieldValueInvalid`, `FieldValueRequired`, `FieldValueNotSupported`, …
+    pub reason: String,
+    /// What is wrong, as kubectl prints it after the field.
+    pub message: String,
+    /// The field's path.
+    pub field: String,
+}
+
+impl Cause {
+    /// A cause of the given type.
+    pub fn new(reason: &str, field: impl Into<String>, message: impl Into<String>) -> Self {
+        Cause {
+            reason: reason.to_owned(),
+            message: message.into(),
+            field: field.into(),
+        }
+    }
+
+    /// `field: Required value`.
+    pub fn required(field: impl Into<String>) -> Self {
+        let field = field.into();
+        Cause::new(
+            "FieldValueRequired",
+            field.clone(),
+            format!("{field}: Required value"),
+        )
+    }
+
+    /// `field: Invalid value: <value>: <detail>`.
+    pub fn invalid(field: impl Into<String>, value: &Value, detail: &str) -> Self {
+        let field = field.into();
+        let shown = match value {
+            Value::String(s) => format!("{s:?}"),
+            other => other.to_string(),
+        };
+        Cause::new(
+            "FieldValueInvalid",
+            field.clone(),
+            format!("{field}: Invalid value: {shown}: {detail}"),
+        )
+    }
+
+    /// `field: Unsupported value: <value>: supported values: …`.
+    pub fn not_supported(field: impl Into<String>, value: &Value, supported: &[&str]) -> Self {
+        let field = field.into();
+        let list: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+        Cause::new(
+            "FieldValueNotSupported",
+            field.clone(),
+            format!(
+                "{field}: Unsupported value: {value}: supported values: {}",
+                list.join(", ")
+            ),
+        )
+    }
+
+    /// `field: Forbidden: <detail>`.
+    pub fn forbidden(field: impl Into<String>, detail: &str) -> Self {
+        let field = field.into();
+        Cause::new(
+            "FieldValueForbidden",
+            field.clone(),
+            format!("{field}: Forbidden: {detail}"),
+        )
+    }
+
+    /// `field: Duplicate value: <value>`.
+    pub fn duplicate(field: impl Into<String>, value: &Value) -> Self {
+        let field = field.into();
+        Cause::new(
+            "FieldValueDuplicate",
+            field.clone(),
+            format!("{field}: Duplicate value: {value}"),
+        )
+    }
+}
+
+/// A failed API request, ready to be sent as a `Status`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiError {
+    /// The reason (and with it the HTTP code).
+    pub reason: Reason,
+    /// The human-readable message.
+    pub message: String,
+    /// `details`: the object's name, group and kind, and field causes.
+    pub details: Option<Details>,
+}
+
+/// The `details` of a `Status`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Details {
+    /// Object name.
+    pub name: String,
+    /// API group.
+    pub group: String,
+    /// Resource (plural) — or, for `Invalid`, the Kind.
+    pub kind: String,
+    /// Object UID, when known.
+    pub uid: Option<String>,
+    /// Field causes.
+    pub causes: Vec<Cause>,
+    /// Seconds after which to retry.
+    pub retry_after_seconds: Option<u32>,
+}
+
+/// Result of an API operation.
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    /// An error with a reason and message, no details.
+    pub fn new(reason: Reason, message: impl Into<String>) -> Self {
+        ApiError {
+            reason,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    fn with_object(reason: Reason, gr: &GroupResource, name: &str, message: String) -> Self {
+        ApiError {
+            reason,
+            message,
+            details: Some(Details {
+                name: name.to_owned(),
+                group: gr.group.clone(),
+                kind: gr.resource.clone(),
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// 404 `<resource> "<name>" not found`.
+    pub fn not_found(gr: &GroupResource, name: &str) -> Self {
+        Self::with_object(
+            Reason::NotFound,
+            gr,
+            name,
+            format!("{gr} {name:?} not found"),
+        )
+    }
+
+    /// 409 `<resource> "<name>" already exists`.
+    pub fn already_exists(gr: &GroupResource, name: &str) -> Self {
+        Self::with_object(
+            Reason::AlreadyExists,
+            gr,
+            name,
+            format!("{gr} {name:?} already exists"),
+        )
+    }
+
+    /// 409 `Operation cannot be fulfilled on <resource> "<name>": <why>`.
+    pub fn conflict(gr: &GroupResource, name: &str, why: &str) -> Self {
+        Self::with_object(
+            Reason::Conflict,
+            gr,
+            name,
+            format!("Operation cannot be fulfilled on {gr} {name:?}: {why}"),
+        )
+    }
+
+    /// The optimistic-concurrency conflict, worded as kube-apiserver words it.
+    pub fn modified(gr: &GroupResource, name: &str) -> Self {
+        Self::conflict(
+            gr,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
+    }
+
+    /// 422 `<Kind> "<name>" is invalid: <causes>`; `details.kind` is the Kind.
+    pub fn invalid(kind: &str, group: &str, name: &str, causes: Vec<Cause>) -> Self {
+        let summary: Vec<&str> = causes.iter().map(|c| c.message.as_str()).collect();
+        let message = match summary.len() {
+            0 => format!("{kind} {name:?} is invalid"),
+            1 => format!("{kind} {name:?} is invalid: {}", summary[0]),
+            _ => format!("{kind} {name:?} is invalid: [{}]", summary.join(", ")),
+        };
+        ApiError {
+            reason: Reason::Invalid,
+            message,
+            details: Some(Details {
+                name: name.to_owned(),
+                group: group.to_owned(),
+                kind: kind.to_owned(),
+                causes,
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// 400 with the message.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(Reason::BadRequest, message)
+    }
+
+    /// 410 `Expired`.
+    pub fn expired(message: impl Into<String>) -> Self {
+        Self::new(Reason::Expired, message)
+    }
+
+    /// 410 for a resource version older than the retained history.
+    pub fn too_old_resource_version(requested: u64, oldest: u64) -> Self {
+        Self::expired(format!("too old resource version: {requested} ({oldest})"))
+    }
+
+    /// 405 for a verb a resource does not support.
+    pub fn method_not_supported(gr: &GroupResource, action: &str) -> Self {
+        Self::with_object(
+            Reason::MethodNotAllowed,
+            gr,
+            "",
+            format!(
+                "{action} is not supported on resources of kind {gr:?}",
+                gr = gr.to_string()
+            ),
+        )
+    }
+
+    /// 415 for a body type the endpoint does not take.
+    pub fn unsupported_media_type(content_type: &str) -> Self {
+        Self::new(
+            Reason::UnsupportedMediaType,
+            format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/apply-patch+yaml, application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {content_type:?})"),
+        )
+    }
+
+    /// 500 with the message.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(
+            Reason::InternalError,
+            format!("Internal error occurred: {}", message.into()),
+        )
+    }
+
+    /// 403 with the message.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(Reason::Forbidden, message)
+    }
+
+    /// 504 with the message.
+    pub fn timeout(message: impl Into<String>) -> Self {
+        Self::new(Reason::Timeout, message)
+    }
+
+    /// 503 with the message.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(Reason::ServiceUnavailable, message)
+    }
+
+    /// The HTTP status code.
+    #[must_use]
+    pub fn code(&self) -> u16 {
+        self.reason.code()
+    }
+
+    /// The `Status` object for this error.
+    #[must_use]
+    pub fn to_status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason.as_str(),
+            "code": self.code(),
+        });
+        if let Some(d) = &self.details {
+            let mut details = Map::new();
+            if !d.name.is_empty() {
+                details.insert("name".into(), d.name.clone().into());
+            }
+            if !d.group.is_empty() {
+                details.insert("group".into(), d.group.clone().into());
+            }
+            if !d.kind.is_empty() {
+                details.insert("kind".into(), d.kind.clone().into());
+            }
+            if let Some(uid) = &d.uid {
+                details.insert("uid".into(), uid.clone().into());
+            }
+            if !d.causes.is_empty() {
+                let causes: Vec<Value> = d
+                    .causes
+                    .iter()
+                    .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                    .collect();
+                details.insert("causes".into(), causes.into());
+            }
+            if let Some(s) = d.retry_after_seconds {
+                details.insert("retryAfterSeconds".into(), s.into());
+            }
+            status["details"] = Value::Object(details);
+        }
+        status
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} ({}): {}",
+            self.code(),
+            self.reason.as_str(),
+            self.message
+        )
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+/// A `Status` reporting success, as DELETE answers for most kinds.
+#[must_use]
+pub fn success_status(gr: &GroupResource, name: &str, uid: &str) -> Value {
+    let mut details = json!({"name": name, "kind": gr.resource, "uid": uid});
+    if !gr.group.is_empty() {
+        details["group"] = gr.group.clone().into();
+    }
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_found_should_name_the_resource_and_group() {
+        let e = ApiError::not_found(&GroupResource::new("apps", "deployments"), "web");
+        let s = e.to_status();
+        assert_eq!(s["message"], "deployments.apps \"web\" not found");
+        assert_eq!(s["code"], 404);
+        assert_eq!(s["details"]["kind"], "deployments");
+        assert_eq!(s["details"]["group"], "apps");
+    }
+
+    #[test]
+    fn invalid_should_carry_the_kind_and_field_causes() {
+        let e = ApiError::invalid(
+            "Deployment",
+            "apps",
+            "bad",
+            vec![Cause::invalid(
+                "spec.replicas",
+                &json!(-1),
+                "must be greater than or equal to 0",
+            )],
+        );
+        let s = e.to_status();
+        assert_eq!(s["code"], 422);
+        assert_eq!(s["details"]["kind"], "Deployment");
+        assert_eq!(s["details"]["causes"][0]["field"], "spec.replicas");
+        assert_eq!(
+            s["message"],
+            "Deployment \"bad\" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0"
+        );
+    }
+
+    #[test]
+    fn conflict_should_use_the_optimistic_lock_wording() {
+        let e = ApiError::modified(&GroupResource::new("", "configmaps"), "c");
+        assert_eq!(
+            e.message,
+            "Operation cannot be fulfilled on configmaps \"c\": the object has been modified; please apply your changes to the latest version and try again"
+        );
+        assert_eq!(e.code(), 409);
+    }
+}

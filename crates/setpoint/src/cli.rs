@@ -1,0 +1,128 @@
+//! The command line: every subcommand and flag of `setpoint`, parsed with clap's derive API.
+//! Parsing only; each subcommand's behaviour lives in its own module.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// The `setpoint` command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "setpoint",
+    version,
+    about = "A Kubernetes-compatible reconciliation control plane"
+)]
+pub(crate) struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// The subcommands. `server` joins them when the API server exists.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Measure the performance of Setpoint's components on this machine.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+    /// Tools for testing and debugging Setpoint itself; not a stable interface.
+    #[command(subcommand, hide = true)]
+    Debug(DebugCommand),
+}
+
+/// The `setpoint bench` subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum BenchCommand {
+    /// Benchmark the embedded store on disk: durable writes, lists, watches and file size.
+    Store(StoreBenchArgs),
+}
+
+/// Flags of `setpoint bench store`.
+#[derive(Debug, Args)]
+pub(crate) struct StoreBenchArgs {
+    /// Create the (temporary, deleted afterwards) data directory under this directory.
+    /// Default: `./target` if it exists, else the system's temporary directory. Results depend
+    /// on its filesystem: a tmpfs makes fsync free.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dir: Option<PathBuf>,
+    /// Smaller workloads, for a result in well under a minute.
+    #[arg(long)]
+    pub(crate) quick: bool,
+    /// Run only these benchmarks (default: all).
+    #[arg(long, value_name = "NAME", num_args = 1.., value_delimiter = ',')]
+    pub(crate) only: Vec<StoreBench>,
+}
+
+/// The benchmarks of `setpoint bench store`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum StoreBench {
+    /// Durable creates and conditional updates at 1, 16 and 64 concurrent writers.
+    Writes,
+    /// Lists of 10,000 keys at the current and at an older revision.
+    List,
+    /// 100 watchers following concurrent writers.
+    Watch,
+    /// Data directory size under a long run of updates with automatic compaction.
+    Size,
+}
+
+impl StoreBench {
+    /// Every benchmark, in the order they run.
+    pub(crate) const ALL: [StoreBench; 4] = [
+        StoreBench::Writes,
+        StoreBench::List,
+        StoreBench::Watch,
+        StoreBench::Size,
+    ];
+}
+
+/// The hidden `setpoint debug` subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum DebugCommand {
+    /// Write to an embedded store forever, printing one `ack` line per acknowledged write; the
+    /// crash test kills it and checks that every acknowledged write survived.
+    StoreWriter(StoreWriterArgs),
+}
+
+/// Flags of `setpoint debug store-writer`.
+#[derive(Debug, Args)]
+pub(crate) struct StoreWriterArgs {
+    /// The store's data directory (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dir: PathBuf,
+    /// How many concurrent writers; writer `w` owns the keys `/crash/w{w}/k0` to `k7`.
+    #[arg(long, default_value_t = 8)]
+    pub(crate) writers: usize,
+    /// Keep little history and compact, snapshot and rotate log segments often (instead of the
+    /// default retention), so that kills also land in the middle of those.
+    #[arg(long)]
+    pub(crate) aggressive_compaction: bool,
+    /// Exit when standard input reaches its end, so that the process dies with the parent that
+    /// holds the other end of the pipe.
+    #[arg(long)]
+    pub(crate) exit_on_stdin_eof: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn cli_should_be_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn bench_store_should_accept_several_only_names() {
+        let cli = Cli::try_parse_from([
+            "setpoint", "bench", "store", "--only", "list", "watch", "--quick",
+        ])
+        .expect("parses");
+        let Command::Bench(BenchCommand::Store(args)) = cli.command else {
+            panic!("parsed as {cli:?}");
+        };
+        assert_eq!(args.only, [StoreBench::List, StoreBench::Watch]);
+        assert!(args.quick);
+    }
+}
