@@ -63,6 +63,11 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// Fails at once with [`StoreError::Compacted`] if changes after `after` are no longer
     /// retained. `after` may be ahead of the current revision: the watch waits for it.
+    /// If compaction later overtakes a watch that has not delivered everything, the stream
+    /// yields [`StoreError::Compacted`] with `requested` set to the last revision it delivered
+    /// (or `after`), then ends. Each batch's `progress` is above the previous one and above
+    /// `after`; how changes are split into batches, and whether pure progress batches are sent,
+    /// is up to the backend.
     async fn watch(&self, prefix: Bytes, after: Revision) -> Result<WatchStream>;
 
     /// Forgets history up to and including `revision`: lists at older revisions and watches from

@@ -68,7 +68,9 @@ pub struct ListRequest {
     /// Start at this key (inclusive) instead of at the start of the prefix; to continue a paged
     /// list, pass the last key returned followed by a `0` byte. Must start with `prefix`.
     pub start: Option<Bytes>,
-    /// Read the state as of this revision; `None` reads the current state.
+    /// Read the state as of this revision; `None` reads the current state. `Some(Revision::ZERO)`
+    /// is the empty state before the first write (while revision 0 is not compacted); an etcd
+    /// backend must not pass it through as etcd's "latest".
     pub revision: Option<Revision>,
     /// Return at most this many key-values; `None` or `Some(0)` means no limit.
     pub limit: Option<usize>,

@@ -1,6 +1,8 @@
 //! Recovery of the embedded store from its directory: restarts, torn tails, corruption,
 //! snapshots replacing log segments, and the directory lock.
 
+#![allow(clippy::unwrap_used)] // test helpers: a failure should panic with the error
+
 use std::fs::{self, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
