@@ -20,7 +20,7 @@ mod types;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
-pub use embedded::{EmbeddedStore, EmbeddedConfig};
+pub use embedded::{EmbeddedConfig, EmbeddedStore};
 pub use error::{Result, StoreError};
 pub use model::ModelStore;
 pub use setpoint_core::Revision;

@@ -53,7 +53,12 @@ pub trait Store: Send + Sync + 'static {
     /// Replaces the value of an existing `key`. With `expected` set, only if the key's mod
     /// revision equals it, else [`StoreError::Conflict`] with the current value. A missing key
     /// is [`StoreError::NotFound`]. Returns the stored key-value.
-    async fn update(&self, key: Bytes, value: Bytes, expected: Option<Revision>) -> Result<KeyValue>;
+    async fn update(
+        &self,
+        key: Bytes,
+        value: Bytes,
+        expected: Option<Revision>,
+    ) -> Result<KeyValue>;
 
     /// Deletes an existing `key`, with the same precondition as [`Store::update`]. Returns the
     /// delete event: `kv.mod_revision` is the deletion's revision and `prev` the deleted value.
