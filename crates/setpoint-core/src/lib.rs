@@ -5,11 +5,17 @@
 //! group/version/kinds, `Status` errors) joins them as the API server is built.
 
 mod gvk;
+mod patch;
 mod revision;
 mod selector;
 mod status;
 
 pub use gvk::{api_version, GroupResource, GroupVersionKind};
+pub use patch::{
+    apply_patch, json_patch, merge_patch, strategic_merge_patch, FieldStrategy, JsonPatch,
+    OperationFailure, PatchError, PatchErrorKind, PatchResult, PatchSchema, PatchType,
+    INVALID_PATCH_MESSAGE, MAX_JSON_PATCH_COPY_BYTES, MAX_JSON_PATCH_OPERATIONS,
+};
 pub use revision::{ParseRevisionError, Revision};
 pub use selector::{
     FieldOperator, FieldSelector, FieldSelectorError, FieldTerm, InvalidLabelRequirement,
