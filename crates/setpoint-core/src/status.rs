@@ -179,7 +179,7 @@ pub struct ApiError {
     /// The human-readable message.
     pub message: String,
     /// `details`: the object's name, group and kind, and field causes.
-    pub details: Option<Details>,
+    pub details: Option<Box<Details>>,
 }
 
 /// The `details` of a `Status`.
@@ -216,12 +216,12 @@ impl ApiError {
         ApiError {
             reason,
             message,
-            details: Some(Details {
+            details: Some(Box::new(Details {
                 name: name.to_owned(),
                 group: gr.group.clone(),
                 kind: gr.resource.clone(),
                 ..Default::default()
-            }),
+            })),
         }
     }
 
@@ -275,13 +275,13 @@ impl ApiError {
         ApiError {
             reason: Reason::Invalid,
             message,
-            details: Some(Details {
+            details: Some(Box::new(Details {
                 name: name.to_owned(),
                 group: group.to_owned(),
                 kind: kind.to_owned(),
                 causes,
                 ..Default::default()
-            }),
+            })),
         }
     }
 

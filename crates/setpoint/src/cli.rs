@@ -18,15 +18,28 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
-/// The subcommands. `server` joins them when the API server exists.
+/// The subcommands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
+    /// Run the control plane: the Kubernetes API over HTTPS on the embedded store.
+    Server(ServerArgs),
     /// Measure the performance of Setpoint's components on this machine.
     #[command(subcommand)]
     Bench(BenchCommand),
     /// Tools for testing and debugging Setpoint itself; not a stable interface.
     #[command(subcommand, hide = true)]
     Debug(DebugCommand),
+}
+
+/// Flags of `setpoint server`.
+#[derive(Debug, Args)]
+pub(crate) struct ServerArgs {
+    /// Where the store, the certificates and `admin.kubeconfig` live (created mode 0700).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) data_dir: PathBuf,
+    /// The address to serve HTTPS on.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:6443")]
+    pub(crate) listen: std::net::SocketAddr,
 }
 
 /// The `setpoint bench` subcommands.

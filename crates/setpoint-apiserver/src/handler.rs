@@ -1,0 +1,55 @@
+//! The seam between the transport and the API proper: a [`Handler`] is given each
+//! authenticated request with its body read in full, and answers with a [`Body`] that may
+//! stream (watches, logs). The transport sends each chunk of a streaming body as soon as it is
+//! produced: over HTTP/1.1 a body without a `Content-Length` is sent chunked, over HTTP/2 as
+//! DATA frames.
+
+use std::io;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::{Stream, StreamExt as _};
+use http_body_util::{BodyExt, Empty, Full, StreamBody};
+
+use crate::auth::User;
+
+/// A response body: a whole buffer, or a stream of chunks. An error ends the response
+/// abruptly (HTTP/1.1: the connection is closed; HTTP/2: the stream is reset).
+pub type Body = http_body_util::combinators::BoxBody<Bytes, io::Error>;
+
+/// Serves authenticated API requests.
+///
+/// The transport has already answered the health endpoints, rejected unauthenticated
+/// requests (401), and read the body (at most the configured limit, else 413). The
+/// `Authorization` header has been removed. A panic in `handle` is caught and answered with
+/// 500; the server goes on.
+#[async_trait]
+pub trait Handler: Send + Sync + 'static {
+    /// Answers `request`, sent by `user`.
+    ///
+    /// Dropped when the client goes away or the server shuts down, so it must be cancel-safe.
+    async fn handle(&self, request: http::Request<Bytes>, user: User) -> http::Response<Body>;
+}
+
+/// A body holding `bytes`, sent with a `Content-Length`.
+pub fn full_body(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+/// An empty body.
+pub fn empty_body() -> Body {
+    Empty::new().map_err(|never| match never {}).boxed()
+}
+
+/// A body sending each item of `stream` as a chunk as soon as it is produced; an error ends
+/// the response abruptly.
+pub fn stream_body<S>(stream: S) -> Body
+where
+    S: Stream<Item = Result<Bytes, io::Error>> + Send + Sync + 'static,
+{
+    BodyExt::boxed(StreamBody::new(
+        stream.map(|chunk| chunk.map(http_body::Frame::data)),
+    ))
+}

@@ -1,0 +1,113 @@
+//! Object metadata the server owns: names generated from `generateName`, UIDs, timestamps,
+//! resource versions.
+
+use chrono::{SecondsFormat, Utc};
+use rand::Rng;
+use serde_json::{Map, Value};
+
+/// Now, as Kubernetes writes timestamps (RFC 3339, seconds, `Z`).
+pub(crate) fn now() -> String {
+    Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// A new random UID (UUID version 4).
+pub(crate) fn new_uid() -> String {
+    let b: [u8; 16] = rand::thread_rng().gen();
+    let mut b = b;
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// `generateName` plus five random characters from the alphabet Kubernetes uses (no vowels,
+/// no easily confused characters).
+pub(crate) fn generate_name(base: &str) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let base = if base.len() > 58 { &base[..58] } else { base };
+    let mut rng = rand::thread_rng();
+    let suffix: String = (0..5)
+        .map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char)
+        .collect();
+    format!("{base}{suffix}")
+}
+
+/// `metadata` of an object, created if missing.
+pub(crate) fn metadata(object: &mut Value) -> &mut Map<String, Value> {
+    if !object.get("metadata").is_some_and(Value::is_object) {
+        object["metadata"] = Value::Object(Map::new());
+    }
+    object["metadata"]
+        .as_object_mut()
+        .expect("just made an object")
+}
+
+/// A metadata string field.
+pub(crate) fn meta_str<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
+    object["metadata"][field].as_str()
+}
+
+/// The object's finalizers.
+pub(crate) fn finalizers(object: &Value) -> Vec<String> {
+    object["metadata"]["finalizers"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Copies the fields clients may not change on update from the stored object.
+pub(crate) fn keep_system_fields(new: &mut Value, old: &Value) {
+    let old_meta = &old["metadata"];
+    let meta = metadata(new);
+    for field in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+    ] {
+        match old_meta.get(field) {
+            Some(v) if !v.is_null() => {
+                meta.insert(field.into(), v.clone());
+            }
+            _ => {
+                meta.remove(field);
+            }
+        }
+    }
+    meta.remove("resourceVersion");
+    meta.remove("managedFields");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uids_should_be_version_4_uuids() {
+        let u = new_uid();
+        assert_eq!(u.len(), 36);
+        assert_eq!(&u[14..15], "4");
+        assert_ne!(u, new_uid());
+    }
+
+    #[test]
+    fn generated_names_should_append_five_safe_characters() {
+        let n = generate_name("web-");
+        assert!(n.starts_with("web-") && n.len() == 9);
+        assert!(n[4..]
+            .bytes()
+            .all(|b| b"bcdfghjklmnpqrstvwxz2456789".contains(&b)));
+    }
+}

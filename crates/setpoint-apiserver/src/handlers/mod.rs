@@ -1,0 +1,272 @@
+//! The REST API over the registry, the watch caches and the store: one [`Api`] answers every
+//! request that the transport has authenticated.
+
+mod delete;
+mod discovery;
+mod meta;
+mod params;
+mod read;
+pub(crate) mod response;
+mod subresource;
+mod watch;
+mod write;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use serde_json::{json, Value};
+use setpoint_core::{ApiError, GroupResource, Revision};
+use setpoint_store::Store;
+
+use crate::registry::{builtin_resources, Registry, ResourceDef};
+use crate::request::{self, ResourceRequest, Target, Verb};
+use crate::watchcache::{WatchCache, DEFAULT_WINDOW};
+use response::Body;
+
+/// The version the server reports on `/version` (the Kubernetes API it speaks).
+pub(crate) const KUBERNETES_MINOR: &str = "33";
+
+/// Namespaces that exist from the start.
+const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// How long a consistent read waits for the watch cache to catch up with the store.
+const CACHE_CATCH_UP: Duration = Duration::from_secs(3);
+
+/// The API: built-in resources over a store.
+pub struct Api {
+    store: Arc<dyn Store>,
+    registry: Registry,
+    caches: BTreeMap<(String, String, String), Arc<WatchCache>>,
+}
+
+impl Api {
+    /// Serves the built-in resources from `store`, creating the initial namespaces if missing.
+    /// Must be called within a tokio runtime (the watch caches run as tasks).
+    pub async fn new(store: Arc<dyn Store>) -> Result<Arc<Api>, ApiError> {
+        let registry = Registry::new(builtin_resources());
+        let caches = registry
+            .all()
+            .map(|def| {
+                let key = (
+                    def.gvk.group.clone(),
+                    def.gvk.version.clone(),
+                    def.plural.to_owned(),
+                );
+                (
+                    key,
+                    WatchCache::start(def.clone(), store.clone(), DEFAULT_WINDOW),
+                )
+            })
+            .collect();
+        let api = Arc::new(Api {
+            store,
+            registry,
+            caches,
+        });
+        api.bootstrap().await?;
+        Ok(api)
+    }
+
+    async fn bootstrap(&self) -> Result<(), ApiError> {
+        let def = self
+            .registry
+            .get("", "v1", "namespaces")
+            .cloned()
+            .ok_or_else(|| ApiError::internal("no namespaces resource"))?;
+        for name in INITIAL_NAMESPACES {
+            let key = def.key(None, name);
+            if self
+                .store
+                .get(key.as_bytes())
+                .await
+                .map_err(write::store_error_plain)?
+                .is_some()
+            {
+                continue;
+            }
+            let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+            match write::create_object(self, &def, None, ns, false).await {
+                Ok(_) => {}
+                Err(e) if e.reason == setpoint_core::Reason::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn cache(&self, def: &ResourceDef) -> &Arc<WatchCache> {
+        self.caches
+            .get(&(
+                def.gvk.group.clone(),
+                def.gvk.version.clone(),
+                def.plural.to_owned(),
+            ))
+            .expect("every resource has a cache")
+    }
+
+    /// Waits until the resource's cache reflects every write acknowledged so far.
+    pub(crate) async fn consistent(&self, def: &ResourceDef) -> Result<Revision, ApiError> {
+        let current = self
+            .store
+            .current_revision()
+            .await
+            .map_err(write::store_error_plain)?;
+        self.cache(def).wait_for(current, CACHE_CATCH_UP).await?;
+        Ok(current)
+    }
+
+    /// Answers one authenticated request.
+    pub async fn handle(&self, request: Request<Bytes>) -> Response<Body> {
+        match self.route(request).await {
+            Ok(response) => response,
+            Err(e) => response::error(&e),
+        }
+    }
+
+    async fn route(&self, request: Request<Bytes>) -> Result<Response<Body>, ApiError> {
+        let query = request::parse_query(request.uri().query());
+        let target = request::resolve(request.method(), request.uri().path(), &query)?;
+        let accept = request
+            .headers()
+            .get(http::header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        match target {
+            Target::CoreGroup => Ok(discovery::core_group(self, accept.as_deref())),
+            Target::Groups => Ok(discovery::groups(self, accept.as_deref())),
+            Target::Group(group) => discovery::group(self, &group),
+            Target::GroupVersion { group, version } => {
+                discovery::group_version(self, &group, &version)
+            }
+            Target::Other(path) => self.other(request.method(), &path),
+            Target::Resource(r) => self.resource(r, request, query, accept.as_deref()).await,
+        }
+    }
+
+    fn other(&self, method: &Method, path: &str) -> Result<Response<Body>, ApiError> {
+        match (method, path) {
+            (&Method::GET, "/version") => Ok(response::json(StatusCode::OK, &version())),
+            _ => Err(ApiError::new(
+                setpoint_core::Reason::NotFound,
+                "the server could not find the requested resource",
+            )),
+        }
+    }
+
+    async fn resource(
+        &self,
+        r: ResourceRequest,
+        request: Request<Bytes>,
+        query: BTreeMap<String, String>,
+        accept: Option<&str>,
+    ) -> Result<Response<Body>, ApiError> {
+        let def = self
+            .registry
+            .get(&r.group, &r.version, &r.resource)
+            .cloned()
+            .ok_or_else(|| {
+                ApiError::new(
+                    setpoint_core::Reason::NotFound,
+                    "the server could not find the requested resource",
+                )
+            })?;
+        if r.namespace.is_some() && !def.namespaced {
+            return Err(ApiError::new(
+                setpoint_core::Reason::NotFound,
+                "the server could not find the requested resource",
+            ));
+        }
+        let ctx = Ctx {
+            api: self,
+            def: &def,
+            req: &r,
+            query: &query,
+            accept,
+            content_type: request
+                .headers()
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("application/json")
+                .to_owned(),
+            body: request.into_body(),
+        };
+        if let Some(sub) = &r.subresource {
+            if !def.has_subresource(sub) {
+                return Err(ApiError::new(
+                    setpoint_core::Reason::NotFound,
+                    "the server could not find the requested resource",
+                ));
+            }
+            return subresource::handle(&ctx, sub).await;
+        }
+        if !def.supports(r.verb.as_str()) {
+            return Err(ApiError::method_not_supported(
+                &def.group_resource(),
+                r.verb.as_str(),
+            ));
+        }
+        match r.verb {
+            Verb::Get => read::get(&ctx).await,
+            Verb::List => read::list(&ctx).await,
+            Verb::Watch => watch::watch(&ctx).await,
+            Verb::Create => write::create(&ctx).await,
+            Verb::Update => write::update(&ctx).await,
+            Verb::Patch => write::patch(&ctx).await,
+            Verb::Delete => delete::delete(&ctx).await,
+            Verb::DeleteCollection => delete::delete_collection(&ctx).await,
+        }
+    }
+}
+
+/// Everything a resource handler needs about its request.
+pub(crate) struct Ctx<'a> {
+    pub(crate) api: &'a Api,
+    pub(crate) def: &'a Arc<ResourceDef>,
+    pub(crate) req: &'a ResourceRequest,
+    pub(crate) query: &'a BTreeMap<String, String>,
+    pub(crate) accept: Option<&'a str>,
+    pub(crate) content_type: String,
+    pub(crate) body: Bytes,
+}
+
+impl Ctx<'_> {
+    pub(crate) fn gr(&self) -> GroupResource {
+        self.def.group_resource()
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        self.req.name.as_deref().unwrap_or_default()
+    }
+
+    pub(crate) fn key(&self) -> String {
+        self.def.key(self.req.namespace.as_deref(), self.name())
+    }
+
+    pub(crate) fn dry_run(&self) -> Result<bool, ApiError> {
+        match self.query.get("dryRun").map(String::as_str) {
+            None | Some("") => Ok(false),
+            Some("All") => Ok(true),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "dryRun: Unsupported value: {other:?}: supported values: \"All\""
+            ))),
+        }
+    }
+}
+
+/// The `/version` document.
+pub(crate) fn version() -> Value {
+    json!({
+        "major": "1",
+        "minor": KUBERNETES_MINOR,
+        "gitVersion": format!("v1.{KUBERNETES_MINOR}.0-setpoint.{}", env!("CARGO_PKG_VERSION")),
+        "gitCommit": "",
+        "gitTreeState": "clean",
+        "buildDate": "",
+        "goVersion": "",
+        "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+    })
+}

@@ -1,0 +1,158 @@
+//! Building responses: JSON objects, `Status` errors, lists assembled from cached bytes, and
+//! the `Table` and metadata-only forms clients ask for with `Accept`.
+
+use bytes::{Bytes, BytesMut};
+use http::{header, HeaderValue, Response, StatusCode};
+use serde_json::{json, Value};
+use setpoint_core::ApiError;
+
+pub(crate) use crate::handler::Body;
+
+/// A body of known bytes.
+pub(crate) fn full(bytes: impl Into<Bytes>) -> Body {
+    crate::handler::full_body(bytes)
+}
+
+/// A JSON response.
+pub(crate) fn json_bytes(status: StatusCode, bytes: impl Into<Bytes>) -> Response<Body> {
+    let mut r = Response::new(full(bytes));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// A JSON response of a value.
+pub(crate) fn json(status: StatusCode, value: &Value) -> Response<Body> {
+    json_bytes(
+        status,
+        serde_json::to_vec(value).expect("a JSON value serializes"),
+    )
+}
+
+/// The `Status` response for an error.
+pub(crate) fn error(e: &ApiError) -> Response<Body> {
+    let status = StatusCode::from_u16(e.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    json(status, &e.to_status())
+}
+
+/// What form of objects the client asked for with `Accept`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Form {
+    /// The objects themselves.
+    Object,
+    /// A `meta.k8s.io` `Table` (v1 or v1beta1).
+    Table { v1beta1: bool },
+    /// `PartialObjectMetadata` (or its list).
+    Metadata { v1beta1: bool },
+}
+
+/// Reads the preferred form from an `Accept` header: the first listed media type we can serve.
+pub(crate) fn form(accept: Option<&str>) -> Form {
+    for media in accept.unwrap_or("").split(',') {
+        let params: Vec<&str> = media.split(';').map(str::trim).collect();
+        let get = |k: &str| {
+            params
+                .iter()
+                .find_map(|p| p.strip_prefix(k).and_then(|r| r.strip_prefix('=')))
+        };
+        let base = params.first().copied().unwrap_or("");
+        if base != "application/json" && base != "*/*" && !base.is_empty() {
+            continue;
+        }
+        match (get("as"), get("g"), get("v")) {
+            (Some("Table"), Some("meta.k8s.io"), v) => {
+                return Form::Table {
+                    v1beta1: v == Some("v1beta1"),
+                }
+            }
+            (
+                Some("PartialObjectMetadata" | "PartialObjectMetadataList"),
+                Some("meta.k8s.io"),
+                v,
+            ) => {
+                return Form::Metadata {
+                    v1beta1: v == Some("v1beta1"),
+                }
+            }
+            (Some(_), _, _) => continue,
+            (None, _, _) => return Form::Object,
+        }
+    }
+    Form::Object
+}
+
+/// Assembles a list response from already-serialized items, without re-encoding them.
+pub(crate) fn list_bytes<'a>(
+    kind: &str,
+    api_version: &str,
+    metadata: &Value,
+    items: impl Iterator<Item = &'a Bytes>,
+) -> Bytes {
+    let head = json!({"kind": kind, "apiVersion": api_version, "metadata": metadata});
+    let mut head = serde_json::to_vec(&head).expect("serializes");
+    head.pop(); // the closing brace
+    let mut out = BytesMut::with_capacity(head.len() + 64);
+    out.extend_from_slice(&head);
+    out.extend_from_slice(b",\"items\":[");
+    let mut first = true;
+    for item in items {
+        if !first {
+            out.extend_from_slice(b",");
+        }
+        first = false;
+        out.extend_from_slice(item);
+    }
+    out.extend_from_slice(b"]}");
+    out.freeze()
+}
+
+/// The metadata-only form of an object.
+pub(crate) fn partial_metadata(object: &Value, v1beta1: bool) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": if v1beta1 { "meta.k8s.io/v1beta1" } else { "meta.k8s.io/v1" },
+        "metadata": object["metadata"],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn form_should_follow_the_first_servable_accept_entry() {
+        let kubectl = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+        assert_eq!(form(Some(kubectl)), Form::Table { v1beta1: false });
+        assert_eq!(
+            form(Some("application/vnd.kubernetes.protobuf,application/json")),
+            Form::Object
+        );
+        assert_eq!(form(None), Form::Object);
+        assert_eq!(
+            form(Some(
+                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+            )),
+            Form::Metadata { v1beta1: false }
+        );
+    }
+
+    #[test]
+    fn list_bytes_should_splice_items_verbatim() {
+        let items = [
+            Bytes::from_static(b"{\"a\":1}"),
+            Bytes::from_static(b"{\"b\":2}"),
+        ];
+        let out = list_bytes(
+            "PodList",
+            "v1",
+            &json!({"resourceVersion": "5"}),
+            items.iter(),
+        );
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["items"][1]["b"], 2);
+        assert_eq!(v["metadata"]["resourceVersion"], "5");
+    }
+}

@@ -1,0 +1,220 @@
+//! WATCH: newline-delimited `{"type","object"}` events streamed from the watch cache, flushed
+//! per batch, with bookmarks, `timeoutSeconds`, `410 Expired` (at request time as a `Status`,
+//! later as an `ERROR` event) and streaming lists (`sendInitialEvents`).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http::{header, HeaderValue, Response, StatusCode};
+use rand::Rng;
+use serde_json::{json, Value};
+use setpoint_core::{ApiError, FieldOperator, FieldSelector, FieldTerm, Revision};
+use tokio::time::Instant;
+
+use super::params::{invalid_options, ListOptions, RvMatch};
+use super::read::table_of;
+use super::response::{self, Body, Form};
+use super::Ctx;
+use crate::registry::ResourceDef;
+use crate::request::flag;
+use crate::watchcache::{CachedObject, EventType, Watcher};
+
+/// How often a watch that asked for bookmarks gets one.
+const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
+
+/// Starts a watch.
+pub(crate) async fn watch(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
+    let send_initial = flag(ctx.query, "sendInitialEvents")?;
+    let rv_match = ctx
+        .query
+        .get("resourceVersionMatch")
+        .map(String::as_str)
+        .unwrap_or("");
+    if send_initial && rv_match != "NotOlderThan" {
+        return Err(invalid_options(
+            "resourceVersionMatch",
+            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ));
+    }
+    if !send_initial && !rv_match.is_empty() {
+        return Err(invalid_options(
+            "resourceVersionMatch",
+            "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+        ));
+    }
+    let mut options = ListOptions::parse(ctx, true)?;
+    if let Some(name) = &ctx.req.name {
+        // `GET …/pods/p1?watch=true`: a watch of one object.
+        let mut terms = options.filter.fields.terms().to_vec();
+        terms.push(FieldTerm {
+            field: "metadata.name".into(),
+            operator: FieldOperator::Equals,
+            value: name.clone(),
+        });
+        options.filter.fields = FieldSelector::from_terms(terms);
+    }
+    let bookmarks = flag(ctx.query, "allowWatchBookmarks")?;
+    let timeout = match ctx.query.get("timeoutSeconds").map(String::as_str) {
+        None | Some("") => Duration::from_secs(rand::thread_rng().gen_range(1800..3600)),
+        Some(t) => Duration::from_secs(
+            t.parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds {t:?}")))?,
+        ),
+    };
+    let cache = ctx.api.cache(ctx.def).clone();
+    let (initial, start) = match options.rv {
+        RvMatch::MostRecent => {
+            ctx.api.consistent(ctx.def).await?;
+            initial_objects(&cache.snapshot(), &options)
+        }
+        RvMatch::Any => initial_objects(&cache.snapshot(), &options),
+        RvMatch::NotOlderThan(r) if send_initial => {
+            cache.wait_for(r, super::CACHE_CATCH_UP).await?;
+            initial_objects(&cache.snapshot(), &options)
+        }
+        RvMatch::NotOlderThan(r) | RvMatch::Exact(r) => (VecDeque::new(), r),
+    };
+    let watcher = cache.watch(start, options.filter.clone())?;
+    let form = response::form(ctx.accept);
+    let state = Stream {
+        def: ctx.def.clone(),
+        watcher,
+        initial,
+        initial_end: send_initial.then_some(start),
+        form,
+        bookmarks,
+        deadline: Instant::now() + timeout,
+        next_bookmark: Instant::now() + BOOKMARK_EVERY,
+        done: false,
+    };
+    let chunks = futures::stream::unfold(state, |mut s| async move {
+        let chunk = s.next_chunk().await?;
+        Some((Ok::<_, std::io::Error>(chunk), s))
+    });
+    let mut r = Response::new(crate::handler::stream_body(chunks));
+    *r.status_mut() = StatusCode::OK;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(r)
+}
+
+fn initial_objects(
+    snapshot: &(crate::watchcache::Objects, Revision),
+    options: &ListOptions,
+) -> (VecDeque<Arc<CachedObject>>, Revision) {
+    let objects = snapshot
+        .0
+        .values()
+        .filter(|o| options.filter.matches(o))
+        .cloned()
+        .collect();
+    (objects, snapshot.1)
+}
+
+struct Stream {
+    def: Arc<ResourceDef>,
+    watcher: Watcher,
+    /// Synthetic ADDED events still to send.
+    initial: VecDeque<Arc<CachedObject>>,
+    /// With `sendInitialEvents`: the bookmark that ends the initial events, still to send.
+    initial_end: Option<Revision>,
+    form: Form,
+    bookmarks: bool,
+    deadline: Instant,
+    next_bookmark: Instant,
+    done: bool,
+}
+
+impl Stream {
+    async fn next_chunk(&mut self) -> Option<Bytes> {
+        if self.done {
+            return None;
+        }
+        if !self.initial.is_empty() {
+            let mut out = BytesMut::new();
+            for _ in 0..256 {
+                let Some(o) = self.initial.pop_front() else {
+                    break;
+                };
+                self.line(&mut out, EventType::Added.as_str(), &o.json);
+            }
+            return Some(out.freeze());
+        }
+        if let Some(rv) = self.initial_end.take() {
+            return Some(self.bookmark(rv, true));
+        }
+        loop {
+            tokio::select! {
+                next = self.watcher.next() => match next {
+                    Ok(events) if events.is_empty() => continue,
+                    Ok(events) => {
+                        let mut out = BytesMut::new();
+                        for e in &events {
+                            self.line(&mut out, e.kind.as_str(), &e.object.json);
+                        }
+                        return Some(out.freeze());
+                    }
+                    Err(e) => {
+                        self.done = true;
+                        let mut out = BytesMut::new();
+                        let status = serde_json::to_vec(&e.to_status()).expect("serializes");
+                        out.extend_from_slice(b"{\"type\":\"ERROR\",\"object\":");
+                        out.extend_from_slice(&status);
+                        out.extend_from_slice(b"}\n");
+                        return Some(out.freeze());
+                    }
+                },
+                () = tokio::time::sleep_until(self.deadline) => return None,
+                () = tokio::time::sleep_until(self.next_bookmark), if self.bookmarks => {
+                    self.next_bookmark = Instant::now() + BOOKMARK_EVERY;
+                    return Some(self.bookmark(self.watcher.cursor(), false));
+                }
+            }
+        }
+    }
+
+    fn line(&self, out: &mut BytesMut, kind: &str, object: &Bytes) {
+        out.extend_from_slice(b"{\"type\":\"");
+        out.extend_from_slice(kind.as_bytes());
+        out.extend_from_slice(b"\",\"object\":");
+        match self.form {
+            Form::Object => out.extend_from_slice(object),
+            Form::Table { v1beta1 } => {
+                let value: Value = serde_json::from_slice(object).unwrap_or(Value::Null);
+                let rv = value["metadata"]["resourceVersion"].clone();
+                let table = table_of(
+                    &self.def,
+                    std::iter::once(value),
+                    json!({"resourceVersion": rv}),
+                    v1beta1,
+                    "Metadata",
+                );
+                out.extend_from_slice(&serde_json::to_vec(&table).expect("serializes"));
+            }
+            Form::Metadata { v1beta1 } => {
+                let value: Value = serde_json::from_slice(object).unwrap_or(Value::Null);
+                out.extend_from_slice(
+                    &serde_json::to_vec(&response::partial_metadata(&value, v1beta1))
+                        .expect("serializes"),
+                );
+            }
+        }
+        out.extend_from_slice(b"}\n");
+    }
+
+    fn bookmark(&self, rv: Revision, initial_end: bool) -> Bytes {
+        let mut metadata = json!({"resourceVersion": rv.to_string()});
+        if initial_end {
+            metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let object = json!({"kind": self.def.gvk.kind, "apiVersion": self.def.gvk.api_version(), "metadata": metadata});
+        let event = json!({"type": "BOOKMARK", "object": object});
+        let mut line = serde_json::to_vec(&event).expect("serializes");
+        line.push(b'\n');
+        Bytes::from(line)
+    }
+}

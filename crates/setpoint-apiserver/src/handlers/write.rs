@@ -1,0 +1,584 @@
+//! Create, update and patch. Every write goes through the same pipeline: decode, check the
+//! type and unknown fields (`fieldValidation`), let the kind's strategy prepare and default the
+//! object, validate, then a store write conditional on what was read — retried on conflict
+//! where Kubernetes retries (patches and unconditional updates), a 409 where the client asked
+//! for a precondition.
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode};
+use serde_json::{json, Value};
+use setpoint_core::{apply_patch, ApiError, Cause, PatchErrorKind, PatchType, Reason, Revision};
+use setpoint_store::StoreError;
+
+use super::meta::{self, meta_str};
+use super::read::respond_object;
+use super::response::Body;
+use super::{Api, Ctx};
+use crate::registry::strategy::{unknown_fields, validate_name};
+use crate::registry::ResourceDef;
+
+/// Maps a store error to the API's, without object details.
+pub(crate) fn store_error_plain(e: StoreError) -> ApiError {
+    match e {
+        StoreError::Compacted { requested, compacted } => {
+            ApiError::too_old_resource_version(requested.get(), compacted.get())
+        }
+        StoreError::FutureRevision { requested, current } => {
+            ApiError::timeout(format!("Too large resource version: {requested}, current: {current}"))
+        }
+        StoreError::InvalidArgument(m) => ApiError::bad_request(m),
+        StoreError::ValueTooLarge { size, limit } => ApiError::new(
+            Reason::RequestEntityTooLarge,
+            format!("Request entity too large: the stored object of {size} bytes exceeds the limit of {limit} bytes"),
+        ),
+        StoreError::Unavailable(m) => ApiError::unavailable(m),
+        other => ApiError::internal(other.to_string()),
+    }
+}
+
+/// Maps a store error for the request's object.
+pub(crate) fn store_error(ctx: &Ctx<'_>, e: StoreError) -> ApiError {
+    store_error_for(ctx.def, ctx.name(), e)
+}
+
+fn store_error_for(def: &ResourceDef, name: &str, e: StoreError) -> ApiError {
+    let gr = def.group_resource();
+    match e {
+        StoreError::NotFound => ApiError::not_found(&gr, name),
+        StoreError::AlreadyExists { .. } => ApiError::already_exists(&gr, name),
+        StoreError::Conflict { .. } => ApiError::modified(&gr, name),
+        other => store_error_plain(other),
+    }
+}
+
+/// How unknown fields are treated.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FieldValidation {
+    Ignore,
+    Warn,
+    Strict,
+}
+
+pub(crate) fn field_validation(ctx: &Ctx<'_>) -> Result<FieldValidation, ApiError> {
+    match ctx.query.get("fieldValidation").map(String::as_str) {
+        None | Some("") | Some("Warn") => Ok(FieldValidation::Warn),
+        Some("Ignore") => Ok(FieldValidation::Ignore),
+        Some("Strict") => Ok(FieldValidation::Strict),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "fieldValidation parameter unsupported: {other}, must be one of: Ignore, Warn, Strict"
+        ))),
+    }
+}
+
+/// Decodes a JSON or YAML body into an object.
+pub(crate) fn decode_body(ctx: &Ctx<'_>) -> Result<Value, ApiError> {
+    let media = ctx.content_type.split(';').next().unwrap_or("").trim();
+    let value: Value = match media {
+        "application/json" | "" | "*/*" => serde_json::from_slice(&ctx.body).map_err(|e| {
+            ApiError::bad_request(format!("the request body is not valid JSON: {e}"))
+        })?,
+        "application/yaml" | "application/x-yaml" | "text/yaml" => {
+            serde_yaml_ng::from_slice(&ctx.body).map_err(|e| {
+                ApiError::bad_request(format!("the request body is not valid YAML: {e}"))
+            })?
+        }
+        other => return Err(ApiError::unsupported_media_type(other)),
+    };
+    if !value.is_object() {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
+    }
+    Ok(value)
+}
+
+/// Checks `apiVersion` and `kind` against the endpoint (filling them in when absent), then
+/// decodes through the typed struct: returns the normalized object and warnings for unknown
+/// fields (or fails, under `Strict`).
+pub(crate) fn typed(
+    def: &ResourceDef,
+    mut object: Value,
+    validation: FieldValidation,
+) -> Result<(Value, Vec<String>), ApiError> {
+    let want_av = def.gvk.api_version();
+    match object["apiVersion"].as_str() {
+        None => object["apiVersion"] = json!(want_av),
+        Some(av) if av == want_av => {}
+        Some(av) => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({av}) does not match the expected API version ({want_av})"
+            )))
+        }
+    }
+    match object["kind"].as_str() {
+        None => object["kind"] = json!(def.gvk.kind),
+        Some(k) if k == def.gvk.kind => {}
+        Some(k) => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                def.gvk.kind
+            )))
+        }
+    }
+    let normalized = def.strategy.normalize(&object).map_err(|e| {
+        ApiError::bad_request(format!(
+            "{kind} in version {v:?} cannot be handled as a {kind}: {e}",
+            kind = def.gvk.kind,
+            v = def.gvk.version
+        ))
+    })?;
+    let unknown = if validation == FieldValidation::Ignore {
+        Vec::new()
+    } else {
+        unknown_fields(&object, &normalized)
+    };
+    if validation == FieldValidation::Strict && !unknown.is_empty() {
+        let list: Vec<String> = unknown
+            .iter()
+            .map(|f| format!("unknown field {f:?}"))
+            .collect();
+        return Err(ApiError::bad_request(format!(
+            "strict decoding error: {}",
+            list.join(", ")
+        )));
+    }
+    let warnings = unknown
+        .iter()
+        .map(|f| format!("unknown field {f:?}"))
+        .collect();
+    Ok((normalized, warnings))
+}
+
+/// Adds `Warning` headers.
+pub(crate) fn with_warnings(mut response: Response<Body>, warnings: &[String]) -> Response<Body> {
+    for w in warnings {
+        let text = format!("299 - {:?}", w);
+        if let Ok(v) = HeaderValue::from_str(&text) {
+            response.headers_mut().append(http::header::WARNING, v);
+        }
+    }
+    response
+}
+
+fn invalid(def: &ResourceDef, name: &str, causes: Vec<Cause>) -> ApiError {
+    ApiError::invalid(&def.gvk.kind, &def.gvk.group, name, causes)
+}
+
+/// POST: creates the object in the body.
+pub(crate) async fn create(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
+    if ctx.req.name.is_some() {
+        return Err(ApiError::method_not_supported(&ctx.gr(), "create"));
+    }
+    let validation = field_validation(ctx)?;
+    let (object, warnings) = typed(ctx.def, decode_body(ctx)?, validation)?;
+    let created = create_object(
+        ctx.api,
+        ctx.def,
+        ctx.req.namespace.as_deref(),
+        object,
+        ctx.dry_run()?,
+    )
+    .await?;
+    Ok(with_warnings(
+        respond_object(ctx.def, &created, ctx.accept, StatusCode::CREATED),
+        &warnings,
+    ))
+}
+
+/// Creates `object` (already typed) in `namespace`: server-set metadata, defaults, validation,
+/// namespace checks, then a create-if-absent in the store. Returns the stored object.
+pub(crate) async fn create_object(
+    api: &Api,
+    def: &ResourceDef,
+    namespace: Option<&str>,
+    mut object: Value,
+    dry_run: bool,
+) -> Result<Value, ApiError> {
+    let body_ns = meta_str(&object, "namespace").map(str::to_owned);
+    {
+        let meta = meta::metadata(&mut object);
+        if def.namespaced {
+            match (namespace, body_ns.as_deref()) {
+                (Some(url), Some(body)) if url != body => {
+                    return Err(ApiError::bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                    ))
+                }
+                (Some(url), _) => {
+                    meta.insert("namespace".into(), json!(url));
+                }
+                (None, _) => return Err(ApiError::bad_request("a namespace is required to create a namespaced object")),
+            }
+        } else {
+            meta.remove("namespace");
+        }
+        for field in [
+            "uid",
+            "resourceVersion",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "managedFields",
+            "selfLink",
+        ] {
+            meta.remove(field);
+        }
+        meta.insert("uid".into(), json!(meta::new_uid()));
+        meta.insert("creationTimestamp".into(), json!(meta::now()));
+        if def.strategy.has_generation() {
+            meta.insert("generation".into(), json!(1));
+        } else {
+            meta.remove("generation");
+        }
+    }
+    def.strategy.prepare_create(&mut object);
+    let generate = meta_str(&object, "generateName").map(str::to_owned);
+    let explicit = meta_str(&object, "name")
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned);
+    if explicit.is_none() && generate.is_none() {
+        return Err(invalid(
+            def,
+            "",
+            vec![Cause::new(
+                "FieldValueRequired",
+                "metadata.name",
+                "metadata.name: Required value: name or generateName is required",
+            )],
+        ));
+    }
+    if let Some(ns) = namespace {
+        check_namespace(api, ns, def, explicit.as_deref().unwrap_or("")).await?;
+    }
+    for attempt in 0..8 {
+        let name = match (&explicit, &generate) {
+            (Some(n), _) => n.clone(),
+            (None, Some(g)) => meta::generate_name(g),
+            (None, None) => unreachable!("checked above"),
+        };
+        meta::metadata(&mut object).insert("name".into(), json!(name));
+        let mut causes: Vec<Cause> = validate_name(&name, def.strategy.name_rule())
+            .into_iter()
+            .map(|p| Cause::invalid("metadata.name", &json!(name), &p))
+            .collect();
+        causes.extend(def.strategy.validate(&object, None));
+        if !causes.is_empty() {
+            return Err(invalid(def, &name, causes));
+        }
+        if dry_run {
+            return Ok(object);
+        }
+        let key = def.key(namespace, &name);
+        let bytes = Bytes::from(serde_json::to_vec(&object).expect("serializes"));
+        match api.store.create(Bytes::from(key), bytes).await {
+            Ok(kv) => {
+                meta::metadata(&mut object)
+                    .insert("resourceVersion".into(), json!(kv.mod_revision.to_string()));
+                return Ok(object);
+            }
+            Err(StoreError::AlreadyExists { .. }) if explicit.is_none() && attempt < 7 => continue,
+            Err(e) => return Err(store_error_for(def, &name, e)),
+        }
+    }
+    unreachable!("the loop returns")
+}
+
+/// New objects need an existing namespace that is not being deleted.
+async fn check_namespace(
+    api: &Api,
+    namespace: &str,
+    def: &ResourceDef,
+    name: &str,
+) -> Result<(), ApiError> {
+    let key = format!("/registry/namespaces/{namespace}");
+    let kv = api
+        .store
+        .get(key.as_bytes())
+        .await
+        .map_err(store_error_plain)?
+        .ok_or_else(|| {
+            ApiError::not_found(
+                &setpoint_core::GroupResource::new("", "namespaces"),
+                namespace,
+            )
+        })?;
+    let ns: Value = serde_json::from_slice(&kv.value).unwrap_or(Value::Null);
+    if !ns["metadata"]["deletionTimestamp"].is_null() {
+        let mut e = ApiError::forbidden(format!(
+            "{} {name:?} is forbidden: unable to create new content in namespace {namespace} because it is being terminated",
+            def.group_resource()
+        ));
+        e.details = Some(Box::new(setpoint_core::Details {
+            name: name.to_owned(),
+            group: def.gvk.group.clone(),
+            kind: def.plural.to_owned(),
+            causes: vec![Cause::new(
+                "NamespaceTerminating",
+                "metadata.namespace",
+                format!("namespace {namespace} is being terminated"),
+            )],
+            ..Default::default()
+        }));
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// What an update may touch.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// The main resource: status changes are ignored where the kind has a status subresource.
+    Main,
+    /// The status subresource: only status changes.
+    Status,
+    /// A change the server makes itself (marking for deletion): nothing is masked.
+    Full,
+}
+
+/// The outcome of an update.
+pub(crate) enum Updated {
+    /// The object as stored now.
+    Stored(Value),
+    /// The update removed the last finalizer of an object being deleted: it is gone.
+    Deleted(Value),
+}
+
+/// Reads the object, computes its new state with `change`, and writes it conditionally;
+/// retries on a conflict unless the new state carries the client's own resource version.
+pub(crate) async fn guaranteed_update(
+    api: &Api,
+    def: &ResourceDef,
+    namespace: Option<&str>,
+    name: &str,
+    scope: Scope,
+    dry_run: bool,
+    change: &(dyn Fn(&Value) -> Result<Value, ApiError> + Sync),
+) -> Result<Updated, ApiError> {
+    let key = def.key(namespace, name);
+    let gr = def.group_resource();
+    loop {
+        let kv = api
+            .store
+            .get(key.as_bytes())
+            .await
+            .map_err(store_error_plain)?
+            .ok_or_else(|| ApiError::not_found(&gr, name))?;
+        let mut current: Value = serde_json::from_slice(&kv.value)
+            .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
+        let rv = kv.mod_revision.to_string();
+        meta::metadata(&mut current).insert("resourceVersion".into(), json!(rv));
+        let mut new = change(&current)?;
+        let precondition = meta_str(&new, "resourceVersion")
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned);
+        if let Some(p) = &precondition {
+            if p.parse::<Revision>().is_err() {
+                return Err(ApiError::bad_request(format!(
+                    "invalid resource version {p:?}"
+                )));
+            }
+            if *p != rv {
+                return Err(ApiError::modified(&gr, name));
+            }
+        }
+        if meta_str(&new, "name").is_some_and(|n| n != name) {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({}) does not match the name on the URL ({name})",
+                meta_str(&new, "name").unwrap_or_default()
+            )));
+        }
+        meta::keep_system_fields(&mut new, &current);
+        {
+            let meta = meta::metadata(&mut new);
+            meta.insert("name".into(), json!(name));
+            match namespace {
+                Some(ns) => meta.insert("namespace".into(), json!(ns)),
+                None => meta.remove("namespace"),
+            };
+        }
+        match scope {
+            Scope::Main if def.strategy.has_status() => new["status"] = current["status"].clone(),
+            Scope::Main | Scope::Full => {}
+            Scope::Status => {
+                let status = new["status"].clone();
+                let labels = new["metadata"]["labels"].clone();
+                let annotations = new["metadata"]["annotations"].clone();
+                new = current.clone();
+                new["status"] = status;
+                let meta = meta::metadata(&mut new);
+                meta.remove("resourceVersion");
+                for (field, value) in [("labels", labels), ("annotations", annotations)] {
+                    if value.is_null() {
+                        meta.remove(field);
+                    } else {
+                        meta.insert(field.into(), value);
+                    }
+                }
+            }
+        }
+        if let Some(map) = new.as_object_mut() {
+            if map.get("status").is_some_and(Value::is_null) {
+                map.remove("status");
+            }
+        }
+        def.strategy.prepare_update(&mut new);
+        if def.strategy.has_generation() && new["spec"] != current["spec"] {
+            let g = current["metadata"]["generation"].as_i64().unwrap_or(1);
+            meta::metadata(&mut new).insert("generation".into(), json!(g + 1));
+        }
+        let mut causes = def.strategy.validate(&new, Some(&current));
+        let old_finalizers = meta::finalizers(&current);
+        let new_finalizers = meta::finalizers(&new);
+        let deleting = !current["metadata"]["deletionTimestamp"].is_null();
+        if deleting && new_finalizers.iter().any(|f| !old_finalizers.contains(f)) {
+            causes.push(Cause::forbidden(
+                "metadata.finalizers",
+                "no new finalizers can be added if the object is being deleted",
+            ));
+        }
+        if !causes.is_empty() {
+            return Err(invalid(def, name, causes));
+        }
+        let mut unchanged = current.clone();
+        meta::metadata(&mut unchanged).remove("resourceVersion");
+        if new == unchanged {
+            return Ok(Updated::Stored(current));
+        }
+        if dry_run {
+            return Ok(Updated::Stored(new));
+        }
+        if deleting && new_finalizers.is_empty() {
+            match api
+                .store
+                .delete(Bytes::from(key.clone()), Some(kv.mod_revision))
+                .await
+            {
+                Ok(event) => {
+                    meta::metadata(&mut new).insert(
+                        "resourceVersion".into(),
+                        json!(event.revision().to_string()),
+                    );
+                    return Ok(Updated::Deleted(new));
+                }
+                Err(StoreError::Conflict { .. }) if precondition.is_none() => continue,
+                Err(e) => return Err(store_error_for(def, name, e)),
+            }
+        }
+        let bytes = Bytes::from(serde_json::to_vec(&new).expect("serializes"));
+        match api
+            .store
+            .update(Bytes::from(key.clone()), bytes, Some(kv.mod_revision))
+            .await
+        {
+            Ok(stored) => {
+                meta::metadata(&mut new).insert(
+                    "resourceVersion".into(),
+                    json!(stored.mod_revision.to_string()),
+                );
+                return Ok(Updated::Stored(new));
+            }
+            Err(StoreError::Conflict { .. }) if precondition.is_none() => continue,
+            Err(e) => return Err(store_error_for(def, name, e)),
+        }
+    }
+}
+
+/// Answers an update's outcome.
+pub(crate) fn respond_updated(
+    ctx: &Ctx<'_>,
+    updated: Updated,
+    warnings: &[String],
+) -> Response<Body> {
+    let object = match updated {
+        Updated::Stored(o) | Updated::Deleted(o) => o,
+    };
+    with_warnings(
+        respond_object(ctx.def, &object, ctx.accept, StatusCode::OK),
+        warnings,
+    )
+}
+
+/// PUT: replaces the object (status excepted, where the kind has a status subresource).
+pub(crate) async fn update(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
+    update_scoped(ctx, Scope::Main).await
+}
+
+/// PUT on the main resource or the status subresource.
+pub(crate) async fn update_scoped(ctx: &Ctx<'_>, scope: Scope) -> Result<Response<Body>, ApiError> {
+    let validation = field_validation(ctx)?;
+    let (object, warnings) = typed(ctx.def, decode_body(ctx)?, validation)?;
+    let updated = guaranteed_update(
+        ctx.api,
+        ctx.def,
+        ctx.req.namespace.as_deref(),
+        ctx.name(),
+        scope,
+        ctx.dry_run()?,
+        &|_current| Ok(object.clone()),
+    )
+    .await?;
+    Ok(respond_updated(ctx, updated, &warnings))
+}
+
+/// PATCH: applies a JSON, merge or strategic merge patch to the stored object.
+pub(crate) async fn patch(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
+    patch_scoped(ctx, Scope::Main).await
+}
+
+/// PATCH on the main resource or the status subresource.
+pub(crate) async fn patch_scoped(ctx: &Ctx<'_>, scope: Scope) -> Result<Response<Body>, ApiError> {
+    let patch_type = patch_type(&ctx.content_type)?;
+    let patch: Value = serde_json::from_slice(&ctx.body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+    let validation = field_validation(ctx)?;
+    let warnings = std::sync::Mutex::new(Vec::new());
+    let av = ctx.def.gvk.api_version();
+    let updated = guaranteed_update(
+        ctx.api,
+        ctx.def,
+        ctx.req.namespace.as_deref(),
+        ctx.name(),
+        scope,
+        ctx.dry_run()?,
+        &|current| {
+            let mut base = current.clone();
+            meta::metadata(&mut base).remove("resourceVersion");
+            let patched = apply_patch(patch_type, &av, &ctx.def.gvk.kind, base, patch.clone())
+                .map_err(patch_error)?;
+            let (typed, w) = typed(ctx.def, patched, validation)?;
+            *warnings.lock().expect("not poisoned") = w;
+            Ok(typed)
+        },
+    )
+    .await?;
+    let warnings = warnings.into_inner().expect("not poisoned");
+    Ok(respond_updated(ctx, updated, &warnings))
+}
+
+/// The patch type of a request's content type; apply patches are refused for now.
+pub(crate) fn patch_type(content_type: &str) -> Result<PatchType, ApiError> {
+    if content_type.starts_with("application/apply-patch") {
+        return Err(ApiError::new(
+            Reason::UnsupportedMediaType,
+            "server-side apply (application/apply-patch+yaml) is not supported by this server yet: use client-side `kubectl apply`, or a JSON, merge or strategic merge patch",
+        ));
+    }
+    PatchType::from_content_type(content_type)
+        .ok_or_else(|| ApiError::unsupported_media_type(content_type))
+}
+
+fn patch_error(e: setpoint_core::PatchError) -> ApiError {
+    match e.kind() {
+        PatchErrorKind::BadRequest => ApiError::bad_request(e.to_string()),
+        PatchErrorKind::Invalid => {
+            ApiError::new(Reason::Invalid, setpoint_core::INVALID_PATCH_MESSAGE)
+        }
+        PatchErrorKind::RequestEntityTooLarge => ApiError::new(
+            Reason::RequestEntityTooLarge,
+            format!("Request entity too large: {e}"),
+        ),
+        PatchErrorKind::UnsupportedMediaType => {
+            ApiError::new(Reason::UnsupportedMediaType, e.to_string())
+        }
+        PatchErrorKind::Internal => ApiError::internal(e.to_string()),
+    }
+}

@@ -1,0 +1,77 @@
+//! Setpoint's API server. For now, its transport: everything between a TCP socket and a
+//! [`Handler`] that serves the Kubernetes API.
+//!
+//! - **Credentials** ([`Pki`]): at first start, a CA, a serving certificate, an admin client
+//!   certificate and an admin bearer token are created in `DATA_DIR/pki` (mode `0700`, keys
+//!   `0600`); later starts reuse them, re-issuing a leaf certificate from the same CA when it
+//!   nears expiry or no longer covers the listen address.
+//! - **Kubeconfig**: `DATA_DIR/admin.kubeconfig` (mode `0600`) points at the bound address,
+//!   trusts the CA and authenticates with the token (context `setpoint`, the default) or the
+//!   client certificate (context `setpoint-cert`).
+//! - **TLS**: TLS 1.2 and 1.3 only (rustls, ring), ALPN `h2` and `http/1.1`, optional client
+//!   certificates that must chain to the CA. There is no plaintext port.
+//! - **Authentication** ([`User`]): a client certificate of the CA (CN = user, O = groups) or
+//!   the admin token; anonymous requests get a 401 `Status`, except on `/healthz`, `/livez`,
+//!   `/readyz` and their subpaths, which answer `ok`.
+//! - **HTTP** ([`serve`]): HTTP/1.1 and HTTP/2 with hyper; bodies over 3 MiB get 413; a
+//!   panicking handler gets 500; streaming response bodies are sent chunk by chunk; shutdown
+//!   is graceful within a grace period.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//!
+//! use bytes::Bytes;
+//! use setpoint_apiserver::{full_body, serve, Body, Handler, TransportConfig, User};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! struct Hello;
+//!
+//! #[async_trait::async_trait]
+//! impl Handler for Hello {
+//!     async fn handle(&self, _request: http::Request<Bytes>, user: User) -> http::Response<Body> {
+//!         http::Response::new(full_body(format!("hello, {}\n", user.name)))
+//!     }
+//! }
+//!
+//! # async fn run() -> Result<(), setpoint_apiserver::ServeError> {
+//! let shutdown = CancellationToken::new();
+//! let config = TransportConfig::new("/var/lib/setpoint", "127.0.0.1:6443".parse().unwrap());
+//! let server = serve(config, Arc::new(Hello), shutdown.clone()).await?;
+//! println!("kubectl --kubeconfig {} get --raw /", server.kubeconfig_path().display());
+//! shutdown.cancel();
+//! server.wait().await
+//! # }
+//! ```
+
+mod auth;
+mod handler;
+mod handlers;
+mod health;
+mod kubeconfig;
+mod pki;
+mod registry;
+mod request;
+mod server;
+mod status;
+mod tls;
+mod watchcache;
+
+pub use auth::{User, AUTHENTICATED_GROUP};
+pub use handler::{empty_body, full_body, stream_body, Body, Handler};
+pub use handlers::Api;
+pub use pki::{Pki, PkiError, ADMIN_KUBECONFIG};
+pub use server::{
+    serve, RunningServer, ServeError, TransportConfig, DEFAULT_MAX_REQUEST_BODY_BYTES,
+};
+pub use tls::TlsError;
+
+#[async_trait::async_trait]
+impl Handler for Api {
+    async fn handle(
+        &self,
+        request: http::Request<bytes::Bytes>,
+        _user: User,
+    ) -> http::Response<Body> {
+        Api::handle(self, request).await
+    }
+}

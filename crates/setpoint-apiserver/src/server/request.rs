@@ -1,0 +1,136 @@
+//! One request's way through the transport: the health endpoints are answered at once; other
+//! requests are authenticated (401 if anonymous), have their body read up to the limit (413
+//! beyond it, without buffering more than the limit) and are passed to the [`Handler`], whose
+//! panics are answered with 500. A request answered before its body was read has the rest of
+//! its body drained, within bounds, so the client sees the answer instead of a reset
+//! connection.
+
+use std::any::Any;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures::FutureExt as _;
+use http::header::AUTHORIZATION;
+use http::{Request, Response};
+use http_body::Body as _;
+use http_body_util::BodyExt as _;
+use hyper::body::Incoming;
+
+use crate::auth::{self, User};
+use crate::handler::{Body, Handler};
+use crate::health;
+use crate::pki::BearerToken;
+use crate::status::Failure;
+
+/// At most this many bytes of an unwanted request body are drained before the connection is
+/// given up.
+const DRAIN_LIMIT: usize = 16 * 1024 * 1024;
+/// At most this long is spent draining an unwanted request body.
+const DRAIN_TIME: Duration = Duration::from_secs(10);
+
+/// What every request on every connection shares.
+pub(crate) struct RequestContext {
+    /// The API proper.
+    pub(crate) handler: Arc<dyn Handler>,
+    /// The admin bearer token.
+    pub(crate) admin_token: BearerToken,
+    /// The longest request body accepted, in bytes.
+    pub(crate) max_body: usize,
+}
+
+/// Answers `request`, which arrived on a connection whose client certificate (if any) stands
+/// for `certificate_user`.
+pub(crate) async fn serve_request(
+    context: Arc<RequestContext>,
+    certificate_user: Option<User>,
+    request: Request<Incoming>,
+) -> Response<Body> {
+    if let Some(response) = health::respond(request.uri()) {
+        drain_in_background(request.into_body());
+        return response;
+    }
+    let Some(user) = auth::authenticate(
+        certificate_user.as_ref(),
+        request.headers(),
+        &context.admin_token,
+    ) else {
+        drain_in_background(request.into_body());
+        return Failure::Unauthorized.into_response();
+    };
+    let (mut parts, body) = request.into_parts();
+    parts.headers.remove(AUTHORIZATION);
+    let body = match read_body(body, context.max_body).await {
+        Ok(body) => body,
+        Err(failure) => return failure.into_response(),
+    };
+    let (method, path) = (parts.method.clone(), parts.uri.path().to_owned());
+    let handled = AssertUnwindSafe(
+        context
+            .handler
+            .handle(Request::from_parts(parts, body), user),
+    )
+    .catch_unwind()
+    .await;
+    handled.unwrap_or_else(|panic| {
+        tracing::error!(%method, %path, panic = panic_message(&*panic), "request handler panicked");
+        Failure::InternalError("the request handler panicked".to_owned()).into_response()
+    })
+}
+
+/// Reads `body` in full if it is at most `limit` bytes long.
+async fn read_body(mut body: Incoming, limit: usize) -> Result<Bytes, Failure> {
+    let too_large = Failure::RequestEntityTooLarge { limit };
+    let declared = body.size_hint().lower();
+    if usize::try_from(declared).map_or(true, |declared| declared > limit) {
+        drain_in_background(body);
+        return Err(too_large);
+    }
+    let mut buffer = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|error| {
+            Failure::BadRequest(format!("cannot read the request body: {error}"))
+        })?;
+        let Ok(data) = frame.into_data() else {
+            continue; // trailers
+        };
+        if buffer.len() + data.len() > limit {
+            drain_in_background(body);
+            return Err(too_large);
+        }
+        if buffer.is_empty() && body.is_end_stream() {
+            return Ok(data); // the whole body in one chunk: no copy
+        }
+        buffer.extend_from_slice(&data);
+    }
+    Ok(buffer.freeze())
+}
+
+/// Reads and discards the rest of `body` in the background, up to [`DRAIN_LIMIT`] bytes and
+/// [`DRAIN_TIME`]; past either the body is dropped and the connection closed.
+fn drain_in_background(mut body: Incoming) {
+    if body.is_end_stream() {
+        return;
+    }
+    tokio::spawn(async move {
+        let drain = async {
+            let mut drained = 0_usize;
+            while let Some(Ok(frame)) = body.frame().await {
+                drained += frame.data_ref().map_or(0, Bytes::len);
+                if drained > DRAIN_LIMIT {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(DRAIN_TIME, drain).await;
+    });
+}
+
+fn panic_message(panic: &(dyn Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("<non-string panic payload>")
+}

@@ -1,0 +1,135 @@
+//! The failures the transport answers itself, before or instead of the handler, as Kubernetes
+//! `Status` objects with the codes, reasons and messages kube-apiserver uses. This is the one
+//! place the transport maps a failure to an HTTP status code.
+
+use http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use http::{HeaderValue, Response, StatusCode};
+use serde::Serialize;
+
+use crate::handler::{full_body, Body};
+
+/// A failure answered with a `Status` body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// The request carried no valid credentials (401).
+    Unauthorized,
+    /// The request body is longer than `limit` bytes (413).
+    RequestEntityTooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// The request body could not be read (400).
+    BadRequest(String),
+    /// Serving the request failed inside the server (500).
+    InternalError(String),
+}
+
+/// A `meta.k8s.io/v1` `Status`, with fields in kube-apiserver's order.
+#[derive(Serialize)]
+struct Status<'a> {
+    kind: &'static str,
+    #[serde(rename = "apiVersion")]
+    api_version: &'static str,
+    metadata: Empty,
+    status: &'static str,
+    message: &'a str,
+    reason: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<Details<'a>>,
+    code: u16,
+}
+
+#[derive(Serialize)]
+struct Empty {}
+
+#[derive(Serialize)]
+struct Details<'a> {
+    causes: [Cause<'a>; 1],
+}
+
+#[derive(Serialize)]
+struct Cause<'a> {
+    message: &'a str,
+}
+
+impl Failure {
+    /// The HTTP status code.
+    pub(crate) fn code(&self) -> StatusCode {
+        match self {
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::RequestEntityTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::InternalError(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The `Status` body as JSON.
+    pub(crate) fn to_json(&self) -> String {
+        let (reason, message, cause) = match self {
+            Self::Unauthorized => ("Unauthorized", "Unauthorized".to_owned(), None),
+            Self::RequestEntityTooLarge { limit } => (
+                "RequestEntityTooLarge",
+                format!("Request entity too large: limit is {limit}"),
+                None,
+            ),
+            Self::BadRequest(message) => ("BadRequest", message.clone(), None),
+            Self::InternalError(cause) => (
+                "InternalError",
+                format!("Internal error occurred: {cause}"),
+                Some(cause.as_str()),
+            ),
+        };
+        let status = Status {
+            kind: "Status",
+            api_version: "v1",
+            metadata: Empty {},
+            status: "Failure",
+            message: &message,
+            reason,
+            details: cause.map(|message| Details {
+                causes: [Cause { message }],
+            }),
+            code: self.code().as_u16(),
+        };
+        serde_json::to_string(&status).unwrap_or_default()
+    }
+
+    /// The HTTP response.
+    pub(crate) fn into_response(self) -> Response<Body> {
+        let mut response = Response::new(full_body(self.to_json()));
+        *response.status_mut() = self.code();
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unauthorized_should_match_kube_apiserver_byte_for_byte() {
+        assert_eq!(
+            Failure::Unauthorized.to_json(),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#
+        );
+    }
+
+    #[test]
+    fn too_large_should_name_the_limit_like_kube_apiserver() {
+        let failure = Failure::RequestEntityTooLarge { limit: 3_145_728 };
+        assert_eq!(failure.code(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(
+            failure.to_json(),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Request entity too large: limit is 3145728","reason":"RequestEntityTooLarge","code":413}"#
+        );
+    }
+
+    #[test]
+    fn internal_error_should_carry_its_cause() {
+        let json = Failure::InternalError("boom".to_owned()).to_json();
+        assert!(json.contains(r#""message":"Internal error occurred: boom","reason":"InternalError","details":{"causes":[{"message":"boom"}]},"code":500"#), "{json}");
+    }
+}

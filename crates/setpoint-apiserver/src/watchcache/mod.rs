@@ -1,0 +1,319 @@
+//! The watch cache: for each resource, the current objects and a window of recent events,
+//! fed by one store watch. Lists and watches are served from it, so the store sees one watch
+//! per resource however many clients watch. Each object is decoded and serialized once, when
+//! its event arrives; every list and every watcher reuses those bytes.
+//!
+//! Promises: a watcher from resource version `R` gets every change after `R` exactly once, in
+//! order, or a `410 Expired` when `R` is older than the window (or the cache had to relist
+//! after the store compacted history it had not yet read).
+
+mod object;
+mod watcher;
+
+pub(crate) use object::{CachedEvent, CachedObject, EventType};
+pub(crate) use watcher::{Filter, Watcher};
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use parking_lot::RwLock;
+use setpoint_core::{ApiError, Revision};
+use setpoint_store::{ListRequest, Store, StoreError};
+use tokio::sync::watch;
+
+use crate::registry::ResourceDef;
+
+/// How many recent events each resource keeps for watchers to resume from.
+pub(crate) const DEFAULT_WINDOW: usize = 10_000;
+
+/// The objects, indexed by store key.
+pub(crate) type Objects = imbl::OrdMap<Bytes, Arc<CachedObject>>;
+
+/// The cache of one resource.
+pub(crate) struct WatchCache {
+    pub(crate) def: Arc<ResourceDef>,
+    state: RwLock<CacheState>,
+    /// Bumped whenever the state changes; watchers and readers waiting for a revision wait on it.
+    notify: watch::Sender<Revision>,
+    window: usize,
+}
+
+struct CacheState {
+    /// Every object as of `revision`.
+    objects: Objects,
+    /// The cache reflects every change up to here.
+    revision: Revision,
+    /// Every event with a revision above `oldest` (and up to `revision`) is in `events`.
+    oldest: Revision,
+    events: VecDeque<Arc<CachedEvent>>,
+    /// False until the first list has been loaded.
+    ready: bool,
+}
+
+impl WatchCache {
+    /// Starts the cache of `def`, fed from `store` by a background task.
+    pub(crate) fn start(
+        def: Arc<ResourceDef>,
+        store: Arc<dyn Store>,
+        window: usize,
+    ) -> Arc<WatchCache> {
+        let cache = Arc::new(WatchCache {
+            def,
+            state: RwLock::new(CacheState {
+                objects: Objects::new(),
+                revision: Revision::ZERO,
+                oldest: Revision::ZERO,
+                events: VecDeque::new(),
+                ready: false,
+            }),
+            notify: watch::Sender::new(Revision::ZERO),
+            window: window.max(1),
+        });
+        let weak = Arc::downgrade(&cache);
+        tokio::spawn(async move {
+            let mut backoff = Duration::from_millis(50);
+            loop {
+                let Some(cache) = weak.upgrade() else { return };
+                match cache.feed(store.as_ref()).await {
+                    Ok(()) => return, // the store closed
+                    Err(error) => {
+                        tracing::warn!(resource = %cache.def.group_resource(), %error, "watch cache relisting");
+                    }
+                }
+                drop(cache);
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+        });
+        cache
+    }
+
+    /// Lists the store, then follows its watch until the store closes (`Ok`) or the watch
+    /// fails (`Err`: the caller relists).
+    async fn feed(&self, store: &dyn Store) -> Result<(), StoreError> {
+        let prefix = Bytes::from(self.def.key_prefix.clone());
+        let mut objects = Objects::new();
+        let mut request = ListRequest::prefix(prefix.clone()).limit(1000);
+        let revision = loop {
+            let page = store.list(request.clone()).await?;
+            for kv in &page.kvs {
+                match CachedObject::decode(&self.def, &kv.key, &kv.value, kv.mod_revision) {
+                    Ok(o) => {
+                        objects.insert(kv.key.clone(), Arc::new(o));
+                    }
+                    Err(e) => {
+                        tracing::error!(key = %String::from_utf8_lossy(&kv.key), error = %e, "undecodable object skipped")
+                    }
+                }
+            }
+            if !page.more() {
+                break page.revision;
+            }
+            let mut next = page
+                .kvs
+                .last()
+                .map(|kv| kv.key.to_vec())
+                .unwrap_or_default();
+            next.push(0);
+            request = ListRequest::prefix(prefix.clone())
+                .start(next)
+                .at(page.revision)
+                .limit(1000);
+        };
+        {
+            let mut state = self.state.write();
+            state.objects = objects;
+            state.revision = revision;
+            state.oldest = revision;
+            state.events.clear();
+            state.ready = true;
+        }
+        self.notify.send_replace(revision);
+
+        let mut stream = store.watch(prefix, revision).await?;
+        while let Some(batch) = stream.next().await {
+            let batch = batch?;
+            let mut decoded = Vec::with_capacity(batch.events.len());
+            for event in &batch.events {
+                match CachedEvent::decode(&self.def, event) {
+                    Ok(e) => decoded.push(Arc::new(e)),
+                    Err(e) => {
+                        tracing::error!(revision = %event.revision(), error = %e, "undecodable event skipped")
+                    }
+                }
+            }
+            let dropped = self.apply(decoded, batch.progress);
+            drop(dropped);
+        }
+        Ok(())
+    }
+
+    /// Applies decoded events and the new progress revision; returns events pushed out of the
+    /// window, to be freed outside the lock.
+    fn apply(&self, events: Vec<Arc<CachedEvent>>, progress: Revision) -> Vec<Arc<CachedEvent>> {
+        let mut dropped = Vec::new();
+        {
+            let mut state = self.state.write();
+            for event in events {
+                match event.kind {
+                    EventType::Deleted => {
+                        state.objects.remove(&event.object.key);
+                    }
+                    EventType::Added | EventType::Modified => {
+                        state
+                            .objects
+                            .insert(event.object.key.clone(), event.object.clone());
+                    }
+                }
+                state.revision = event.revision;
+                state.events.push_back(event);
+            }
+            while state.events.len() > self.window {
+                let old = state.events.pop_front().expect("non-empty");
+                state.oldest = old.revision;
+                dropped.push(old);
+            }
+            if progress > state.revision {
+                state.revision = progress;
+            }
+        }
+        self.notify.send_replace(progress);
+        dropped
+    }
+
+    /// The revision the cache has reached.
+    pub(crate) fn revision(&self) -> Revision {
+        self.state.read().revision
+    }
+
+    /// Waits until the cache has reached `revision` (at most `timeout`); a cache that cannot
+    /// catch up in time answers `504` as kube-apiserver does for a too-large resource version.
+    pub(crate) async fn wait_for(
+        &self,
+        revision: Revision,
+        timeout: Duration,
+    ) -> Result<(), ApiError> {
+        let mut rx = self.notify.subscribe();
+        let wait = async {
+            loop {
+                {
+                    let state = self.state.read();
+                    if state.ready && state.revision >= revision {
+                        return;
+                    }
+                }
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        if tokio::time::timeout(timeout, wait).await.is_err() {
+            let mut err = ApiError::timeout(format!(
+                "Too large resource version: {revision}, current: {}",
+                self.revision()
+            ));
+            err.details = Some(Box::new(setpoint_core::Details {
+                causes: vec![setpoint_core::Cause::new(
+                    "ResourceVersionTooLarge",
+                    "",
+                    "Too large resource version",
+                )],
+                retry_after_seconds: Some(1),
+                ..Default::default()
+            }));
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    /// The objects and the revision they are at.
+    pub(crate) fn snapshot(&self) -> (Objects, Revision) {
+        let state = self.state.read();
+        (state.objects.clone(), state.revision)
+    }
+
+    /// The objects as they were at `revision`, rebuilt from the event window; `410` if the
+    /// window no longer reaches back that far.
+    pub(crate) fn snapshot_at(&self, revision: Revision) -> Result<Objects, ApiError> {
+        let state = self.state.read();
+        if revision > state.revision {
+            return Err(ApiError::timeout(format!(
+                "Too large resource version: {revision}, current: {}",
+                state.revision
+            )));
+        }
+        if revision < state.oldest {
+            return Err(ApiError::too_old_resource_version(
+                revision.get(),
+                state.oldest.get(),
+            ));
+        }
+        let mut objects = state.objects.clone();
+        for event in state
+            .events
+            .iter()
+            .rev()
+            .take_while(|e| e.revision > revision)
+        {
+            match &event.prev {
+                Some(prev) => {
+                    objects.insert(prev.key.clone(), prev.clone());
+                }
+                None => {
+                    objects.remove(&event.object.key);
+                }
+            }
+        }
+        Ok(objects)
+    }
+
+    /// A watcher of changes after `after`.
+    pub(crate) fn watch(
+        self: &Arc<Self>,
+        after: Revision,
+        filter: Filter,
+    ) -> Result<Watcher, ApiError> {
+        let oldest = self.state.read().oldest;
+        if after < oldest {
+            return Err(ApiError::too_old_resource_version(
+                after.get(),
+                oldest.get(),
+            ));
+        }
+        Ok(Watcher::new(
+            self.clone(),
+            after,
+            filter,
+            self.notify.subscribe(),
+        ))
+    }
+
+    /// The events after `cursor` (at most `max`), and the revision the cache has reached; `410`
+    /// if the window has moved past `cursor`.
+    pub(crate) fn events_after(
+        &self,
+        cursor: Revision,
+        max: usize,
+    ) -> Result<(Vec<Arc<CachedEvent>>, Revision), ApiError> {
+        let state = self.state.read();
+        if cursor < state.oldest {
+            return Err(ApiError::too_old_resource_version(
+                cursor.get(),
+                state.oldest.get(),
+            ));
+        }
+        // Events are in revision order: find the first after the cursor from the back.
+        let newer = state
+            .events
+            .iter()
+            .rev()
+            .take_while(|e| e.revision > cursor)
+            .count();
+        let start = state.events.len() - newer;
+        let events: Vec<_> = state.events.range(start..).take(max).cloned().collect();
+        Ok((events, state.revision))
+    }
+}

@@ -1,0 +1,46 @@
+//! `setpoint server`: the embedded store, the Kubernetes API over it, and the HTTPS transport,
+//! until SIGINT or SIGTERM.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use setpoint_apiserver::{serve, Api, TransportConfig};
+use setpoint_store::{EmbeddedConfig, EmbeddedStore};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::ServerArgs;
+
+/// Runs the server until asked to stop.
+pub(crate) async fn server(args: ServerArgs) -> Result<()> {
+    let store_dir = args.data_dir.join("store");
+    let store = EmbeddedStore::open(EmbeddedConfig::on_disk(&store_dir))
+        .with_context(|| format!("opening the store in {}", store_dir.display()))?;
+    let api = Api::new(Arc::new(store.clone()))
+        .await
+        .context("starting the API")?;
+    let shutdown = CancellationToken::new();
+    let running = serve(
+        TransportConfig::new(&args.data_dir, args.listen),
+        api,
+        shutdown.clone(),
+    )
+    .await
+    .with_context(|| format!("serving on {}", args.listen))?;
+    tracing::info!(
+        listen = %running.local_addr(),
+        kubeconfig = %running.kubeconfig_path().display(),
+        data_dir = %args.data_dir.display(),
+        "setpoint is serving the Kubernetes API; try: kubectl --kubeconfig {} get namespaces",
+        running.kubeconfig_path().display()
+    );
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; shutting down"),
+        _ = term.recv() => tracing::info!("terminated; shutting down"),
+    }
+    shutdown.cancel();
+    running.wait().await.context("stopping the server")?;
+    store.close();
+    Ok(())
+}

@@ -1,0 +1,129 @@
+//! A `setpoint server` started for a test on a free loopback port, with `kubectl` pointed at
+//! it; stopped (SIGKILL) when dropped.
+
+#![allow(dead_code, unreachable_pub, missing_docs, clippy::unwrap_used)] // shared test support; failures should panic
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running server.
+pub struct Server {
+    child: Option<Child>,
+    pub dir: PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+impl Server {
+    /// Starts a server on a fresh data directory.
+    pub fn start() -> Server {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        let mut s = Server::start_in(&dir);
+        s._tmp = Some(tmp);
+        s
+    }
+
+    /// Starts a server on `dir` (which may hold an earlier server's data).
+    pub fn start_in(dir: &Path) -> Server {
+        let kubeconfig = dir.join("admin.kubeconfig");
+        let _ = std::fs::remove_file(&kubeconfig);
+        let child = Command::new(env!("CARGO_BIN_EXE_setpoint"))
+            .args(["server", "--data-dir"])
+            .arg(dir)
+            .args(["--listen", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let server = Server {
+            child: Some(child),
+            dir: dir.to_owned(),
+            _tmp: None,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if kubeconfig.exists() {
+                let out = server.kubectl(&["get", "--raw", "/readyz"]);
+                if out.status.success() {
+                    return server;
+                }
+            }
+            assert!(Instant::now() < deadline, "the server did not become ready");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.join("admin.kubeconfig")
+    }
+
+    /// Runs `kubectl` (the one on the PATH) against the server.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// Runs `kubectl` with `stdin` as standard input.
+    pub fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> Output {
+        use std::io::Write;
+        let mut child = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    /// Runs `kubectl` and returns its standard output, failing the test if it fails.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs `kubectl`, expecting it to fail; returns its standard error.
+    pub fn fails(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            !out.status.success(),
+            "kubectl {args:?} succeeded: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8(out.stderr).unwrap()
+    }
+
+    /// Kills the server with SIGKILL and waits for it.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
