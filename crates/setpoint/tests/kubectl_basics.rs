@@ -264,3 +264,165 @@ fn get_watch_should_see_later_changes() {
     let _ = watch.wait();
     assert_eq!(seen, ["ADDED", "MODIFIED", "DELETED"]);
 }
+
+/// The kubectl binaries of other minor versions, beside the one on the PATH.
+fn kubectl_version(minor: u32) -> Option<std::path::PathBuf> {
+    let on_path = which_kubectl()?;
+    let dir = std::fs::canonicalize(on_path).ok()?.parent()?.to_owned();
+    let candidate = dir.join(format!("kubectl.1.{minor}"));
+    candidate.exists().then_some(candidate)
+}
+
+fn which_kubectl() -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| std::path::Path::new(d).join("kubectl"))
+        .find(|p| p.exists())
+}
+
+#[test]
+fn kubectl_1_27_to_1_33_should_all_discover_and_list() {
+    let s = Server::start();
+    let out = s.kubectl_stdin(&["create", "-f", "-", "--validate=false"], DEPLOYMENT);
+    assert!(out.status.success());
+    let mut tried = 0;
+    for minor in 27..=33 {
+        let Some(bin) = kubectl_version(minor) else {
+            continue;
+        };
+        tried += 1;
+        // 1.27-1.29 understand only the v2beta1 aggregated discovery; 1.30+ prefer v2.
+        let out = Command::new(&bin)
+            .arg("--kubeconfig")
+            .arg(s.kubeconfig())
+            .args(["get", "deployments.apps", "-o", "name"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success()
+                && String::from_utf8_lossy(&out.stdout).trim() == "deployment.apps/web",
+            "kubectl 1.{minor}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(
+        tried > 0,
+        "no versioned kubectl found beside the one on the PATH"
+    );
+}
+
+#[test]
+fn pods_should_print_kubectl_columns_and_delete_at_once_when_unscheduled() {
+    let s = Server::start();
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p1}\nspec:\n  containers: [{name: c, image: busybox, command: [sleep, '100']}]\n";
+    let out = s.kubectl_stdin(&["create", "-f", "-", "--validate=false"], pod);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = s.ok(&["get", "pods"]);
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]);
+    assert!(
+        table.contains("0/1") && table.contains("Pending"),
+        "{table}"
+    );
+    let wide = s.ok(&["get", "pods", "-o", "wide"]);
+    assert!(
+        wide.lines().next().unwrap().contains("NOMINATED NODE"),
+        "{wide}"
+    );
+    let json = s.ok(&["get", "pod", "p1", "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["spec"]["restartPolicy"], "Always", "defaults applied");
+    assert_eq!(v["spec"]["containers"][0]["imagePullPolicy"], "Always");
+    assert_eq!(v["status"]["qosClass"], "BestEffort");
+    assert_eq!(
+        s.ok(&[
+            "get",
+            "pods",
+            "--field-selector",
+            "status.phase=Pending",
+            "-o",
+            "name"
+        ])
+        .trim(),
+        "pod/p1"
+    );
+    s.ok(&["delete", "pod", "p1", "--wait"]);
+    assert_eq!(s.ok(&["get", "pods", "-o", "name"]).trim(), "");
+}
+
+#[test]
+fn finalizers_should_hold_a_deleted_object_until_removed() {
+    let s = Server::start();
+    let cm =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: held, finalizers: [example.com/hold]}\n";
+    assert!(s
+        .kubectl_stdin(&["create", "-f", "-", "--validate=false"], cm)
+        .status
+        .success());
+    s.ok(&["delete", "cm", "held", "--wait=false"]);
+    let ts = s.ok(&[
+        "get",
+        "cm",
+        "held",
+        "-o",
+        "jsonpath={.metadata.deletionTimestamp}",
+    ]);
+    assert!(!ts.is_empty(), "deletionTimestamp set");
+    let err = s.fails(&[
+        "patch",
+        "cm",
+        "held",
+        "--type=json",
+        "-p",
+        r#"[{"op":"add","path":"/metadata/finalizers/-","value":"example.com/more"}]"#,
+    ]);
+    assert!(err.contains("no new finalizers"), "{err}");
+    s.ok(&[
+        "patch",
+        "cm",
+        "held",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":null}}"#,
+    ]);
+    let err = s.fails(&["get", "cm", "held"]);
+    assert!(err.contains("not found"), "{err}");
+}
+
+#[test]
+fn a_deleted_namespace_should_stay_terminating_and_refuse_new_content() {
+    let s = Server::start();
+    let ns = "apiVersion: v1\nkind: Namespace\nmetadata: {name: doomed}\n";
+    assert!(s
+        .kubectl_stdin(&["create", "-f", "-", "--validate=false"], ns)
+        .status
+        .success());
+    assert!(s
+        .kubectl_stdin(
+            &["create", "-n", "doomed", "-f", "-", "--validate=false"],
+            CONFIGMAP
+        )
+        .status
+        .success());
+    s.ok(&["delete", "namespace", "doomed", "--wait=false"]);
+    assert_eq!(
+        s.ok(&["get", "ns", "doomed", "-o", "jsonpath={.status.phase}"]),
+        "Terminating"
+    );
+    let other = CONFIGMAP.replace("name: c1", "name: c2");
+    let out = s.kubectl_stdin(
+        &["create", "-n", "doomed", "-f", "-", "--validate=false"],
+        &other,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Forbidden") && err.contains("because it is being terminated"),
+        "{err}"
+    );
+}

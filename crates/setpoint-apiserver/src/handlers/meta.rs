@@ -66,17 +66,16 @@ pub(crate) fn finalizers(object: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Copies the fields clients may not change on update from the stored object.
-pub(crate) fn keep_system_fields(new: &mut Value, old: &Value) {
+/// Copies the fields clients may not change on update from the stored object. The server's
+/// own changes (`server_change`) may set the deletion fields.
+pub(crate) fn keep_system_fields(new: &mut Value, old: &Value, server_change: bool) {
     let old_meta = &old["metadata"];
     let meta = metadata(new);
-    for field in [
-        "uid",
-        "creationTimestamp",
-        "deletionTimestamp",
-        "deletionGracePeriodSeconds",
-        "generation",
-    ] {
+    let mut fields = vec!["uid", "creationTimestamp", "generation"];
+    if !server_change {
+        fields.extend(["deletionTimestamp", "deletionGracePeriodSeconds"]);
+    }
+    for field in fields {
         match old_meta.get(field) {
             Some(v) if !v.is_null() => {
                 meta.insert(field.into(), v.clone());

@@ -386,7 +386,7 @@ pub(crate) async fn guaranteed_update(
                 meta_str(&new, "name").unwrap_or_default()
             )));
         }
-        meta::keep_system_fields(&mut new, &current);
+        meta::keep_system_fields(&mut new, &current, scope == Scope::Full);
         {
             let meta = meta::metadata(&mut new);
             meta.insert("name".into(), json!(name));
