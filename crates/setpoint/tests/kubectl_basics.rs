@@ -426,3 +426,48 @@ fn a_deleted_namespace_should_stay_terminating_and_refuse_new_content() {
         "{err}"
     );
 }
+
+#[test]
+fn explain_and_strict_validation_should_work_with_default_kubectl_flags() {
+    let s = Server::start();
+    let explain = s.ok(&["explain", "deployment.spec.strategy"]);
+    assert!(
+        explain.contains("KIND:       Deployment") && explain.contains("DeploymentStrategy"),
+        "{explain}"
+    );
+    let explain = s.ok(&["explain", "pods.spec.containers.image"]);
+    assert!(explain.contains("FIELD: image <string>"), "{explain}");
+    let bogus =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: strict}\ndata: {a: \"1\"}\nbogus: 1\n";
+    let out = s.kubectl_stdin(&["apply", "-f", "-"], bogus);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(r#"strict decoding error: unknown field "bogus""#),
+        "{err}"
+    );
+    // kubectl 1.27 and 1.28 read the protobuf OpenAPI v2 document instead.
+    for minor in [27, 28] {
+        let Some(bin) = kubectl_version(minor) else {
+            continue;
+        };
+        let out = Command::new(&bin)
+            .arg("--kubeconfig")
+            .arg(s.kubeconfig())
+            .args(["apply", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                c.stdin.take().unwrap().write_all(DEPLOYMENT.as_bytes())?;
+                c.wait_with_output()
+            })
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "kubectl 1.{minor}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

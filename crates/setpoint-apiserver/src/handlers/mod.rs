@@ -4,6 +4,7 @@
 mod delete;
 mod discovery;
 mod meta;
+mod openapi;
 mod params;
 mod read;
 pub(crate) mod response;
@@ -40,6 +41,7 @@ pub struct Api {
     store: Arc<dyn Store>,
     registry: Registry,
     caches: BTreeMap<(String, String, String), Arc<WatchCache>>,
+    openapi: openapi::OpenApiDocs,
 }
 
 impl Api {
@@ -61,10 +63,12 @@ impl Api {
                 )
             })
             .collect();
+        let openapi = openapi::OpenApiDocs::generate(&registry);
         let api = Arc::new(Api {
             store,
             registry,
             caches,
+            openapi,
         });
         api.bootstrap().await?;
         Ok(api)
@@ -141,19 +145,29 @@ impl Api {
             Target::GroupVersion { group, version } => {
                 discovery::group_version(self, &group, &version)
             }
-            Target::Other(path) => self.other(request.method(), &path),
+            Target::Other(path) => self.other(request.method(), &path, accept.as_deref()),
             Target::Resource(r) => self.resource(r, request, query, accept.as_deref()).await,
         }
     }
 
-    fn other(&self, method: &Method, path: &str) -> Result<Response<Body>, ApiError> {
-        match (method, path) {
-            (&Method::GET, "/version") => Ok(response::json(StatusCode::OK, &version())),
-            _ => Err(ApiError::new(
-                setpoint_core::Reason::NotFound,
-                "the server could not find the requested resource",
-            )),
+    fn other(
+        &self,
+        method: &Method,
+        path: &str,
+        accept: Option<&str>,
+    ) -> Result<Response<Body>, ApiError> {
+        if method == Method::GET {
+            if path == "/version" {
+                return Ok(response::json(StatusCode::OK, &version()));
+            }
+            if let Some(r) = self.openapi.serve(path, accept)? {
+                return Ok(r);
+            }
         }
+        Err(ApiError::new(
+            setpoint_core::Reason::NotFound,
+            "the server could not find the requested resource",
+        ))
     }
 
     async fn resource(

@@ -70,7 +70,7 @@ pub(crate) fn field_validation(ctx: &Ctx<'_>) -> Result<FieldValidation, ApiErro
     }
 }
 
-/// Decodes a JSON or YAML body into an object.
+/// Decodes a JSON, YAML or Kubernetes protobuf body into an object.
 pub(crate) fn decode_body(ctx: &Ctx<'_>) -> Result<Value, ApiError> {
     let media = ctx.content_type.split(';').next().unwrap_or("").trim();
     let value: Value = match media {
@@ -82,6 +82,7 @@ pub(crate) fn decode_body(ctx: &Ctx<'_>) -> Result<Value, ApiError> {
                 ApiError::bad_request(format!("the request body is not valid YAML: {e}"))
             })?
         }
+        crate::protobuf::MEDIA_TYPE => crate::protobuf::decode(&ctx.body)?,
         other => return Err(ApiError::unsupported_media_type(other)),
     };
     if !value.is_object() {

@@ -32,6 +32,7 @@ impl Server {
             .args(["server", "--data-dir"])
             .arg(dir)
             .args(["--listen", "127.0.0.1:0"])
+            .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -111,6 +112,17 @@ impl Server {
             String::from_utf8_lossy(&out.stdout)
         );
         String::from_utf8(out.stderr).unwrap()
+    }
+
+    /// A `kube` client configured from the server's admin kubeconfig (CA and bearer token).
+    /// Needs a tokio runtime.
+    pub async fn kube_client(&self) -> kube::Client {
+        let kubeconfig = kube::config::Kubeconfig::read_from(self.kubeconfig()).unwrap();
+        let options = kube::config::KubeConfigOptions::default();
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+            .await
+            .unwrap();
+        kube::Client::try_from(config).unwrap()
     }
 
     /// Kills the server with SIGKILL and waits for it.
