@@ -134,7 +134,6 @@ fn collect_unknown(original: &Value, normalized: &Value, path: String, out: &mut
                 };
                 match n.get(k) {
                     Some(nv) => collect_unknown(v, nv, child, out),
-                    None if is_empty_container(v) => {}
                     None => out.push(child),
                 }
             }
@@ -146,11 +145,6 @@ fn collect_unknown(original: &Value, normalized: &Value, path: String, out: &mut
         }
         _ => {}
     }
-}
-
-/// `{}` and `[]` vanish in a typed round trip without being unknown.
-fn is_empty_container(v: &Value) -> bool {
-    matches!(v, Value::Object(m) if m.is_empty()) || matches!(v, Value::Array(a) if a.is_empty())
 }
 
 #[cfg(test)]
