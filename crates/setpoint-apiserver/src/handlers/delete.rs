@@ -13,7 +13,8 @@ use super::meta::{self, meta_str};
 use super::params::ListOptions;
 use super::read::{read_object, respond_object};
 use super::response::{self, Body};
-use super::write::{guaranteed_update, store_error, Scope, Updated};
+use super::update::{guaranteed_update, Scope, Updated};
+use super::write::store_error;
 use super::Ctx;
 use crate::registry::strategy::Kind;
 

@@ -9,6 +9,7 @@ mod params;
 mod read;
 pub(crate) mod response;
 mod subresource;
+mod update;
 mod watch;
 mod write;
 
@@ -227,8 +228,8 @@ impl Api {
             Verb::List => read::list(&ctx).await,
             Verb::Watch => watch::watch(&ctx).await,
             Verb::Create => write::create(&ctx).await,
-            Verb::Update => write::update(&ctx).await,
-            Verb::Patch => write::patch(&ctx).await,
+            Verb::Update => update::update(&ctx).await,
+            Verb::Patch => update::patch(&ctx).await,
             Verb::Delete => delete::delete(&ctx).await,
             Verb::DeleteCollection => delete::delete_collection(&ctx).await,
         }

@@ -9,7 +9,8 @@ use setpoint_core::{apply_patch, success_status, ApiError};
 use super::meta::{self, meta_str};
 use super::read::{read_object, respond_object};
 use super::response::{self, Body};
-use super::write::{self, decode_body, guaranteed_update, respond_updated, Scope};
+use super::update::{self, guaranteed_update, respond_updated, Scope};
+use super::write::{self, decode_body};
 use super::Ctx;
 use crate::request::Verb;
 
@@ -21,8 +22,8 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, sub: &str) -> Result<Response<Body>, A
             let o = read_object(ctx).await?;
             Ok(respond_object(ctx.def, &o, ctx.accept, StatusCode::OK))
         }
-        ("status", Verb::Update) => write::update_scoped(ctx, Scope::Status).await,
-        ("status", Verb::Patch) => write::patch_scoped(ctx, Scope::Status).await,
+        ("status", Verb::Update) => update::update_scoped(ctx, Scope::Status).await,
+        ("status", Verb::Patch) => update::patch_scoped(ctx, Scope::Status).await,
         ("scale", Verb::Get) => {
             let o = read_object(ctx).await?;
             Ok(response::json(StatusCode::OK, &scale_of(&o)))
@@ -63,7 +64,7 @@ fn scale_of(o: &Value) -> Value {
 /// PUT or PATCH of `scale`: changes the parent's `spec.replicas`.
 async fn scale_write(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
     let patch = if ctx.req.verb == Verb::Patch {
-        let patch_type = write::patch_type(&ctx.content_type)?;
+        let patch_type = update::patch_type(&ctx.content_type)?;
         let body: Value = serde_json::from_slice(&ctx.body)
             .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
         Some((patch_type, body))
@@ -138,7 +139,7 @@ async fn scale_write(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
     )
     .await?;
     let object = match updated {
-        write::Updated::Stored(o) | write::Updated::Deleted(o) => o,
+        update::Updated::Stored(o) | update::Updated::Deleted(o) => o,
     };
     Ok(response::json(StatusCode::OK, &scale_of(&object)))
 }
@@ -188,7 +189,7 @@ async fn binding(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
     )
     .await?;
     let uid = match &updated {
-        write::Updated::Stored(o) | write::Updated::Deleted(o) => {
+        update::Updated::Stored(o) | update::Updated::Deleted(o) => {
             meta_str(o, "uid").unwrap_or_default().to_owned()
         }
     };
@@ -223,20 +224,20 @@ async fn finalize(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
     )
     .await?;
     let done = match &updated {
-        write::Updated::Stored(o) => {
+        update::Updated::Stored(o) => {
             !o["metadata"]["deletionTimestamp"].is_null()
                 && o["spec"]["finalizers"].as_array().is_none_or(Vec::is_empty)
                 && meta::finalizers(o).is_empty()
         }
-        write::Updated::Deleted(_) => false,
+        update::Updated::Deleted(_) => false,
     };
     if done {
         let key = ctx.def.key(None, &name);
         let rv = match &updated {
-            write::Updated::Stored(o) => {
+            update::Updated::Stored(o) => {
                 meta_str(o, "resourceVersion").and_then(|r| r.parse().ok())
             }
-            write::Updated::Deleted(_) => None,
+            update::Updated::Deleted(_) => None,
         };
         match ctx.api.store.delete(bytes::Bytes::from(key), rv).await {
             Ok(_) | Err(setpoint_store::StoreError::NotFound) => {}
