@@ -351,3 +351,59 @@ async fn dry_run_should_validate_without_storing() {
         "BadRequest",
     );
 }
+
+#[tokio::test]
+async fn watches_and_continues_older_than_the_window_should_be_expired() {
+    let store = EmbeddedStore::open(EmbeddedConfig::in_memory().without_auto_compaction()).unwrap();
+    let api = Api::with_watch_window(Arc::new(store), 5).await.unwrap();
+    let mut first_rv = String::new();
+    for i in 0..20 {
+        let body =
+            format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"c{i}"}}}}"#);
+        let (status, created) = call(&api, "POST", CM, JSON, &body).await;
+        assert_eq!(status, StatusCode::CREATED);
+        if i == 0 {
+            first_rv = created["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+        }
+    }
+    // Let the cache catch up, then ask for history it no longer keeps.
+    let (status, _) = call(&api, "GET", CM, JSON, "").await;
+    assert_eq!(status, StatusCode::OK);
+    let got = call(
+        &api,
+        "GET",
+        &format!("{CM}?watch=1&resourceVersion={first_rv}"),
+        JSON,
+        "",
+    )
+    .await;
+    expect(&got, 410, "Expired");
+    assert!(
+        got.1["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("too old resource version"),
+        "{}",
+        got.1
+    );
+    let (_, page) = call(&api, "GET", &format!("{CM}?limit=5"), JSON, "").await;
+    let token = page["metadata"]["continue"].as_str().unwrap().to_owned();
+    for i in 20..30 {
+        let body =
+            format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"c{i}"}}}}"#);
+        call(&api, "POST", CM, JSON, &body).await;
+    }
+    call(&api, "GET", CM, JSON, "").await;
+    let got = call(
+        &api,
+        "GET",
+        &format!("{CM}?limit=5&continue={token}"),
+        JSON,
+        "",
+    )
+    .await;
+    expect(&got, 410, "Expired");
+}

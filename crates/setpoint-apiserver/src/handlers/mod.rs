@@ -49,6 +49,15 @@ impl Api {
     /// Serves the built-in resources from `store`, creating the initial namespaces if missing.
     /// Must be called within a tokio runtime (the watch caches run as tasks).
     pub async fn new(store: Arc<dyn Store>) -> Result<Arc<Api>, ApiError> {
+        Self::with_watch_window(store, DEFAULT_WINDOW).await
+    }
+
+    /// Like [`Api::new`], keeping `window` recent events per resource for watches to resume
+    /// from (a watch from an older resource version gets `410 Expired`).
+    pub async fn with_watch_window(
+        store: Arc<dyn Store>,
+        window: usize,
+    ) -> Result<Arc<Api>, ApiError> {
         let registry = Registry::new(builtin_resources());
         let caches = registry
             .all()
@@ -58,10 +67,7 @@ impl Api {
                     def.gvk.version.clone(),
                     def.plural.to_owned(),
                 );
-                (
-                    key,
-                    WatchCache::start(def.clone(), store.clone(), DEFAULT_WINDOW),
-                )
+                (key, WatchCache::start(def.clone(), store.clone(), window))
             })
             .collect();
         let openapi = openapi::OpenApiDocs::generate(&registry);
