@@ -471,3 +471,48 @@ fn explain_and_strict_validation_should_work_with_default_kubectl_flags() {
         );
     }
 }
+
+#[test]
+fn describe_edit_and_wait_for_delete_should_work() {
+    let s = Server::start();
+    assert!(s
+        .kubectl_stdin(&["apply", "-f", "-"], DEPLOYMENT)
+        .status
+        .success());
+    let described = s.ok(&["describe", "deployment", "web"]);
+    assert!(
+        described.contains("Replicas:") && described.contains("nginx:1.25"),
+        "{described}"
+    );
+    // `kubectl edit` runs $EDITOR on a temporary file, then sends the difference as a patch.
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(s.kubeconfig())
+        .args(["edit", "deployment", "web"])
+        .env("KUBE_EDITOR", "sed -i s/replicas:\\ 2/replicas:\\ 7/")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        s.ok(&["get", "deploy", "web", "-o", "jsonpath={.spec.replicas}"]),
+        "7"
+    );
+    let mut wait = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(s.kubeconfig())
+        .args(["wait", "--for=delete", "deployment/web", "--timeout=30s"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    s.ok(&["delete", "deployment", "web", "--wait=false"]);
+    let status = wait.wait().unwrap();
+    assert!(
+        status.success(),
+        "kubectl wait --for=delete did not see the deletion"
+    );
+}
