@@ -47,6 +47,8 @@ pub(crate) struct ServerArgs {
 pub(crate) enum BenchCommand {
     /// Benchmark the embedded store on disk: durable writes, lists, watches and file size.
     Store(StoreBenchArgs),
+    /// Benchmark the API server over HTTPS: creates, gets, lists, watch fan-out and memory.
+    Api(ApiBenchArgs),
 }
 
 /// Flags of `setpoint bench store`.
@@ -85,6 +87,47 @@ impl StoreBench {
         StoreBench::List,
         StoreBench::Watch,
         StoreBench::Size,
+    ];
+}
+
+/// Flags of `setpoint bench api`.
+#[derive(Debug, Args)]
+pub(crate) struct ApiBenchArgs {
+    /// Create the (temporary, deleted afterwards) server data directory under this directory.
+    /// Default: `./target` if it exists, else the system's temporary directory.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dir: Option<PathBuf>,
+    /// Smaller workloads, for a result in about a minute.
+    #[arg(long)]
+    pub(crate) quick: bool,
+    /// Run only these benchmarks (default: all).
+    #[arg(long, value_name = "NAME", num_args = 1.., value_delimiter = ',')]
+    pub(crate) only: Vec<ApiBench>,
+}
+
+/// The benchmarks of `setpoint bench api`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ApiBench {
+    /// ConfigMap creates from 32 concurrent clients, over HTTP/1.1 and HTTP/2.
+    Creates,
+    /// ConfigMap gets by name from 32 concurrent clients, over HTTP/1.1 and HTTP/2.
+    Gets,
+    /// Lists of 10,000 ConfigMaps, whole and in pages of 500.
+    List,
+    /// 100 watchers following concurrent writers.
+    Watch,
+    /// The server's resident memory after start and after the other benchmarks.
+    Idle,
+}
+
+impl ApiBench {
+    /// Every benchmark, in the order they run.
+    pub(crate) const ALL: [ApiBench; 5] = [
+        ApiBench::Creates,
+        ApiBench::Gets,
+        ApiBench::List,
+        ApiBench::Watch,
+        ApiBench::Idle,
     ];
 }
 
@@ -137,5 +180,16 @@ mod tests {
         };
         assert_eq!(args.only, [StoreBench::List, StoreBench::Watch]);
         assert!(args.quick);
+    }
+
+    #[test]
+    fn bench_api_should_accept_comma_separated_only_names() {
+        let cli = Cli::try_parse_from(["setpoint", "bench", "api", "--only", "creates,watch"])
+            .expect("parses");
+        let Command::Bench(BenchCommand::Api(args)) = cli.command else {
+            panic!("parsed as {cli:?}");
+        };
+        assert_eq!(args.only, [ApiBench::Creates, ApiBench::Watch]);
+        assert!(!args.quick);
     }
 }

@@ -1,6 +1,7 @@
 //! `setpoint bench`: measurements of Setpoint's components on the machine at hand, printed as a
 //! table to read and as a markdown table to paste into `docs/benchmarks.md`.
 
+mod api;
 mod latency;
 mod machine;
 mod report;
@@ -14,5 +15,6 @@ use crate::cli::BenchCommand;
 pub(crate) async fn bench(command: BenchCommand) -> Result<()> {
     match command {
         BenchCommand::Store(args) => store::bench_store(args).await,
+        BenchCommand::Api(args) => api::bench_api(args).await,
     }
 }
