@@ -21,6 +21,10 @@ use crate::registry::ResourceDef;
 use crate::request::flag;
 use crate::watchcache::{CachedObject, EventType, Watcher};
 
+/// A batch smaller than this waits [`COALESCE_FOR`] for more events before it is sent.
+const COALESCE_BELOW: usize = 16;
+const COALESCE_FOR: Duration = Duration::from_millis(1);
+
 /// How often a watch that asked for bookmarks gets one.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
 
@@ -155,6 +159,14 @@ impl Stream {
                         let mut out = BytesMut::new();
                         for e in &events {
                             self.line(&mut out, e.kind.as_str(), &e.object.json);
+                        }
+                        if events.len() < COALESCE_BELOW {
+                            // A trickle of single events costs a TLS record and a write each;
+                            // waiting a moment lets a busy stream send them together.
+                            tokio::time::sleep(COALESCE_FOR).await;
+                            for e in self.watcher.try_next().unwrap_or_default() {
+                                self.line(&mut out, e.kind.as_str(), &e.object.json);
+                            }
                         }
                         return Some(out.freeze());
                     }

@@ -84,6 +84,15 @@ impl Watcher {
         }
     }
 
+    /// The events already waiting for this watcher, without waiting (empty if none). On an
+    /// error the cursor stays, so the next [`Watcher::next`] reports it again.
+    pub(crate) fn try_next(&mut self) -> Result<Vec<WatchEvent>, ApiError> {
+        let (events, _) = self.cache.events_after(self.cursor, 1024)?;
+        let out = self.translate(&events);
+        self.cursor = events.last().map_or(self.cursor, |e| e.revision);
+        Ok(out)
+    }
+
     fn translate(&self, events: &[Arc<CachedEvent>]) -> Vec<WatchEvent> {
         let mut out = Vec::new();
         for e in events {
