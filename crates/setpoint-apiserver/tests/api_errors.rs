@@ -407,3 +407,60 @@ async fn watches_and_continues_older_than_the_window_should_be_expired() {
     .await;
     expect(&got, 410, "Expired");
 }
+
+#[tokio::test]
+async fn a_strategic_merge_patch_the_client_got_wrong_should_be_a_400_not_a_500() {
+    let api = api().await;
+    let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"a": "b"}},
+                 "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+    let path = "/apis/apps/v1/namespaces/default/deployments";
+    assert_eq!(
+        call(&api, "POST", path, JSON, &deploy.to_string()).await.0,
+        StatusCode::CREATED
+    );
+    // A container without its merge key (`name`).
+    let patch = r#"{"spec":{"template":{"spec":{"containers":[{"image":"j"}]}}}}"#;
+    let got = call(
+        &api,
+        "PATCH",
+        &format!("{path}/d"),
+        "application/strategic-merge-patch+json",
+        patch,
+    )
+    .await;
+    expect(&got, 400, "BadRequest");
+}
+
+#[tokio::test]
+async fn deletecollection_should_delete_only_the_selected_objects() {
+    let api = api().await;
+    for (name, tier) in [("a", "x"), ("b", "x"), ("c", "y")] {
+        let body = format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","labels":{{"tier":"{tier}"}}}}}}"#
+        );
+        assert_eq!(
+            call(&api, "POST", CM, JSON, &body).await.0,
+            StatusCode::CREATED
+        );
+    }
+    let (status, deleted) = call(
+        &api,
+        "DELETE",
+        &format!("{CM}?labelSelector=tier%3Dx"),
+        JSON,
+        "",
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(deleted["kind"], "ConfigMapList");
+    assert_eq!(deleted["items"].as_array().unwrap().len(), 2);
+    let (_, left) = call(&api, "GET", CM, JSON, "").await;
+    let names: Vec<&str> = left["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["c"]);
+}

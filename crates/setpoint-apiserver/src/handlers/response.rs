@@ -94,7 +94,7 @@ pub(crate) fn list_bytes<'a>(
     let head = json!({"kind": kind, "apiVersion": api_version, "metadata": metadata});
     let mut head = serde_json::to_vec(&head).expect("serializes");
     head.pop(); // the closing brace
-    // One allocation of the exact size: a list of 10,000 objects is megabytes.
+                // One allocation of the exact size: a list of 10,000 objects is megabytes.
     let body: usize = items.clone().map(|i| i.len() + 1).sum();
     let mut out = BytesMut::with_capacity(head.len() + 12 + body);
     out.extend_from_slice(&head);

@@ -276,6 +276,9 @@ fn patch_error(e: setpoint_core::PatchError) -> ApiError {
         PatchErrorKind::UnsupportedMediaType => {
             ApiError::new(Reason::UnsupportedMediaType, e.to_string())
         }
-        PatchErrorKind::Internal => ApiError::internal(e.to_string()),
+        // kube-apiserver answers these strategic-merge failures (a list element without its
+        // merge key, an unknown `$patch` directive, …) with 500; they are the client's mistake,
+        // so Setpoint says so with a 400.
+        PatchErrorKind::Internal => ApiError::bad_request(e.to_string()),
     }
 }
