@@ -1,6 +1,6 @@
 //! Creates: [`CLIENTS`] concurrent clients `POST` 1 KiB ConfigMaps into `default`, first over
 //! HTTP/1.1 (one keep-alive connection each), then over HTTP/2 (streams multiplexed on
-//! [`HTTP2_CONNECTIONS`] connections). Reports creates per second, the latency from sending a
+//! [`HTTP2_CONNECTIONS`](super::load::HTTP2_CONNECTIONS) connections). Reports creates per second, the latency from sending a
 //! request to the end of its answer, and the CPU both processes used.
 
 use std::sync::Arc;
