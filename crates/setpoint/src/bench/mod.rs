@@ -7,6 +7,8 @@ mod machine;
 mod report;
 mod store;
 
+use std::path::PathBuf;
+
 use anyhow::Result;
 
 use crate::cli::BenchCommand;
@@ -16,5 +18,25 @@ pub(crate) async fn bench(command: BenchCommand) -> Result<()> {
     match command {
         BenchCommand::Store(args) => store::bench_store(args).await,
         BenchCommand::Api(args) => api::bench_api(args).await,
+    }
+}
+
+/// The benchmarks asked for (all when none), each once, in their canonical order `all`.
+fn selected<T: Copy + PartialEq>(all: &[T], only: &[T]) -> Vec<T> {
+    all.iter()
+        .copied()
+        .filter(|bench| only.is_empty() || only.contains(bench))
+        .collect()
+}
+
+/// Where a benchmark's temporary data directory goes by default: `./target` when it exists (a
+/// real disk in a checkout, where `/tmp` is often a tmpfs that makes fsync free), else the
+/// system's temporary directory.
+fn default_parent() -> PathBuf {
+    let target = PathBuf::from("target");
+    if target.is_dir() {
+        target
+    } else {
+        std::env::temp_dir()
     }
 }

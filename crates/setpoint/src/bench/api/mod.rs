@@ -21,7 +21,7 @@ mod usage;
 mod watch;
 mod watcher;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _, Result};
@@ -54,7 +54,7 @@ pub(super) struct Harness {
 
 /// Runs `setpoint bench api` and prints its results, as text and as markdown.
 pub(crate) async fn bench_api(args: ApiBenchArgs) -> Result<()> {
-    let parent = args.dir.clone().unwrap_or_else(default_parent);
+    let parent = args.dir.clone().unwrap_or_else(super::default_parent);
     std::fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
     let root = tempfile::Builder::new()
         .prefix("setpoint-bench-api-")
@@ -113,7 +113,7 @@ async fn run_all(root: &Path, args: &ApiBenchArgs) -> Result<(Vec<Row>, usize)> 
 
     let mut rows = Vec::new();
     let mut failed = 0;
-    for bench in selected(&args.only) {
+    for bench in super::selected(&ApiBench::ALL, &args.only) {
         let result = match bench {
             ApiBench::Creates => creates::bench_creates(&mut harness).await,
             ApiBench::Gets => gets::bench_gets(&mut harness).await,
@@ -182,33 +182,17 @@ fn idle_rows(harness: &Harness, idle_rss: u64) -> Result<Vec<Row>> {
     ])
 }
 
-/// The benchmarks asked for (all when none), each once, in their canonical order.
-fn selected(only: &[ApiBench]) -> Vec<ApiBench> {
-    ApiBench::ALL
-        .into_iter()
-        .filter(|bench| only.is_empty() || only.contains(bench))
-        .collect()
-}
-
-/// Where the temporary data directory goes by default: `./target` when it exists, else the
-/// system's temporary directory.
-fn default_parent() -> PathBuf {
-    let target = PathBuf::from("target");
-    if target.is_dir() {
-        target
-    } else {
-        std::env::temp_dir()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn selected_should_keep_canonical_order_without_duplicates() {
-        assert_eq!(selected(&[]), ApiBench::ALL);
+        assert_eq!(super::super::selected(&ApiBench::ALL, &[]), ApiBench::ALL);
         let only = [ApiBench::Idle, ApiBench::Creates, ApiBench::Idle];
-        assert_eq!(selected(&only), [ApiBench::Creates, ApiBench::Idle]);
+        assert_eq!(
+            super::super::selected(&ApiBench::ALL, &only),
+            [ApiBench::Creates, ApiBench::Idle]
+        );
     }
 }

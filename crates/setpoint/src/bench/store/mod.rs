@@ -11,7 +11,7 @@ mod size;
 mod watch;
 mod writes;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
@@ -21,7 +21,7 @@ use crate::cli::{StoreBench, StoreBenchArgs};
 
 /// Runs `setpoint bench store` and prints its results, as text and as markdown.
 pub(crate) async fn bench_store(args: StoreBenchArgs) -> Result<()> {
-    let parent = args.dir.clone().unwrap_or_else(default_parent);
+    let parent = args.dir.clone().unwrap_or_else(super::default_parent);
     std::fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
     let root = tempfile::Builder::new()
         .prefix("setpoint-bench-store-")
@@ -37,7 +37,7 @@ pub(crate) async fn bench_store(args: StoreBenchArgs) -> Result<()> {
     let sizes = load::Sizes::new(args.quick);
     let mut rows = Vec::new();
     let mut failed = 0;
-    for bench in selected(&args.only) {
+    for bench in super::selected(&StoreBench::ALL, &args.only) {
         match run(bench, root.path(), sizes).await {
             Ok(more) => rows.extend(more),
             Err(error) => {
@@ -80,38 +80,24 @@ async fn run(bench: StoreBench, root: &Path, sizes: load::Sizes) -> Result<Vec<R
     }
 }
 
-/// The benchmarks asked for (all when none), each once, in their canonical order.
-fn selected(only: &[StoreBench]) -> Vec<StoreBench> {
-    StoreBench::ALL
-        .into_iter()
-        .filter(|bench| only.is_empty() || only.contains(bench))
-        .collect()
-}
-
-/// Where the temporary data directory goes by default: `./target` when it exists (a real disk
-/// in a checkout, where `/tmp` is often a tmpfs that makes fsync free), else the system's
-/// temporary directory.
-fn default_parent() -> PathBuf {
-    let target = PathBuf::from("target");
-    if target.is_dir() {
-        target
-    } else {
-        std::env::temp_dir()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn selected_should_run_every_benchmark_when_none_is_named() {
-        assert_eq!(selected(&[]), StoreBench::ALL);
+        assert_eq!(
+            super::super::selected(&StoreBench::ALL, &[]),
+            StoreBench::ALL
+        );
     }
 
     #[test]
     fn selected_should_keep_canonical_order_without_duplicates() {
         let only = [StoreBench::Size, StoreBench::Writes, StoreBench::Size];
-        assert_eq!(selected(&only), [StoreBench::Writes, StoreBench::Size]);
+        assert_eq!(
+            super::super::selected(&StoreBench::ALL, &only),
+            [StoreBench::Writes, StoreBench::Size]
+        );
     }
 }
