@@ -464,3 +464,40 @@ async fn deletecollection_should_delete_only_the_selected_objects() {
         .collect();
     assert_eq!(names, ["c"]);
 }
+
+#[tokio::test]
+async fn a_continue_token_from_another_collection_should_be_refused() {
+    // Regression: a token whose start key lies outside the listed collection was answered
+    // with an empty list (200) instead of an error.
+    let api = api().await;
+    for i in 0..3 {
+        let body =
+            format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"c{i}"}}}}"#);
+        call(
+            &api,
+            "POST",
+            "/api/v1/namespaces/kube-system/configmaps",
+            JSON,
+            &body,
+        )
+        .await;
+    }
+    let (_, page) = call(
+        &api,
+        "GET",
+        "/api/v1/namespaces/kube-system/configmaps?limit=1",
+        JSON,
+        "",
+    )
+    .await;
+    let token = page["metadata"]["continue"].as_str().unwrap().to_owned();
+    let got = call(
+        &api,
+        "GET",
+        &format!("{CM}?limit=1&continue={token}"),
+        JSON,
+        "",
+    )
+    .await;
+    expect(&got, 400, "BadRequest");
+}

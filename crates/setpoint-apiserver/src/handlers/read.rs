@@ -153,6 +153,12 @@ pub(crate) async fn list(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
     let (objects, revision) = snapshot(ctx, &options).await?;
     let prefix = Bytes::from(ctx.def.collection_prefix(ctx.req.namespace.as_deref()));
     let start = match &options.continue_token {
+        // A token from another collection (or a forged one) starts outside this one's range.
+        Some(c) if !c.start.as_bytes().starts_with(&prefix) => {
+            return Err(ApiError::bad_request(
+                "continue key is not valid: it does not belong to this collection",
+            ))
+        }
         Some(c) => Bound::Included(Bytes::from(c.start.clone())),
         None => Bound::Included(prefix.clone()),
     };
