@@ -305,14 +305,8 @@ impl WatchCache {
                 state.oldest.get(),
             ));
         }
-        // Events are in revision order: find the first after the cursor from the back.
-        let newer = state
-            .events
-            .iter()
-            .rev()
-            .take_while(|e| e.revision > cursor)
-            .count();
-        let start = state.events.len() - newer;
+        // Events are in revision order: binary-search the first one after the cursor.
+        let start = state.events.partition_point(|e| e.revision <= cursor);
         let events: Vec<_> = state.events.range(start..).take(max).cloned().collect();
         Ok((events, state.revision))
     }
