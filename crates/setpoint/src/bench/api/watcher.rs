@@ -239,12 +239,8 @@ async fn follow(
                     continue;
                 };
                 let now = nanos_since(base);
-                buffer.extend_from_slice(&data);
                 let before = followed.received;
-                while let Some(end) = buffer.iter().position(|&b| b == b'\n') {
-                    let line = buffer.split_to(end + 1);
-                    followed.record(&line[..end], now)?;
-                }
+                for_each_line(&mut buffer, &data, |line| followed.record(line, now))?;
                 if followed.received > before {
                     followed.last = Some(Instant::now());
                 }
@@ -252,6 +248,34 @@ async fn follow(
             changed = total.changed() => changed.context("the benchmark stopped")?,
         }
     }
+}
+
+/// Calls `f` with every complete line (without its `\n`) of the stream whose next chunk is
+/// `data`; `partial` carries a line split across chunks. Whole lines are taken straight from
+/// `data`, so only a split line is copied.
+fn for_each_line(
+    partial: &mut BytesMut,
+    data: &[u8],
+    mut f: impl FnMut(&[u8]) -> Result<()>,
+) -> Result<()> {
+    let mut rest = data;
+    if !partial.is_empty() {
+        let Some(end) = memchr::memchr(b'\n', rest) else {
+            partial.extend_from_slice(rest);
+            return Ok(());
+        };
+        partial.extend_from_slice(&rest[..end]);
+        f(partial)?;
+        partial.clear();
+        rest = &rest[end + 1..];
+    }
+    let mut start = 0;
+    for end in memchr::memchr_iter(b'\n', rest) {
+        f(&rest[start..end])?;
+        start = end + 1;
+    }
+    partial.extend_from_slice(&rest[start..]);
+    Ok(())
 }
 
 /// Nanoseconds from `base` to now.
@@ -262,6 +286,21 @@ pub(super) fn nanos_since(base: Instant) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lines_split_across_chunks_should_be_joined() {
+        let mut partial = BytesMut::new();
+        let mut lines = Vec::new();
+        for chunk in [&b"ab\ncd"[..], b"e", b"f\ng\n\nh", b"\n"] {
+            for_each_line(&mut partial, chunk, |l| {
+                lines.push(String::from_utf8(l.to_vec()).unwrap());
+                Ok(())
+            })
+            .unwrap();
+        }
+        assert_eq!(lines, ["ab", "cdef", "g", "", "h"]);
+        assert!(partial.is_empty());
+    }
 
     #[test]
     fn record_should_measure_the_delay_from_the_sent_stamp() {
