@@ -516,3 +516,38 @@ fn describe_edit_and_wait_for_delete_should_work() {
         "kubectl wait --for=delete did not see the deletion"
     );
 }
+
+#[test]
+fn services_should_get_a_cluster_ip_that_stays() {
+    let s = Server::start();
+    let svc = "apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec:\n  selector: {app: web}\n  ports: [{port: 80, targetPort: 8080}]\n";
+    assert!(s
+        .kubectl_stdin(&["create", "-f", "-"], svc)
+        .status
+        .success());
+    let ip = s.ok(&["get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}"]);
+    let octets: Vec<u8> = ip.split('.').map(|o| o.parse().unwrap()).collect();
+    assert!(
+        octets[0] == 10 && (96..112).contains(&octets[1]),
+        "{ip} is outside 10.96.0.0/12"
+    );
+    let table = s.ok(&["get", "svc", "web"]);
+    assert!(table.contains(&ip) && table.contains("80/TCP"), "{table}");
+    // Replacing with the original manifest (no clusterIP) keeps the address.
+    let out = s.kubectl_stdin(&["replace", "-f", "-"], svc);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        s.ok(&["get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}"]),
+        ip
+    );
+    let taken = format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{name: other}}\nspec:\n  clusterIP: {ip}\n  ports: [{{port: 80}}]\n"
+    );
+    let out = s.kubectl_stdin(&["create", "-f", "-"], &taken);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("already allocated"), "{err}");
+}

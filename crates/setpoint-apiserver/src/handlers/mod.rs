@@ -1,6 +1,7 @@
 //! The REST API over the registry, the watch caches and the store: one [`Api`] answers every
 //! request that the transport has authenticated.
 
+mod cluster_ip;
 mod delete;
 mod discovery;
 mod meta;

@@ -18,6 +18,7 @@ use super::write::{
     with_warnings,
 };
 use super::{Api, Ctx};
+use crate::registry::strategy::Kind;
 use crate::registry::ResourceDef;
 
 /// What an update may touch.
@@ -84,6 +85,9 @@ pub(crate) async fn guaranteed_update(
             )));
         }
         meta::keep_system_fields(&mut new, &current, scope == Scope::Full);
+        if def.strategy == Kind::Service {
+            keep_cluster_ip(&mut new, &current);
+        }
         {
             let meta = meta::metadata(&mut new);
             meta.insert("name".into(), json!(name));
@@ -175,6 +179,28 @@ pub(crate) async fn guaranteed_update(
             }
             Err(StoreError::Conflict { .. }) if precondition.is_none() => continue,
             Err(e) => return Err(store_error_for(def, name, e)),
+        }
+    }
+}
+
+/// A service update that leaves out the cluster IP keeps the allocated one, as kube-apiserver
+/// does (a `kubectl replace` of the original manifest must not try to change it).
+fn keep_cluster_ip(new: &mut Value, current: &Value) {
+    if new["spec"]["clusterIP"]
+        .as_str()
+        .is_some_and(|ip| !ip.is_empty())
+    {
+        return;
+    }
+    let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    spec.remove("clusterIP");
+    for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+        if let Some(v) = current["spec"].get(field) {
+            if spec.get(field).is_none_or(Value::is_null) {
+                spec.insert(field.into(), v.clone());
+            }
         }
     }
 }

@@ -13,7 +13,7 @@ use super::meta::{self, meta_str};
 use super::read::respond_object;
 use super::response::Body;
 use super::{Api, Ctx};
-use crate::registry::strategy::{unknown_fields, validate_name};
+use crate::registry::strategy::{unknown_fields, validate_name, Kind};
 use crate::registry::ResourceDef;
 
 /// Maps a store error to the API's, without object details.
@@ -231,6 +231,9 @@ pub(crate) async fn create_object(
         }
     }
     def.strategy.prepare_create(&mut object);
+    if def.strategy == Kind::Service {
+        super::cluster_ip::assign(api, def, &mut object).await?;
+    }
     let generate = meta_str(&object, "generateName").map(str::to_owned);
     let explicit = meta_str(&object, "name")
         .filter(|n| !n.is_empty())

@@ -47,7 +47,19 @@ pub(super) fn validate(kind: Kind, object: &Value, old: Option<&Value>) -> Vec<C
                 }
             }
         }
-        Kind::Service => service(&object["spec"], &mut causes),
+        Kind::Service => {
+            service(&object["spec"], &mut causes);
+            if let Some(old) = old {
+                let (new_ip, old_ip) = (&object["spec"]["clusterIP"], &old["spec"]["clusterIP"]);
+                if !old_ip.is_null() && new_ip != old_ip {
+                    causes.push(Cause::invalid(
+                        "spec.clusterIPs[0]",
+                        new_ip,
+                        "may not change once set",
+                    ));
+                }
+            }
+        }
         Kind::Namespace
         | Kind::Node
         | Kind::ServiceAccount
