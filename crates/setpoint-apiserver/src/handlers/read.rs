@@ -31,8 +31,9 @@ pub(crate) async fn read_object(ctx: &Ctx<'_>) -> Result<Value, ApiError> {
         .await
         .map_err(|e| write::store_error(ctx, e))?
         .ok_or_else(|| ApiError::not_found(&ctx.gr(), ctx.name()))?;
-    let mut object: Value = serde_json::from_slice(&kv.value)
+    let stored: Value = serde_json::from_slice(&kv.value)
         .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
+    let mut object = ctx.def.representation.served_from_storage(stored);
     super::meta::metadata(&mut object)
         .insert("resourceVersion".into(), json!(kv.mod_revision.to_string()));
     Ok(object)

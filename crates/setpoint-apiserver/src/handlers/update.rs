@@ -60,8 +60,9 @@ pub(crate) async fn guaranteed_update(
             .await
             .map_err(store_error_plain)?
             .ok_or_else(|| ApiError::not_found(&gr, name))?;
-        let mut current: Value = serde_json::from_slice(&kv.value)
+        let stored: Value = serde_json::from_slice(&kv.value)
             .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
+        let mut current = def.representation.served_from_storage(stored);
         let rv = kv.mod_revision.to_string();
         meta::metadata(&mut current).insert("resourceVersion".into(), json!(rv));
         let mut new = change(&current)?;
@@ -164,7 +165,8 @@ pub(crate) async fn guaranteed_update(
                 Err(e) => return Err(store_error_for(def, name, e)),
             }
         }
-        let bytes = Bytes::from(serde_json::to_vec(&new).expect("serializes"));
+        let stored = def.representation.to_storage(new.clone());
+        let bytes = Bytes::from(serde_json::to_vec(&stored).expect("serializes"));
         match api
             .store
             .update(Bytes::from(key.clone()), bytes, Some(kv.mod_revision))

@@ -271,7 +271,8 @@ pub(crate) async fn create_object(
             return Ok(object);
         }
         let key = def.key(namespace, &name);
-        let bytes = Bytes::from(serde_json::to_vec(&object).expect("serializes"));
+        let stored = def.representation.to_storage(object.clone());
+        let bytes = Bytes::from(serde_json::to_vec(&stored).expect("serializes"));
         match api.store.create(Bytes::from(key), bytes).await {
             Ok(kv) => {
                 meta::metadata(&mut object)

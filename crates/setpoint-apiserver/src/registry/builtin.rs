@@ -4,7 +4,7 @@
 use setpoint_core::GroupVersionKind;
 
 use super::strategy::Kind;
-use super::{ResourceDef, Subresource};
+use super::{Representation, ResourceDef, Subresource};
 
 const ALL_VERBS: &[&str] = &[
     "create",
@@ -60,12 +60,13 @@ impl Def {
         subresources: impl FnOnce(&GroupVersionKind) -> Vec<Subresource>,
     ) -> ResourceDef {
         let gvk = gvk(self.group, self.version, self.kind);
-        // Storage keys as kube-apiserver lays them out; events of events.k8s.io/v1 are kept
-        // apart from core/v1 events until the two are served from one storage with conversion.
-        let key_prefix = match (self.group, self.plural) {
-            ("events.k8s.io", _) => "/registry/events.k8s.io/events/".to_owned(),
-            (_, "namespaces") => "/registry/namespaces/".to_owned(),
-            (_, plural) => format!("/registry/{plural}/"),
+        // Storage keys as kube-apiserver lays them out: `/registry/<plural>/`, one storage for
+        // both Event APIs (events.k8s.io/v1 objects are converted to and from core/v1).
+        let key_prefix = format!("/registry/{}/", self.plural);
+        let representation = if self.group == "events.k8s.io" {
+            Representation::EventsV1
+        } else {
+            Representation::Native
         };
         ResourceDef {
             subresources: subresources(&gvk),
@@ -78,6 +79,7 @@ impl Def {
             verbs: self.verbs,
             key_prefix,
             strategy: self.strategy,
+            representation,
         }
     }
 }

@@ -4,6 +4,7 @@
 
 mod builtin;
 mod fields;
+mod representation;
 pub(crate) mod strategy;
 pub(crate) mod table;
 
@@ -14,6 +15,7 @@ use setpoint_core::{GroupResource, GroupVersionKind};
 
 pub(crate) use builtin::builtin_resources;
 pub(crate) use fields::{field_set, selectable};
+pub(crate) use representation::Representation;
 
 /// A subresource of a resource, as discovery lists it.
 #[derive(Clone, Debug)]
@@ -39,6 +41,8 @@ pub(crate) struct ResourceDef {
     pub(crate) key_prefix: String,
     /// How objects of this kind are prepared, defaulted, validated and printed.
     pub(crate) strategy: strategy::Kind,
+    /// How they are stored (another resource's form, for events.k8s.io Events).
+    pub(crate) representation: Representation,
 }
 
 impl ResourceDef {

@@ -61,7 +61,8 @@ impl CachedObject {
         value: &[u8],
         revision: Revision,
     ) -> Result<CachedObject, String> {
-        let mut object: Value = serde_json::from_slice(value).map_err(|e| e.to_string())?;
+        let stored: Value = serde_json::from_slice(value).map_err(|e| e.to_string())?;
+        let mut object = def.representation.served_from_storage(stored);
         Ok(Self::from_value(def, key.clone(), &mut object, revision))
     }
 
