@@ -300,6 +300,24 @@ impl ApiError {
         Self::expired(format!("too old resource version: {requested} ({oldest})"))
     }
 
+    /// 504 for a resource version the server has not reached (yet), with the
+    /// `ResourceVersionTooLarge` cause client-go's reflector looks for and a retry hint.
+    pub fn too_large_resource_version(requested: u64, current: u64) -> Self {
+        let mut e = Self::timeout(format!(
+            "Too large resource version: {requested}, current: {current}"
+        ));
+        e.details = Some(Box::new(Details {
+            causes: vec![Cause::new(
+                "ResourceVersionTooLarge",
+                "",
+                "Too large resource version",
+            )],
+            retry_after_seconds: Some(1),
+            ..Default::default()
+        }));
+        e
+    }
+
     /// 405 for a verb a resource does not support.
     pub fn method_not_supported(gr: &GroupResource, action: &str) -> Self {
         Self::with_object(

@@ -23,7 +23,7 @@ pub(crate) fn store_error_plain(e: StoreError) -> ApiError {
             ApiError::too_old_resource_version(requested.get(), compacted.get())
         }
         StoreError::FutureRevision { requested, current } => {
-            ApiError::timeout(format!("Too large resource version: {requested}, current: {current}"))
+            ApiError::too_large_resource_version(requested.get(), current.get())
         }
         StoreError::InvalidArgument(m) => ApiError::bad_request(m),
         StoreError::ValueTooLarge { size, limit } => ApiError::new(

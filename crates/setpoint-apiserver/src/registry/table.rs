@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
+use setpoint_core::LabelSelector;
 
 use super::strategy::Kind;
 
@@ -376,40 +377,12 @@ pub(crate) fn cells(kind: Option<Kind>, o: &Value, now: DateTime<Utc>) -> Vec<Va
     }
 }
 
+/// A structured label selector in its string form (`app=web,tier in (a,b)`), as the wide
+/// `Selector` column shows it.
 fn selector_string(selector: &Value) -> String {
-    let mut parts: Vec<String> = selector["matchLabels"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                .collect()
-        })
-        .unwrap_or_default();
-    for e in selector["matchExpressions"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-    {
-        let values: Vec<&str> = e["values"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-            .iter()
-            .filter_map(Value::as_str)
-            .collect();
-        let key = e["key"].as_str().unwrap_or("");
-        parts.push(match e["operator"].as_str().unwrap_or("") {
-            "In" => format!("{key} in ({})", values.join(",")),
-            "NotIn" => format!("{key} notin ({})", values.join(",")),
-            "Exists" => key.to_owned(),
-            "DoesNotExist" => format!("!{key}"),
-            _ => String::new(),
-        });
-    }
-    if parts.is_empty() {
-        "<none>".into()
-    } else {
-        parts.join(",")
+    match LabelSelector::from_structured(selector) {
+        Ok(s) if !s.is_everything() => s.to_string(),
+        _ => "<none>".into(),
     }
 }
 

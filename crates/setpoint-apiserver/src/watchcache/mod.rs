@@ -211,20 +211,10 @@ impl WatchCache {
             }
         };
         if tokio::time::timeout(timeout, wait).await.is_err() {
-            let mut err = ApiError::timeout(format!(
-                "Too large resource version: {revision}, current: {}",
-                self.revision()
+            return Err(ApiError::too_large_resource_version(
+                revision.get(),
+                self.revision().get(),
             ));
-            err.details = Some(Box::new(setpoint_core::Details {
-                causes: vec![setpoint_core::Cause::new(
-                    "ResourceVersionTooLarge",
-                    "",
-                    "Too large resource version",
-                )],
-                retry_after_seconds: Some(1),
-                ..Default::default()
-            }));
-            return Err(err);
         }
         Ok(())
     }
@@ -240,10 +230,10 @@ impl WatchCache {
     pub(crate) fn snapshot_at(&self, revision: Revision) -> Result<Objects, ApiError> {
         let state = self.state.read();
         if revision > state.revision {
-            return Err(ApiError::timeout(format!(
-                "Too large resource version: {revision}, current: {}",
-                state.revision
-            )));
+            return Err(ApiError::too_large_resource_version(
+                revision.get(),
+                state.revision.get(),
+            ));
         }
         if revision < state.oldest {
             return Err(ApiError::too_old_resource_version(
