@@ -7,7 +7,7 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use common::Server;
+use common::{kubectl_version, Server};
 
 const CONFIGMAP: &str =
     "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c1, labels: {app: a}}\ndata: {a: \"1\"}\n";
@@ -263,22 +263,6 @@ fn get_watch_should_see_later_changes() {
     let _ = watch.kill();
     let _ = watch.wait();
     assert_eq!(seen, ["ADDED", "MODIFIED", "DELETED"]);
-}
-
-/// The kubectl binaries of other minor versions, beside the one on the PATH.
-fn kubectl_version(minor: u32) -> Option<std::path::PathBuf> {
-    let on_path = which_kubectl()?;
-    let dir = std::fs::canonicalize(on_path).ok()?.parent()?.to_owned();
-    let candidate = dir.join(format!("kubectl.1.{minor}"));
-    candidate.exists().then_some(candidate)
-}
-
-fn which_kubectl() -> Option<std::path::PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|d| std::path::Path::new(d).join("kubectl"))
-        .find(|p| p.exists())
 }
 
 #[test]

@@ -9,7 +9,7 @@ use std::process::Command;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
-use common::Server;
+use common::{kubectl_version, Server};
 use serde_json::{json, Value};
 
 fn get_json(s: &Server, args: &[&str]) -> Value {
@@ -211,22 +211,8 @@ fn create_with_dry_run_server_should_decode_but_not_store() {
 
 /// The kubectl binaries of other minor versions installed beside the one on the PATH.
 fn versioned_kubectls() -> Vec<(u32, std::path::PathBuf)> {
-    let Some(on_path) = std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join("kubectl"))
-            .find(|p| p.exists())
-    }) else {
-        return Vec::new();
-    };
-    let Some(dir) = std::fs::canonicalize(on_path)
-        .ok()
-        .and_then(|p| p.parent().map(ToOwned::to_owned))
-    else {
-        return Vec::new();
-    };
     (27..=33)
-        .map(|minor| (minor, dir.join(format!("kubectl.1.{minor}"))))
-        .filter(|(_, p)| p.exists())
+        .filter_map(|minor| kubectl_version(minor).map(|p| (minor, p)))
         .collect()
 }
 

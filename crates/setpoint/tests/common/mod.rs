@@ -139,3 +139,19 @@ impl Drop for Server {
         self.kill();
     }
 }
+
+/// The kubectl binaries of other minor versions, beside the one on the PATH.
+pub fn kubectl_version(minor: u32) -> Option<std::path::PathBuf> {
+    let on_path = which_kubectl()?;
+    let dir = std::fs::canonicalize(on_path).ok()?.parent()?.to_owned();
+    let candidate = dir.join(format!("kubectl.1.{minor}"));
+    candidate.exists().then_some(candidate)
+}
+
+fn which_kubectl() -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| std::path::Path::new(d).join("kubectl"))
+        .find(|p| p.exists())
+}
