@@ -15,14 +15,47 @@
 //! Time comes from `tokio::time`, so tests drive delays, backoff and resync with paused time
 //! (`tokio::time::pause` and `advance`).
 
+mod cache;
 mod client;
+mod controller;
+mod events;
+mod finalizer;
+mod informer;
+mod leader;
+mod metrics;
 mod object_key;
 mod queue;
+mod status;
+mod watcher;
 
+pub use cache::{CacheError, IndexFn, Store};
 pub use client::{Client, ClientError, InProcessService, Transport};
+pub use controller::{
+    Action, Controller, ControllerError, ControllerHandle, ControllerMetrics, Drain, OnError,
+    Predicate, Reconciler, TerminalWhen, UnsyncedInformer,
+};
+pub use events::{
+    EventDetails, EventRecorder, EventRecorderConfig, EventRecorderMetrics, EventType, Reporter,
+};
+pub use finalizer::{
+    add_finalizer, finalizer, remove_finalizer, Finalized, FinalizerError, FinalizerEvent,
+};
+pub use informer::{
+    Deleted, EventHandler, HandlerRegistration, InformerFactory, InformerMetrics, InformerOptions,
+    SharedInformer,
+};
+pub use leader::{
+    ElectionEnd, LeaderElection, LeaderElectionConfig, LeaderElectionError, LeaderElectionMetrics,
+    LeadershipState, LeadershipToken, LeaseLock,
+};
+pub use metrics::{Encoder, Metrics};
 pub use object_key::ObjectKey;
 pub use queue::{
     Backoff, Claim, Enqueuer, QueueMetrics, RateLimit, Timing, TokenBucket, WorkQueue,
+};
+pub use status::{update_status, update_status_with, ConflictRetry, StatusError, StatusUpdate};
+pub use watcher::{
+    metadata_watcher, watcher, InitialList, WatchBackoff, WatchError, WatcherConfig, WatcherEvent,
 };
 
 /// Re-exported so users name the same types the SDK uses.

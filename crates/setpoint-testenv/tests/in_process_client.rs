@@ -58,7 +58,11 @@ async fn in_process_client_should_create_list_conflict_and_watch() {
         .await
         .expect("watch")
         .boxed();
-    let first = events.try_next().await.expect("event").expect("stream open");
+    let first = events
+        .try_next()
+        .await
+        .expect("event")
+        .expect("stream open");
     match first {
         WatchEvent::Added(cm) => assert_eq!(cm.metadata.name.as_deref(), Some("b")),
         other => panic!("expected b's ADDED, got {other:?}"),

@@ -40,6 +40,12 @@ pub(crate) struct ServerArgs {
     /// The address to serve HTTPS on.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:6443")]
     pub(crate) listen: std::net::SocketAddr,
+    /// How many recent events each resource's watch cache keeps for watches to resume from;
+    /// a watch from an older resourceVersion gets `410 Gone` and the client relists. Hidden:
+    /// tests shrink it to force relists.
+    #[arg(long, value_name = "EVENTS", default_value_t = 10_000, hide = true,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) watch_cache_window: u32,
 }
 
 /// The `setpoint bench` subcommands.

@@ -16,7 +16,7 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
     let store_dir = args.data_dir.join("store");
     let store = EmbeddedStore::open(EmbeddedConfig::on_disk(&store_dir))
         .with_context(|| format!("opening the store in {}", store_dir.display()))?;
-    let api = Api::new(Arc::new(store.clone()))
+    let api = Api::with_watch_window(Arc::new(store.clone()), args.watch_cache_window as usize)
         .await
         .context("starting the API")?;
     let shutdown = CancellationToken::new();

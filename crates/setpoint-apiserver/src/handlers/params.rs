@@ -109,6 +109,11 @@ impl ListOptions {
         };
         let rv = match (rv_param, rv_match) {
             (None, None) => RvMatch::MostRecent,
+            // A streaming list (watch + sendInitialEvents) without a resourceVersion starts
+            // from a consistent read of the current state, as kube-apiserver serves it.
+            (None, Some("NotOlderThan")) if watch && q.contains_key("sendInitialEvents") => {
+                RvMatch::MostRecent
+            }
             (None, Some(_)) => {
                 return Err(invalid_options(
                     "resourceVersionMatch",

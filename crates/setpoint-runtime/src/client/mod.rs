@@ -70,11 +70,12 @@ impl Client {
     /// A remote client configured from the kubeconfig file at `path` (its current context).
     pub async fn from_kubeconfig(path: impl AsRef<Path>) -> Result<Client, ClientError> {
         let path = path.as_ref();
-        let kubeconfig =
-            kube::config::Kubeconfig::read_from(path).map_err(|source| ClientError::Kubeconfig {
+        let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|source| {
+            ClientError::Kubeconfig {
                 path: path.display().to_string(),
                 source,
-            })?;
+            }
+        })?;
         let config = kube::Config::from_custom_kubeconfig(
             kubeconfig,
             &kube::config::KubeConfigOptions::default(),

@@ -26,12 +26,18 @@ impl Server {
 
     /// Starts a server on `dir` (which may hold an earlier server's data).
     pub fn start_in(dir: &Path) -> Server {
+        Server::start_with(dir, "127.0.0.1:0", &[])
+    }
+
+    /// Starts a server on `dir` listening on `listen`, with more flags.
+    pub fn start_with(dir: &Path, listen: &str, extra_args: &[&str]) -> Server {
         let kubeconfig = dir.join("admin.kubeconfig");
         let _ = std::fs::remove_file(&kubeconfig);
         let child = Command::new(env!("CARGO_BIN_EXE_setpoint"))
             .args(["server", "--data-dir"])
             .arg(dir)
-            .args(["--listen", "127.0.0.1:0"])
+            .args(["--listen", listen])
+            .args(extra_args)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -138,6 +144,13 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// A loopback address with a port that was free a moment ago, for a server that must come
+/// back on the same address after a restart.
+pub fn free_loopback_addr() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().to_string()
 }
 
 /// The kubectl binaries of other minor versions, beside the one on the PATH.

@@ -1,0 +1,17 @@
+//! The indexed cache behind every informer: objects by [`ObjectKey`](crate::ObjectKey), by
+//! namespace, by label selector and by user-defined indexes, read through a cloneable
+//! [`Store`] handle.
+//!
+//! Use it through an informer ([`SharedInformer::store`](crate::SharedInformer::store)): the
+//! informer is its only writer. Promises:
+//! - each object is held once, as an `Arc`, and reads hand out clones of that `Arc`;
+//! - a complete list (initial or relist) replaces the content atomically — a reader sees the
+//!   old set or the new one, never a mix;
+//! - every index always files exactly the cached objects, including an index added after
+//!   objects were cached.
+
+mod index;
+mod store;
+
+pub use index::IndexFn;
+pub use store::{CacheError, Store};
