@@ -40,6 +40,10 @@ pub(crate) struct ServerArgs {
     /// The address to serve HTTPS on.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:6443")]
     pub(crate) listen: std::net::SocketAddr,
+    /// Which built-in controllers run: comma-separated names, `*` for all, `-name` to leave
+    /// one out (e.g. `*,-namespace`); empty for none.
+    #[arg(long, value_name = "LIST", default_value = "*")]
+    pub(crate) controllers: setpoint_controllers::LoopSelection,
     /// How many recent events each resource's watch cache keeps for watches to resume from;
     /// a watch from an older resourceVersion gets `410 Gone` and the client relists. Hidden:
     /// tests shrink it to force relists.

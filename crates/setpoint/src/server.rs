@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use setpoint_apiserver::{serve, Api, TransportConfig};
+use setpoint_controllers::LoopContext;
+use setpoint_runtime::Client;
 use setpoint_store::{EmbeddedConfig, EmbeddedStore};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
@@ -22,7 +24,7 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
     let shutdown = CancellationToken::new();
     let running = serve(
         TransportConfig::new(&args.data_dir, args.listen),
-        api,
+        api.clone(),
         shutdown.clone(),
     )
     .await
@@ -34,12 +36,29 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
         "setpoint is serving the Kubernetes API; try: kubectl --kubeconfig {} get namespaces",
         running.kubeconfig_path().display()
     );
+    let controllers = {
+        let api = api.clone();
+        let client = Client::in_process(move |request| {
+            let api = api.clone();
+            async move { api.handle(request).await }
+        });
+        let selection = args.controllers.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            setpoint_controllers::run(LoopContext::new(client), &selection, shutdown).await
+        })
+    };
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     tokio::select! {
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; shutting down"),
         _ = term.recv() => tracing::info!("terminated; shutting down"),
     }
     shutdown.cancel();
+    match controllers.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::error!(error = %e, "a controller failed"),
+        Err(e) => tracing::error!(error = %e, "the controllers' task failed"),
+    }
     running.wait().await.context("stopping the server")?;
     store.close();
     Ok(())

@@ -1,0 +1,35 @@
+//! Setpoint's built-in control loops. Each is a separate controller written with the SDK
+//! (`setpoint-runtime`) that talks to the API only through its [`Client`]: no loop calls
+//! another, and every one of them could run against any Kubernetes API server.
+//!
+//! `setpoint server` starts the enabled loops in-process ([`run`]); each can be switched off by
+//! name (`--controllers=*,-garbage-collector`, as kube-controller-manager's flag works).
+
+mod garbage_collector;
+mod loops;
+mod namespace;
+mod replicaset;
+
+pub use loops::{run, Loop, LoopError, LoopSelection, UnknownLoop};
+
+use setpoint_runtime::{Client, InformerFactory};
+
+/// What every loop gets: a client and the informer factory all loops of the process share, so
+/// one watch per resource serves all of them.
+#[derive(Clone, Debug)]
+pub struct LoopContext {
+    /// Where writes go.
+    pub client: Client,
+    /// Shared informers.
+    pub factory: InformerFactory,
+}
+
+impl LoopContext {
+    /// A context over `client` with a fresh informer factory.
+    pub fn new(client: Client) -> LoopContext {
+        LoopContext {
+            factory: InformerFactory::new(client.clone()),
+            client,
+        }
+    }
+}

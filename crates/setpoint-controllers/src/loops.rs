@@ -1,0 +1,174 @@
+//! The list of built-in loops, selection by name, and running the selected ones together.
+
+use std::fmt;
+use std::str::FromStr;
+
+use setpoint_runtime::ControllerError;
+use tokio_util::sync::CancellationToken;
+
+use crate::LoopContext;
+
+/// A built-in control loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Loop {
+    /// Deletes everything in a `Terminating` namespace, then finalizes it.
+    Namespace,
+    /// Deletes dependents whose owners are gone; carries out foreground and orphan deletion.
+    GarbageCollector,
+    /// Keeps each ReplicaSet's pods at its replica count.
+    ReplicaSet,
+}
+
+impl Loop {
+    /// Every loop, in start order.
+    pub const ALL: &'static [Loop] = &[Loop::Namespace, Loop::GarbageCollector, Loop::ReplicaSet];
+
+    /// The loop's name on the command line and in logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Loop::Namespace => "namespace",
+            Loop::GarbageCollector => "garbage-collector",
+            Loop::ReplicaSet => "replicaset",
+        }
+    }
+
+    async fn run(
+        self,
+        ctx: LoopContext,
+        shutdown: CancellationToken,
+    ) -> Result<(), ControllerError> {
+        match self {
+            Loop::Namespace => crate::namespace::run(ctx, shutdown).await,
+            Loop::GarbageCollector => crate::garbage_collector::run(ctx, shutdown).await,
+            Loop::ReplicaSet => crate::replicaset::run(ctx, shutdown).await,
+        }
+    }
+}
+
+impl fmt::Display for Loop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A loop name that does not exist.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown controller {name:?}; known: {known}")]
+pub struct UnknownLoop {
+    name: String,
+    known: String,
+}
+
+/// Which loops run: a comma-separated list of names, `*` for all, `-name` to leave one out
+/// (`*,-namespace`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoopSelection(Vec<Loop>);
+
+impl LoopSelection {
+    /// Every loop.
+    pub fn all() -> LoopSelection {
+        LoopSelection(Loop::ALL.to_vec())
+    }
+
+    /// The selected loops, in start order.
+    pub fn loops(&self) -> &[Loop] {
+        &self.0
+    }
+}
+
+impl FromStr for LoopSelection {
+    type Err = UnknownLoop;
+
+    fn from_str(s: &str) -> Result<LoopSelection, UnknownLoop> {
+        let lookup = |name: &str| {
+            Loop::ALL
+                .iter()
+                .copied()
+                .find(|l| l.name() == name)
+                .ok_or_else(|| UnknownLoop {
+                    name: name.to_owned(),
+                    known: Loop::ALL
+                        .iter()
+                        .map(|l| l.name())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })
+        };
+        let mut selected: Vec<Loop> = Vec::new();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            if part == "*" {
+                selected = Loop::ALL.to_vec();
+            } else if let Some(name) = part.strip_prefix('-') {
+                let l = lookup(name)?;
+                selected.retain(|x| *x != l);
+            } else {
+                let l = lookup(part)?;
+                if !selected.contains(&l) {
+                    selected.push(l);
+                }
+            }
+        }
+        selected.sort();
+        Ok(LoopSelection(selected))
+    }
+}
+
+/// Why a loop stopped with an error.
+#[derive(Debug, thiserror::Error)]
+#[error("controller {name}: {source}")]
+pub struct LoopError {
+    /// The loop.
+    pub name: &'static str,
+    /// What went wrong.
+    #[source]
+    pub source: ControllerError,
+}
+
+/// Runs the selected loops until `shutdown` is cancelled; each stops gracefully (reconciles in
+/// flight finish). Returns the first loop error, after every loop has stopped.
+pub async fn run(
+    ctx: LoopContext,
+    selection: &LoopSelection,
+    shutdown: CancellationToken,
+) -> Result<(), LoopError> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for &l in selection.loops() {
+        let ctx = ctx.clone();
+        let shutdown = shutdown.clone();
+        tasks.spawn(async move { (l, l.run(ctx, shutdown).await) });
+        tracing::info!(controller = %l, "started");
+    }
+    let mut first_error = None;
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok((_, Ok(()))) => {}
+            Ok((l, Err(source))) => {
+                tracing::error!(controller = %l, error = %source, "controller stopped");
+                first_error.get_or_insert(LoopError {
+                    name: l.name(),
+                    source,
+                });
+            }
+            Err(e) => tracing::error!(error = %e, "controller task failed"),
+        }
+    }
+    ctx.factory.shut_down();
+    first_error.map_or(Ok(()), Err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selection_should_parse_star_and_exclusions() {
+        let all: LoopSelection = "*".parse().expect("parses");
+        assert_eq!(all, LoopSelection::all());
+        let none: LoopSelection = "*,-namespace,-garbage-collector,-replicaset"
+            .parse()
+            .expect("parses");
+        assert!(none.loops().is_empty());
+        let err = "nope".parse::<LoopSelection>().expect_err("unknown");
+        assert!(err.to_string().contains("namespace"), "{err}");
+    }
+}
