@@ -380,17 +380,20 @@ fn finalizers_should_hold_a_deleted_object_until_removed() {
 }
 
 #[test]
-fn a_deleted_namespace_should_stay_terminating_and_refuse_new_content() {
+fn a_deleted_namespace_should_stay_terminating_while_content_is_held_and_refuse_new_content() {
     let s = Server::start();
     let ns = "apiVersion: v1\nkind: Namespace\nmetadata: {name: doomed}\n";
     assert!(s
         .kubectl_stdin(&["create", "-f", "-", "--validate=false"], ns)
         .status
         .success());
+    // A finalizer nobody removes keeps the namespace controller from finishing.
+    let held =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: held, finalizers: [example.com/hold]}\n";
     assert!(s
         .kubectl_stdin(
             &["create", "-n", "doomed", "-f", "-", "--validate=false"],
-            CONFIGMAP
+            held
         )
         .status
         .success());
@@ -407,6 +410,23 @@ fn a_deleted_namespace_should_stay_terminating_and_refuse_new_content() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("Forbidden") && err.contains("because it is being terminated"),
+        "{err}"
+    );
+    // Released, the content goes and the namespace with it.
+    s.ok(&[
+        "patch",
+        "cm",
+        "held",
+        "-n",
+        "doomed",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":null}}"#,
+    ]);
+    s.ok(&["wait", "--for=delete", "namespace/doomed", "--timeout=60s"]);
+    let err = s.fails(&["get", "ns", "doomed"]);
+    assert!(
+        err.contains("NotFound") || err.contains("not found"),
         "{err}"
     );
 }

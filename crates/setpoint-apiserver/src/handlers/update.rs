@@ -148,7 +148,13 @@ pub(crate) async fn guaranteed_update(
         if dry_run {
             return Ok(Updated::Stored(new));
         }
-        if deleting && new_finalizers.is_empty() {
+        // A namespace is held by its `spec.finalizers` too (the namespace controller's
+        // `kubernetes`, removed through `finalize`), as kube-apiserver's namespace storage does.
+        let held_by_spec = def.strategy == Kind::Namespace
+            && new["spec"]["finalizers"]
+                .as_array()
+                .is_some_and(|f| !f.is_empty());
+        if deleting && new_finalizers.is_empty() && !held_by_spec {
             match api
                 .store
                 .delete(Bytes::from(key.clone()), Some(kv.mod_revision))
