@@ -1,15 +1,95 @@
-//! (being written)
+//! The ReplicaSet loop (kube-controller-manager's `replicaset-controller`): keeps
+//! `spec.replicas` active pods matching each ReplicaSet's selector, made from its template and
+//! controlled by it, and keeps its status true.
+//!
+//! - [`sync`]: one sync — claim pods ([`claim`]: adopt matching orphans, release pods that no
+//!   longer match), create or delete the difference ([`manage`]: slow-start batches, at most
+//!   500 per sync, surplus chosen by [`ranking`]), write the status ([`status`]).
+//! - [`expectations`]: a ReplicaSet does not create or delete again until the pod cache has
+//!   shown its previous writes (or five minutes have passed), so a lagging cache never makes it
+//!   act twice.
+//! - [`watch`]: the pod index and handlers that feed the loop.
+//!
+//! Promises: never touches a pod another controller controls; never adopts for a ReplicaSet
+//! being deleted, nor without a live read confirming the cached ReplicaSet; terminating and
+//! finished pods do not count. Design and invariants: `docs/design/controllers.md`.
 
-use setpoint_runtime::ControllerError;
+mod claim;
+mod error;
+mod expectations;
+mod manage;
+mod pods;
+mod ranking;
+mod status;
+mod sync;
+mod watch;
+
+#[cfg(test)]
+mod sync_tests;
+
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Pod;
+use setpoint_runtime::{Client, Controller, ControllerError, EventRecorder, Reporter, Store};
 use tokio_util::sync::CancellationToken;
 
 use crate::LoopContext;
+use expectations::Expectations;
+use watch::{
+    controller_uid_index, replicasets_for_pod, ForgetDeleted, ObservePods, BY_CONTROLLER_UID,
+};
+
+/// The controller's name, as kube-controller-manager names it (logs, metrics, Events).
+const CONTROLLER_NAME: &str = "replicaset-controller";
+
+/// Syncs of different ReplicaSets at once (kube-controller-manager's `--concurrent-replicaset-syncs`).
+const CONCURRENT_SYNCS: usize = 5;
+
+/// What every sync shares.
+pub(super) struct Context {
+    /// Where writes go.
+    client: Client,
+    /// The shared pod cache, with the [`BY_CONTROLLER_UID`] index.
+    pods: Store<Pod>,
+    /// Writes not yet observed, by ReplicaSet.
+    expectations: Arc<Expectations>,
+    /// `SuccessfulCreate`, `FailedCreate`, `SuccessfulDelete` Events on ReplicaSets.
+    recorder: EventRecorder,
+}
 
 /// Runs the loop until `shutdown` is cancelled.
 pub(crate) async fn run(
     ctx: LoopContext,
     shutdown: CancellationToken,
 ) -> Result<(), ControllerError> {
-    let _ = (ctx, shutdown);
-    Ok(())
+    let pod_informer = ctx.factory.informer::<Pod>();
+    pod_informer.add_index(BY_CONTROLLER_UID, controller_uid_index());
+    let expectations = Arc::new(Expectations::default());
+    let observe = pod_informer.add_handler(ObservePods {
+        expectations: expectations.clone(),
+    });
+    let rs_informer = ctx.factory.informer::<ReplicaSet>();
+    let forget = rs_informer.add_handler(ForgetDeleted {
+        expectations: expectations.clone(),
+    });
+    let replicasets = rs_informer.store();
+    let context = Arc::new(Context {
+        recorder: EventRecorder::new(
+            ctx.client.clone(),
+            Reporter::new(CONTROLLER_NAME, "setpoint"),
+        ),
+        client: ctx.client,
+        pods: pod_informer.store(),
+        expectations,
+    });
+    let result = Controller::<ReplicaSet>::new(&ctx.factory)
+        .named(CONTROLLER_NAME)
+        .concurrency(CONCURRENT_SYNCS)
+        .watches(move |pod: &Pod| replicasets_for_pod(&replicasets, pod))
+        .run(sync::reconcile, context, shutdown.cancelled_owned())
+        .await;
+    observe.remove();
+    forget.remove();
+    result
 }
