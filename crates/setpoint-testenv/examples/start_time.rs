@@ -18,7 +18,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for _ in 0..50 {
         let start = Instant::now();
         let env = TestEnv::start().await?;
-        let namespaces = env.client().api::<Namespace>().list(&ListParams::default()).await?;
+        let namespaces = env
+            .client()
+            .api::<Namespace>()
+            .list(&ListParams::default())
+            .await?;
         times.push(start.elapsed());
         assert_eq!(namespaces.items.len(), 4, "the initial namespaces exist");
     }
