@@ -1,5 +1,5 @@
 //! A real Setpoint API server inside the test process, on a memory store, with a
-//! [`Client`](setpoint_runtime::Client) for it — controller-runtime's envtest without the etcd
+//! [`Client`] for it — controller-runtime's envtest without the etcd
 //! and kube-apiserver binaries, started in milliseconds.
 //!
 //! ```no_run
