@@ -57,6 +57,14 @@ impl Expectations {
         }
     }
 
+    /// How long until `rs`'s outstanding record expires and a sync may act regardless; `None`
+    /// if nothing is outstanding.
+    pub(super) fn expires_in(&self, rs: &ObjectKey) -> Option<Duration> {
+        let records = self.records.lock();
+        let record = records.get(rs).filter(|r| !r.fulfilled())?;
+        Some(EXPECTATIONS_TIMEOUT.saturating_sub(record.set_at.elapsed()))
+    }
+
     /// Records that `count` pods are about to be created for `rs` (replacing any record).
     pub(super) fn expect_creations(&self, rs: &ObjectKey, count: usize) {
         self.set(rs, count, HashSet::new());

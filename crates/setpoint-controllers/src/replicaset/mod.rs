@@ -31,14 +31,14 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
-use setpoint_runtime::{Client, Controller, ControllerError, EventRecorder, Reporter, Store};
+use setpoint_runtime::{
+    Client, Controller, ControllerError, EventRecorder, InformerOptions, Reporter, Store,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::LoopContext;
 use expectations::Expectations;
-use watch::{
-    controller_uid_index, replicasets_for_pod, ForgetDeleted, ObservePods, BY_CONTROLLER_UID,
-};
+use watch::{controller_uid_index, ForgetDeleted, ObservePods, PodEvents, BY_CONTROLLER_UID};
 
 /// The controller's name, as kube-controller-manager names it (logs, metrics, Events).
 const CONTROLLER_NAME: &str = "replicaset-controller";
@@ -66,9 +66,6 @@ pub(crate) async fn run(
     let pod_informer = ctx.factory.informer::<Pod>();
     pod_informer.add_index(BY_CONTROLLER_UID, controller_uid_index());
     let expectations = Arc::new(Expectations::default());
-    let observe = pod_informer.add_handler(ObservePods {
-        expectations: expectations.clone(),
-    });
     let rs_informer = ctx.factory.informer::<ReplicaSet>();
     let forget = rs_informer.add_handler(ForgetDeleted {
         expectations: expectations.clone(),
@@ -81,15 +78,18 @@ pub(crate) async fn run(
         ),
         client: ctx.client,
         pods: pod_informer.store(),
-        expectations,
+        expectations: expectations.clone(),
     });
     let result = Controller::<ReplicaSet>::new(&ctx.factory)
         .named(CONTROLLER_NAME)
         .concurrency(CONCURRENT_SYNCS)
-        .watches(move |pod: &Pod| replicasets_for_pod(&replicasets, pod))
+        .watches_handler(InformerOptions::default(), move |enqueuer| PodEvents {
+            observe: ObservePods { expectations },
+            replicasets,
+            enqueuer,
+        })
         .run(sync::reconcile, context, shutdown.cancelled_owned())
         .await;
-    observe.remove();
     forget.remove();
     result
 }

@@ -14,13 +14,9 @@ use super::status;
 use super::watch::selector_of;
 use super::Context;
 
-/// How soon a ReplicaSet whose writes are not all observed yet is looked at again, in case the
-/// pod event that completes them was handled just before the expectations were lowered (the
-/// two are separate handlers of the pod informer, see `docs/design/controllers.md`).
-pub(super) const EXPECTATIONS_POLL: Duration = Duration::from_millis(500);
-
-/// Margin added to a wait for `minReadySeconds`, so the next sync finds the pod available.
-const AVAILABILITY_MARGIN: Duration = Duration::from_millis(50);
+/// Margin added to a wait (for `minReadySeconds`, or for expectations to expire), so the next
+/// sync finds the pod available or the record expired.
+const WAIT_MARGIN: Duration = Duration::from_millis(50);
 
 /// Syncs `rs`. Cancel-safe in the SDK's sense: a cancelled sync may have created or deleted
 /// some pods, which the expectations already account for.
@@ -53,11 +49,13 @@ pub(super) async fn reconcile(
         return Err(failure.error);
     }
     if !writes_observed {
-        return Ok(Action::requeue(EXPECTATIONS_POLL));
+        // The pod events that complete the record enqueue this ReplicaSet after lowering it;
+        // should one be lost, the record expires and the sync after that acts.
+        if let Some(wait) = ctx.expectations.expires_in(&key) {
+            return Ok(Action::requeue(wait + WAIT_MARGIN));
+        }
     }
     Ok(computed
         .next_available_in
-        .map_or(Action::await_change(), |d| {
-            Action::requeue(d + AVAILABILITY_MARGIN)
-        }))
+        .map_or(Action::await_change(), |d| Action::requeue(d + WAIT_MARGIN)))
 }

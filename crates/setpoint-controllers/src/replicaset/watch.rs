@@ -9,7 +9,7 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use setpoint_core::LabelSelector;
-use setpoint_runtime::{Deleted, EventHandler, IndexFn, ObjectKey, Store};
+use setpoint_runtime::{Deleted, Enqueuer, EventHandler, IndexFn, ObjectKey, Store};
 
 use super::expectations::Expectations;
 use super::pods::{controller_ref, replicaset_of};
@@ -90,6 +90,44 @@ impl EventHandler<Pod> for ObservePods {
 
     fn on_delete(&self, deleted: &Deleted<Pod>) {
         self.deleted(deleted.object());
+    }
+}
+
+/// The loop's pod handler: lowers expectations ([`ObservePods`]) and only then enqueues the
+/// ReplicaSets that must look at the pod ([`replicasets_for_pod`]; for an update, those of the
+/// old and the new state). One handler, so a sync woken by a pod event always finds that event
+/// already counted in the expectations.
+pub(super) struct PodEvents {
+    pub(super) observe: ObservePods,
+    pub(super) replicasets: Store<ReplicaSet>,
+    pub(super) enqueuer: Enqueuer<ObjectKey>,
+}
+
+impl PodEvents {
+    fn enqueue(&self, pod: &Pod) {
+        for key in replicasets_for_pod(&self.replicasets, pod) {
+            self.enqueuer.add(key);
+        }
+    }
+}
+
+impl EventHandler<Pod> for PodEvents {
+    fn on_add(&self, pod: &Arc<Pod>, in_initial_list: bool) {
+        self.observe.on_add(pod, in_initial_list);
+        self.enqueue(pod);
+    }
+
+    fn on_update(&self, old: &Arc<Pod>, new: &Arc<Pod>) {
+        self.observe.on_update(old, new);
+        if !Arc::ptr_eq(old, new) {
+            self.enqueue(old);
+        }
+        self.enqueue(new);
+    }
+
+    fn on_delete(&self, deleted: &Deleted<Pod>) {
+        self.observe.on_delete(deleted);
+        self.enqueue(deleted.object());
     }
 }
 

@@ -14,7 +14,7 @@ use super::owner::OwnerKind;
 use super::predicate::Predicate;
 use super::sources::{Source, Trigger};
 use super::workers::Drain;
-use crate::{InformerFactory, InformerOptions, ObjectKey, RateLimit};
+use crate::{Enqueuer, EventHandler, InformerFactory, InformerOptions, ObjectKey, RateLimit};
 
 /// Default number of reconciles running at once.
 pub(crate) const DEFAULT_CONCURRENCY: usize = 2;
@@ -176,7 +176,7 @@ where
     /// As [`watches`](Self::watches), with the `O` informer scoped by `options`.
     #[must_use]
     pub fn watches_with<O, I>(
-        mut self,
+        self,
         options: InformerOptions<O>,
         mapper: impl Fn(&O) -> I + Send + Sync + 'static,
     ) -> Self
@@ -185,9 +185,30 @@ where
         O::DynamicType: Default,
         I: IntoIterator<Item = ObjectKey>,
     {
+        self.watches_handler(options, move |enqueuer| {
+            EnqueueMapped::new(enqueuer, mapper)
+        })
+    }
+
+    /// Also reconciles whatever a handler of the `O` informer (scoped by `options`) enqueues:
+    /// `make` receives this controller's [`Enqueuer`] and returns the handler. For a handler
+    /// that must do its own bookkeeping before it enqueues — in order, on the one task that
+    /// delivers its notifications — such as lowering expectations when a create is observed;
+    /// for a plain mapping use [`watches`](Self::watches).
+    #[must_use]
+    pub fn watches_handler<O, H>(
+        mut self,
+        options: InformerOptions<O>,
+        make: impl FnOnce(Enqueuer<ObjectKey>) -> H + Send + 'static,
+    ) -> Self
+    where
+        O: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        O::DynamicType: Default,
+        H: EventHandler<O>,
+    {
         self.triggers.push(Box::new(move |factory, enqueuer| {
             let informer = factory.informer_with::<O>(options);
-            let registration = informer.add_handler(EnqueueMapped::new(enqueuer, mapper));
+            let registration = informer.add_handler(make(enqueuer));
             Source {
                 informer: Box::new(informer),
                 registration,
