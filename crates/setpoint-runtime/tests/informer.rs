@@ -2,59 +2,30 @@
 //! handlers (late, slow), relists after falling behind (tombstones), watch renewal without
 //! relisting, loud list errors, indexes and selectors, metadata-only and dynamic informers.
 
+mod fixtures;
 mod gated;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use fixtures::namespace;
 use gated::Gate;
-use k8s_openapi::api::core::v1::{ConfigMap, Container, Namespace, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, PodSpec};
 use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, ObjectMeta, PostParams};
 use kube::{Api, ResourceExt};
 use parking_lot::Mutex;
 use setpoint_runtime::{
-    Client, Deleted, EventHandler, IndexFn, InformerFactory, InformerOptions, ObjectKey,
-    SharedInformer, WatchBackoff,
+    Deleted, EventHandler, IndexFn, InformerFactory, InformerOptions, ObjectKey, SharedInformer,
+    WatchBackoff,
 };
 use setpoint_testenv::TestEnv;
 use tokio::sync::mpsc;
 
-async fn namespace(client: &Client, ns: &str) -> Api<ConfigMap> {
-    let namespace = Namespace {
-        metadata: ObjectMeta {
-            name: Some(ns.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    client
-        .api::<Namespace>()
-        .create(&PostParams::default(), &namespace)
-        .await
-        .expect("namespace created");
-    client.namespaced_api::<ConfigMap>(ns)
-}
-
+/// A config map with a 100-byte annotation besides its label and data.
 async fn create(api: &Api<ConfigMap>, name: &str, labels: &[(&str, &str)]) -> ConfigMap {
-    let cm = ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            labels: Some(
-                labels
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            ),
-            annotations: Some(BTreeMap::from([("big".to_string(), "x".repeat(100))])),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::from([("k".to_string(), "v".to_string())])),
-        ..Default::default()
-    };
-    api.create(&PostParams::default(), &cm)
-        .await
-        .expect("config map created")
+    let annotations = BTreeMap::from([("big".to_string(), "x".repeat(100))]);
+    fixtures::create_configmap(api, name, labels, Some(annotations)).await
 }
 
 /// Reports each call as a line on a channel: `add ns/a initial`, `update ns/a`,

@@ -2,60 +2,28 @@
 //! events, watch renewal without relisting, relists after `410 Gone` (as an HTTP answer and as
 //! an `ERROR` event), errors yielded without ending the stream, metadata-only watches.
 
+mod fixtures;
 mod gated;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use fixtures::namespace;
 use futures::StreamExt;
 use gated::Gate;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, ObjectMeta, PostParams};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::{Api, ResourceExt};
 use setpoint_runtime::{
-    metadata_watcher, watcher, Client, InitialList, WatchBackoff, WatchError, WatcherConfig,
-    WatcherEvent,
+    metadata_watcher, watcher, InitialList, WatchBackoff, WatchError, WatcherConfig, WatcherEvent,
 };
 use setpoint_testenv::TestEnv;
 use tokio::sync::mpsc;
 
 type Item<K> = Result<WatcherEvent<K>, WatchError>;
 
-/// Creates namespace `ns` and returns a config map API in it.
-async fn namespace(client: &Client, ns: &str) -> Api<ConfigMap> {
-    let namespace = Namespace {
-        metadata: ObjectMeta {
-            name: Some(ns.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    client
-        .api::<Namespace>()
-        .create(&PostParams::default(), &namespace)
-        .await
-        .expect("namespace created");
-    client.namespaced_api::<ConfigMap>(ns)
-}
-
 async fn create(api: &Api<ConfigMap>, name: &str, labels: &[(&str, &str)]) -> ConfigMap {
-    let cm = ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            labels: Some(
-                labels
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            ),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::from([("k".to_string(), "v".to_string())])),
-        ..Default::default()
-    };
-    api.create(&PostParams::default(), &cm)
-        .await
-        .expect("config map created")
+    fixtures::create_configmap(api, name, labels, None).await
 }
 
 /// Polls `stream` on its own task, forwarding every item: the watcher keeps running while the
