@@ -23,6 +23,7 @@ mod finalizer;
 mod informer;
 mod leader;
 mod metrics;
+mod micro_time;
 mod object_key;
 mod queue;
 mod status;

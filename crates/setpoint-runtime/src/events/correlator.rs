@@ -274,7 +274,7 @@ mod tests {
     }
 
     fn when() -> MicroTime {
-        crate::leader::micro_time_now()
+        crate::micro_time::micro_time_now()
     }
 
     #[tokio::test(start_paused = true)]

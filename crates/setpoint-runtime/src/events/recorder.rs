@@ -19,7 +19,7 @@ use tokio::time::{sleep_until, Duration, Instant};
 
 use super::correlator::{Correlator, Key, Limits, SeriesUpdate, Verdict};
 use super::details::{EventDetails, Reporter};
-use crate::leader::micro_time_now;
+use crate::micro_time::micro_time_now;
 use crate::Client;
 
 /// The API's limit on an Event's `note`, in bytes.

@@ -11,8 +11,9 @@ use kube::api::PostParams;
 use tokio::time::{timeout_at, Instant};
 
 use super::config::{LeaderElectionConfig, LeaseLock};
-use super::record::{claimed_spec, micro_time_now, released_spec, Holder, Observation};
+use super::record::{claimed_spec, released_spec, Holder, Observation};
 use super::state::Shared;
+use crate::micro_time::micro_time_now;
 
 /// How one attempt to acquire or renew ended.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -36,7 +36,6 @@ use std::time::Duration;
 
 pub use config::{LeaderElectionConfig, LeaseLock};
 pub use election::{ElectionEnd, LeaderElection};
-pub(crate) use record::micro_time_now;
 pub use state::LeaderElectionMetrics;
 pub use token::{LeadershipState, LeadershipToken};
 

@@ -9,16 +9,6 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use tokio::time::{Duration, Instant};
 
-/// The current wall-clock time, at the microsecond precision a `MicroTime` is stored with (so a
-/// record we wrote compares equal to the same record read back).
-pub(crate) fn micro_time_now() -> MicroTime {
-    let micros = chrono::Utc::now().timestamp_micros();
-    MicroTime(
-        k8s_openapi::jiff::Timestamp::from_microsecond(micros)
-            .unwrap_or_else(|_| k8s_openapi::jiff::Timestamp::now()),
-    )
-}
-
 /// What this candidate last saw of the Lease.
 #[derive(Clone, Debug)]
 pub(crate) struct Observation {
@@ -134,6 +124,7 @@ pub(crate) fn released_spec(previous: &LeaseSpec, now: MicroTime) -> LeaseSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::micro_time::micro_time_now;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     fn lease(holder: Option<&str>, duration: i32, rv: &str) -> Lease {
