@@ -3,11 +3,14 @@
 
 use std::sync::Arc;
 
-use kube::api::{ApiResource, DynamicObject};
+use kube::api::{ApiResource, DynamicObject, PartialObjectMeta};
 use setpoint_runtime::{Deleted, EventHandler};
 
 use super::graph::{Deletion, Identity, Observation, FOREGROUND_FINALIZER, ORPHAN_FINALIZER};
 use super::Collector;
+
+/// What the collector caches of every object: its metadata.
+type Metadata = PartialObjectMeta<DynamicObject>;
 
 /// Feeds one resource's objects into the collector's graph.
 pub(super) struct GraphBuilder {
@@ -16,7 +19,7 @@ pub(super) struct GraphBuilder {
 }
 
 impl GraphBuilder {
-    fn observe(&self, object: &DynamicObject) {
+    fn observe(&self, object: &Metadata) {
         let Some(observation) = observation(&self.resource, object) else {
             return;
         };
@@ -25,16 +28,16 @@ impl GraphBuilder {
     }
 }
 
-impl EventHandler<DynamicObject> for GraphBuilder {
-    fn on_add(&self, object: &Arc<DynamicObject>, _in_initial_list: bool) {
+impl EventHandler<Metadata> for GraphBuilder {
+    fn on_add(&self, object: &Arc<Metadata>, _in_initial_list: bool) {
         self.observe(object);
     }
 
-    fn on_update(&self, _old: &Arc<DynamicObject>, new: &Arc<DynamicObject>) {
+    fn on_update(&self, _old: &Arc<Metadata>, new: &Arc<Metadata>) {
         self.observe(new);
     }
 
-    fn on_delete(&self, deleted: &Deleted<DynamicObject>) {
+    fn on_delete(&self, deleted: &Deleted<Metadata>) {
         let Some(uid) = deleted.object().metadata.uid.as_deref() else {
             return;
         };
@@ -44,7 +47,7 @@ impl EventHandler<DynamicObject> for GraphBuilder {
 }
 
 /// What the graph keeps of an object of `resource`; `None` without a name or uid.
-fn observation(resource: &ApiResource, object: &DynamicObject) -> Option<Observation> {
+fn observation(resource: &ApiResource, object: &Metadata) -> Option<Observation> {
     let meta = &object.metadata;
     let has = |f: &str| meta.finalizers.iter().flatten().any(|x| x == f);
     let being_deleted = meta.deletion_timestamp.is_some();

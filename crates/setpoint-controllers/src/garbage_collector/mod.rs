@@ -27,7 +27,6 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::api::DynamicObject;
 use parking_lot::{Mutex, RwLock};
 use setpoint_runtime::{ControllerError, HandlerRegistration, InformerOptions, WorkQueue};
 use tokio_util::sync::CancellationToken;
@@ -84,9 +83,9 @@ impl Watches {
             if !self.resources.insert(key) {
                 continue;
             }
-            let informer = ctx.factory.dynamic_informer(
+            let informer = ctx.factory.dynamic_metadata_informer(
                 &served.resource,
-                InformerOptions::<DynamicObject>::default().strip_managed_fields(),
+                InformerOptions::default().strip_managed_fields(),
             );
             self.registrations.push(informer.add_handler(GraphBuilder {
                 resource: served.resource.clone(),

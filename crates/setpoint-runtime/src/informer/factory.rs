@@ -201,6 +201,17 @@ impl InformerFactory {
         self.informer_for(resource, options)
     }
 
+    /// The informer of the metadata (`PartialObjectMetadata`) of objects of a kind known at
+    /// runtime: for loops that only read names, owners and finalizers of many kinds (the
+    /// garbage collector), at a fraction of the memory of whole objects.
+    pub fn dynamic_metadata_informer(
+        &self,
+        resource: &ApiResource,
+        options: InformerOptions<PartialObjectMeta<DynamicObject>>,
+    ) -> SharedInformer<PartialObjectMeta<DynamicObject>> {
+        self.informer_for(resource, options)
+    }
+
     /// The informer of the `K`s of dynamic type `dyntype` that `options` select.
     fn informer_for<K>(
         &self,
