@@ -5,12 +5,17 @@
 //! `setpoint server` starts the enabled loops in-process ([`run`]); each can be switched off by
 //! name (`--controllers=*,-garbage-collector`, as kube-controller-manager's flag works).
 
+mod deployment;
 mod garbage_collector;
 mod loops;
 mod namespace;
+mod node_lifecycle;
 mod replicaset;
+mod scheduler;
+mod settings;
 
 pub use loops::{run, Loop, LoopError, LoopSelection, UnknownLoop};
+pub use settings::LoopSettings;
 
 use setpoint_runtime::{Client, InformerFactory};
 
@@ -22,6 +27,8 @@ pub struct LoopContext {
     pub client: Client,
     /// Shared informers.
     pub factory: InformerFactory,
+    /// Tunables (grace periods, …), as kube-controller-manager's flags set them.
+    pub settings: LoopSettings,
 }
 
 impl LoopContext {
@@ -30,6 +37,13 @@ impl LoopContext {
         LoopContext {
             factory: InformerFactory::new(client.clone()),
             client,
+            settings: LoopSettings::default(),
         }
+    }
+
+    /// The same context with other settings.
+    pub fn with_settings(mut self, settings: LoopSettings) -> LoopContext {
+        self.settings = settings;
+        self
     }
 }

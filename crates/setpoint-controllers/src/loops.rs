@@ -17,11 +17,24 @@ pub enum Loop {
     GarbageCollector,
     /// Keeps each ReplicaSet's pods at its replica count.
     ReplicaSet,
+    /// Rolls each Deployment's template out through ReplicaSets.
+    Deployment,
+    /// Binds unscheduled pods to nodes.
+    Scheduler,
+    /// Marks silent nodes unreachable and evicts their pods.
+    NodeLifecycle,
 }
 
 impl Loop {
     /// Every loop, in start order.
-    pub const ALL: &'static [Loop] = &[Loop::Namespace, Loop::GarbageCollector, Loop::ReplicaSet];
+    pub const ALL: &'static [Loop] = &[
+        Loop::Namespace,
+        Loop::GarbageCollector,
+        Loop::ReplicaSet,
+        Loop::Deployment,
+        Loop::Scheduler,
+        Loop::NodeLifecycle,
+    ];
 
     /// The loop's name on the command line and in logs.
     pub fn name(self) -> &'static str {
@@ -29,6 +42,9 @@ impl Loop {
             Loop::Namespace => "namespace",
             Loop::GarbageCollector => "garbage-collector",
             Loop::ReplicaSet => "replicaset",
+            Loop::Deployment => "deployment",
+            Loop::Scheduler => "scheduler",
+            Loop::NodeLifecycle => "node-lifecycle",
         }
     }
 
@@ -41,6 +57,9 @@ impl Loop {
             Loop::Namespace => crate::namespace::run(ctx, shutdown).await,
             Loop::GarbageCollector => crate::garbage_collector::run(ctx, shutdown).await,
             Loop::ReplicaSet => crate::replicaset::run(ctx, shutdown).await,
+            Loop::Deployment => crate::deployment::run(ctx, shutdown).await,
+            Loop::Scheduler => crate::scheduler::run(ctx, shutdown).await,
+            Loop::NodeLifecycle => crate::node_lifecycle::run(ctx, shutdown).await,
         }
     }
 }
@@ -164,9 +183,10 @@ mod tests {
     fn selection_should_parse_star_and_exclusions() {
         let all: LoopSelection = "*".parse().expect("parses");
         assert_eq!(all, LoopSelection::all());
-        let none: LoopSelection = "*,-namespace,-garbage-collector,-replicaset"
-            .parse()
-            .expect("parses");
+        let none: LoopSelection =
+            "*,-namespace,-garbage-collector,-replicaset,-deployment,-scheduler,-node-lifecycle"
+                .parse()
+                .expect("parses");
         assert!(none.loops().is_empty());
         let err = "nope".parse::<LoopSelection>().expect_err("unknown");
         assert!(err.to_string().contains("namespace"), "{err}");

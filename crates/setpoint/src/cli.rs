@@ -21,8 +21,11 @@ pub(crate) struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Run the control plane: the Kubernetes API over HTTPS on the embedded store.
+    /// Run the control plane: the Kubernetes API over HTTPS on the embedded store, the
+    /// built-in controllers, and a node agent for this machine.
     Server(ServerArgs),
+    /// Run a node agent alone: register a Node and run the pods bound to it as processes.
+    Agent(crate::agent::AgentArgs),
     /// Measure the performance of Setpoint's components on this machine.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -50,6 +53,37 @@ pub(crate) struct ServerArgs {
     #[arg(long, value_name = "EVENTS", default_value_t = 10_000, hide = true,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) watch_cache_window: u32,
+    /// How long a node may stay silent before it is marked `Ready=Unknown`, tainted
+    /// unreachable, and (after its pods' toleration) emptied: `40s`, `500ms`, `2m`.
+    #[arg(long, value_name = "DURATION", default_value = "40s", value_parser = parse_duration)]
+    pub(crate) node_monitor_grace_period: std::time::Duration,
+    /// The local node agent.
+    #[command(flatten)]
+    pub(crate) agent: crate::agent::LocalAgentArgs,
+    /// Simulated nodes.
+    #[command(flatten)]
+    pub(crate) simulated: crate::simulated::SimulatedArgs,
+}
+
+/// Parses a duration as Kubernetes' flags write them: a number and a unit (`ms`, `s`, `m`,
+/// `h`), e.g. `40s`, `500ms`, `5m`.
+pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .ok_or_else(|| format!("{s:?} has no unit: write e.g. 40s, 500ms or 5m"))?;
+    let (number, unit) = s.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{s:?} does not start with a number: write e.g. 40s"))?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(format!("unknown unit {unit:?} in {s:?}: use ms, s, m or h")),
+    };
+    std::time::Duration::try_from_secs_f64(seconds).map_err(|e| format!("{s:?}: {e}"))
 }
 
 /// The `setpoint bench` subcommands.
@@ -177,6 +211,18 @@ mod tests {
     #[test]
     fn cli_should_be_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations_should_parse_with_units_and_refuse_without() {
+        use std::time::Duration;
+        assert_eq!(parse_duration("40s"), Ok(Duration::from_secs(40)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("40").expect_err("no unit").contains("unit"));
+        assert!(parse_duration("4x")
+            .expect_err("bad unit")
+            .contains("unknown unit"));
     }
 
     #[test]

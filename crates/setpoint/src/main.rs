@@ -4,10 +4,12 @@
 //! [`mod@server`] runs the control plane, [`mod@debug`] holds hidden tools for Setpoint's own
 //! tests.
 
+mod agent;
 mod bench;
 mod cli;
 mod debug;
 mod server;
+mod simulated;
 
 use anyhow::Result;
 use clap::Parser;
@@ -19,7 +21,7 @@ use crate::cli::{Cli, Command};
 async fn main() -> Result<()> {
     let cli = Cli::parse();
     let default_level = match cli.command {
-        Command::Server(_) => "info",
+        Command::Server(_) | Command::Agent(_) => "info",
         _ => "warn",
     };
     tracing_subscriber::fmt()
@@ -30,6 +32,7 @@ async fn main() -> Result<()> {
         .init();
     match cli.command {
         Command::Server(args) => server::server(args).await,
+        Command::Agent(args) => agent::agent(args).await,
         Command::Bench(command) => bench::bench(command).await,
         Command::Debug(command) => debug::debug(command).await,
     }

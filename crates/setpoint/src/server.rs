@@ -1,11 +1,11 @@
-//! `setpoint server`: the embedded store, the Kubernetes API over it, and the HTTPS transport,
-//! until SIGINT or SIGTERM.
+//! `setpoint server`: the embedded store, the Kubernetes API over it, the HTTPS transport, the
+//! built-in controllers, the local node agent and any simulated nodes, until SIGINT or SIGTERM.
 
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use setpoint_apiserver::{serve, Api, TransportConfig};
-use setpoint_controllers::LoopContext;
+use setpoint_controllers::{LoopContext, LoopSettings};
 use setpoint_runtime::Client;
 use setpoint_store::{EmbeddedConfig, EmbeddedStore};
 use tokio::signal::unix::{signal, SignalKind};
@@ -36,22 +36,45 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
         "setpoint is serving the Kubernetes API; try: kubectl --kubeconfig {} get namespaces",
         running.kubeconfig_path().display()
     );
-    let controllers = {
+    let client = {
         let api = api.clone();
-        let client = Client::in_process(move |request| {
+        Client::in_process(move |request| {
             let api = api.clone();
             async move { api.handle(request).await }
-        });
-        let selection = args.controllers.clone();
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            setpoint_controllers::run(LoopContext::new(client), &selection, shutdown).await
         })
     };
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; shutting down"),
-        _ = term.recv() => tracing::info!("terminated; shutting down"),
+    let controllers = {
+        let settings = LoopSettings {
+            node_monitor_grace_period: args.node_monitor_grace_period,
+        };
+        let ctx = LoopContext::new(client.clone()).with_settings(settings);
+        let selection = args.controllers.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move { setpoint_controllers::run(ctx, &selection, shutdown).await })
+    };
+    // Agents stop before the controllers and the API: their pods' processes are stopped while
+    // the API can still record it.
+    let agent_shutdown = CancellationToken::new();
+    let mut agents = Vec::new();
+    agents.extend(crate::agent::start_local(
+        &args.agent,
+        client.clone(),
+        &args.data_dir,
+        agent_shutdown.clone(),
+    ));
+    agents.extend(crate::simulated::start(
+        &args.simulated,
+        client,
+        agent_shutdown.clone(),
+    ));
+    wait_for_signal().await?;
+    agent_shutdown.cancel();
+    for agent in agents {
+        match agent.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %format!("{e:#}"), "an agent failed"),
+            Err(e) => tracing::error!(error = %e, "an agent's task failed"),
+        }
     }
     shutdown.cancel();
     match controllers.await {
@@ -61,5 +84,15 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
     }
     running.wait().await.context("stopping the server")?;
     store.close();
+    Ok(())
+}
+
+/// Waits for SIGINT or SIGTERM.
+pub(crate) async fn wait_for_signal() -> Result<()> {
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; shutting down"),
+        _ = term.recv() => tracing::info!("terminated; shutting down"),
+    }
     Ok(())
 }

@@ -1,0 +1,9 @@
+//! Why the agent stopped.
+
+/// Why the agent stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The API refused or failed a request the agent cannot go on without.
+    #[error("talking to the API server: {0}")]
+    Api(#[from] kube::Error),
+}

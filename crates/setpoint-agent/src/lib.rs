@@ -1,0 +1,21 @@
+//! Setpoint's node agent (the kubelet's part): registers a Node, keeps its Lease and `Ready`
+//! condition, and runs the pods bound to it as real local processes — there is no container
+//! runtime: a container's `command`+`args`, `env` and `workingDir` become a process group, and
+//! `image` is recorded, not pulled. Logs go to files that the API server serves through
+//! `pods/log`.
+//!
+//! [`run`] runs the agent for one node; [`run_simulated`] runs many simulated nodes whose pods
+//! become `Running` without processes (as KWOK does), for scale tests.
+//!
+//! Like the built-in loops, the agent talks to the API only through the SDK's client, so it
+//! runs in-process beside `setpoint server` or alone against any Setpoint API server.
+
+mod config;
+mod error;
+mod run;
+mod simulated;
+
+pub use config::AgentConfig;
+pub use error::AgentError;
+pub use run::run;
+pub use simulated::{run_simulated, SimulatedNodes};

@@ -1,0 +1,16 @@
+//! The Deployment loop (kube-controller-manager's `deployment-controller`): rolls each Deployment's pod template out through ReplicaSets.
+
+use setpoint_runtime::ControllerError;
+use tokio_util::sync::CancellationToken;
+
+use crate::LoopContext;
+
+/// Runs the loop until `shutdown` is cancelled.
+pub(crate) async fn run(
+    ctx: LoopContext,
+    shutdown: CancellationToken,
+) -> Result<(), ControllerError> {
+    let _ = ctx;
+    shutdown.cancelled().await;
+    Ok(())
+}

@@ -1,0 +1,19 @@
+//! Tunables of the built-in loops, with kube-controller-manager's defaults.
+
+use std::time::Duration;
+
+/// Tunables of the built-in loops. `Default` gives kube-controller-manager's defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoopSettings {
+    /// How long a node may stay silent (no Lease renewal, no status update) before it is
+    /// marked `Ready=Unknown` and tainted unreachable (`--node-monitor-grace-period`, 40 s).
+    pub node_monitor_grace_period: Duration,
+}
+
+impl Default for LoopSettings {
+    fn default() -> LoopSettings {
+        LoopSettings {
+            node_monitor_grace_period: Duration::from_secs(40),
+        }
+    }
+}
