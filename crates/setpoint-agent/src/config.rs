@@ -1,6 +1,11 @@
 //! What the agent is told at start.
 
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 /// How to run the agent for one node.
 #[derive(Debug, Clone)]
@@ -9,4 +14,20 @@ pub struct AgentConfig {
     pub node_name: String,
     /// Where pods' working directories, logs and the agent's own state live.
     pub root_dir: PathBuf,
+    /// The node's address: the Node's `InternalIP`, and every pod's `hostIP` and `podIP`
+    /// (pods are processes on the host's network).
+    pub node_ip: IpAddr,
+    /// Where the agent's HTTPS endpoint (container logs, for the API server's `pods/log`)
+    /// listens; port 0 picks a free one. The port is published in the Node's
+    /// `status.daemonEndpoints.kubeletEndpoint`.
+    pub listen: SocketAddr,
+    /// PEM of the CA whose client certificates may call that endpoint: the cluster's CA (the
+    /// API server calls with a client certificate it signed).
+    pub client_ca_pem: String,
+    /// How to start a container's shim (the small supervisor that owns the container's
+    /// process, writes its log and records its exit): the program and its leading arguments,
+    /// e.g. `["/usr/bin/setpoint", "agent-shim"]`.
+    pub shim: Vec<OsString>,
+    /// Resources to report instead of the machine's own (`cpu`, `memory`, `pods`, …).
+    pub capacity_override: BTreeMap<String, Quantity>,
 }

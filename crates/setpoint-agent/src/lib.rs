@@ -13,9 +13,11 @@
 mod config;
 mod error;
 mod run;
+mod shim;
 mod simulated;
 
 pub use config::AgentConfig;
 pub use error::AgentError;
 pub use run::run;
+pub use shim::shim_main;
 pub use simulated::{run_simulated, SimulatedNodes};

@@ -1,11 +1,14 @@
 //! `setpoint agent`: the node agent alone, against an API server named by a kubeconfig; and
 //! the local agent that `setpoint server` runs for its own machine.
 
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use setpoint_agent::AgentConfig;
+use setpoint_agent::{AgentConfig, SimulatedNodes};
 use setpoint_runtime::Client;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -22,6 +25,16 @@ pub(crate) struct AgentArgs {
     /// Where pods' working directories and logs live.
     #[arg(long, value_name = "DIR")]
     pub(crate) root_dir: PathBuf,
+    /// The node's address (its InternalIP, and every pod's IP).
+    #[arg(long, value_name = "IP", default_value = "127.0.0.1")]
+    pub(crate) node_ip: IpAddr,
+    /// Where the agent serves container logs to the API server (HTTPS, client certificates
+    /// signed by the cluster's CA only); port 0 picks a free port.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:10250")]
+    pub(crate) listen: SocketAddr,
+    /// Simulate the node instead: its pods become Running without processes.
+    #[arg(long)]
+    pub(crate) simulated: bool,
 }
 
 /// Flags of `setpoint server` about its local agent.
@@ -39,11 +52,25 @@ pub(crate) async fn agent(args: AgentArgs) -> Result<()> {
         .await
         .with_context(|| format!("reading {}", args.kubeconfig.display()))?;
     let shutdown = CancellationToken::new();
-    let config = AgentConfig {
-        node_name: args.node_name,
-        root_dir: args.root_dir,
+    let agent = if args.simulated {
+        let nodes = SimulatedNodes::named(&args.node_name);
+        tokio::spawn(setpoint_agent::run_simulated(
+            client,
+            nodes,
+            shutdown.clone(),
+        ))
+    } else {
+        let config = AgentConfig {
+            node_name: args.node_name,
+            root_dir: args.root_dir,
+            node_ip: args.node_ip,
+            listen: args.listen,
+            client_ca_pem: kubeconfig_ca(&args.kubeconfig)?,
+            shim: shim_command()?,
+            capacity_override: BTreeMap::new(),
+        };
+        tokio::spawn(setpoint_agent::run(client, config, shutdown.clone()))
     };
-    let agent = tokio::spawn(setpoint_agent::run(client, config, shutdown.clone()));
     crate::server::wait_for_signal().await?;
     shutdown.cancel();
     agent.await.context("the agent task failed")??;
@@ -56,17 +83,70 @@ pub(crate) fn start_local(
     client: Client,
     data_dir: &Path,
     shutdown: CancellationToken,
-) -> Option<JoinHandle<Result<()>>> {
+) -> Result<Option<JoinHandle<Result<()>>>> {
     if args.no_agent {
-        return None;
+        return Ok(None);
     }
+    let ca_path = data_dir.join("pki").join("ca.crt");
     let config = AgentConfig {
         node_name: "local".to_owned(),
         root_dir: data_dir.join("agent"),
+        node_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
+        client_ca_pem: std::fs::read_to_string(&ca_path)
+            .with_context(|| format!("reading the cluster CA {}", ca_path.display()))?,
+        shim: shim_command()?,
+        capacity_override: BTreeMap::new(),
     };
-    Some(tokio::spawn(async move {
+    Ok(Some(tokio::spawn(async move {
         setpoint_agent::run(client, config, shutdown)
             .await
             .context("the local node agent")
-    }))
+    })))
+}
+
+/// This very binary, as the container shim.
+fn shim_command() -> Result<Vec<OsString>> {
+    let exe = std::env::current_exe().context("finding the setpoint binary to run as the shim")?;
+    Ok(vec![exe.into_os_string(), OsString::from("agent-shim")])
+}
+
+/// The CA a kubeconfig trusts for its current cluster, as PEM.
+fn kubeconfig_ca(path: &Path) -> Result<String> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let config: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let current = config["current-context"].as_str().unwrap_or_default();
+    let context = config["contexts"]
+        .as_sequence()
+        .and_then(|cs| cs.iter().find(|c| c["name"].as_str() == Some(current)))
+        .map(|c| c["context"]["cluster"].as_str().unwrap_or_default())
+        .with_context(|| format!("{}: no context {current:?}", path.display()))?;
+    let cluster = config["clusters"]
+        .as_sequence()
+        .and_then(|cs| cs.iter().find(|c| c["name"].as_str() == Some(context)))
+        .map(|c| &c["cluster"])
+        .with_context(|| format!("{}: no cluster {context:?}", path.display()))?;
+    if let Some(data) = cluster["certificate-authority-data"].as_str() {
+        use base64::Engine as _;
+        let pem = base64::engine::general_purpose::STANDARD
+            .decode(data.trim())
+            .with_context(|| {
+                format!(
+                    "{}: certificate-authority-data is not base64",
+                    path.display()
+                )
+            })?;
+        return String::from_utf8(pem).context("certificate-authority-data is not PEM text");
+    }
+    if let Some(file) = cluster["certificate-authority"].as_str() {
+        let file = path.parent().unwrap_or(Path::new(".")).join(file);
+        return std::fs::read_to_string(&file)
+            .with_context(|| format!("reading the CA {}", file.display()));
+    }
+    anyhow::bail!(
+        "{}: cluster {context:?} names no certificate-authority; the agent needs the cluster's CA to check the API server's calls",
+        path.display()
+    )
 }

@@ -29,6 +29,13 @@ pub(crate) enum Command {
     /// Measure the performance of Setpoint's components on this machine.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// The container shim the node agent starts for each container run; not for direct use.
+    #[command(hide = true)]
+    AgentShim {
+        /// The shim's arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Tools for testing and debugging Setpoint itself; not a stable interface.
     #[command(subcommand, hide = true)]
     Debug(DebugCommand),

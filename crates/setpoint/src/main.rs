@@ -1,8 +1,9 @@
-//! The `setpoint` command: wires the store, the API server and the control loops together.
+//! The `setpoint` command: wires the store, the API server, the control loops and the node
+//! agent together.
 //!
 //! Each subcommand lives in its own module: [`mod@cli`] parses, [`mod@bench`] measures,
-//! [`mod@server`] runs the control plane, [`mod@debug`] holds hidden tools for Setpoint's own
-//! tests.
+//! [`mod@server`] runs the control plane, [`mod@agent`] a node agent, [`mod@simulated`]
+//! simulated nodes, [`mod@debug`] holds hidden tools for Setpoint's own tests.
 
 mod agent;
 mod bench;
@@ -11,15 +12,20 @@ mod debug;
 mod server;
 mod simulated;
 
+use std::process::ExitCode;
+
 use anyhow::Result;
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
 use crate::cli::{Cli, Command};
 
-#[tokio::main]
-async fn main() -> Result<()> {
+fn main() -> Result<ExitCode> {
     let cli = Cli::parse();
+    // The container shim is a small synchronous supervisor: no runtime, no logging set-up.
+    if let Command::AgentShim { args } = cli.command {
+        return Ok(setpoint_agent::shim_main(args));
+    }
     let default_level = match cli.command {
         Command::Server(_) | Command::Agent(_) => "info",
         _ => "warn",
@@ -30,10 +36,17 @@ async fn main() -> Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    match cli.command {
-        Command::Server(args) => server::server(args).await,
-        Command::Agent(args) => agent::agent(args).await,
-        Command::Bench(command) => bench::bench(command).await,
-        Command::Debug(command) => debug::debug(command).await,
-    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        match cli.command {
+            Command::Server(args) => server::server(args).await,
+            Command::Agent(args) => agent::agent(args).await,
+            Command::Bench(command) => bench::bench(command).await,
+            Command::Debug(command) => debug::debug(command).await,
+            Command::AgentShim { .. } => Ok(()),
+        }
+    })?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -61,7 +61,7 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
         client.clone(),
         &args.data_dir,
         agent_shutdown.clone(),
-    ));
+    )?);
     agents.extend(crate::simulated::start(
         &args.simulated,
         client,

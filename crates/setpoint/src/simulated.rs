@@ -26,9 +26,7 @@ pub(crate) fn start(
     if args.simulated_nodes == 0 {
         return None;
     }
-    let nodes = SimulatedNodes {
-        count: args.simulated_nodes,
-    };
+    let nodes = SimulatedNodes::new(args.simulated_nodes);
     Some(tokio::spawn(async move {
         setpoint_agent::run_simulated(client, nodes, shutdown)
             .await

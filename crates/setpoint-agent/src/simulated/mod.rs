@@ -9,8 +9,23 @@ use crate::AgentError;
 /// How many simulated nodes to run, and how they behave.
 #[derive(Debug, Clone)]
 pub struct SimulatedNodes {
-    /// How many nodes.
-    pub count: u32,
+    names: Vec<String>,
+}
+
+impl SimulatedNodes {
+    /// `count` nodes named `sim-0`, `sim-1`, ….
+    pub fn new(count: u32) -> SimulatedNodes {
+        SimulatedNodes {
+            names: (0..count).map(|i| format!("sim-{i}")).collect(),
+        }
+    }
+
+    /// One node with this name (`setpoint agent --simulated`).
+    pub fn named(name: &str) -> SimulatedNodes {
+        SimulatedNodes {
+            names: vec![name.to_owned()],
+        }
+    }
 }
 
 /// Runs the simulated nodes until `shutdown` is cancelled.
@@ -19,7 +34,7 @@ pub async fn run_simulated(
     nodes: SimulatedNodes,
     shutdown: CancellationToken,
 ) -> Result<(), AgentError> {
-    let _ = (client, nodes);
+    let _ = (client, nodes.names);
     shutdown.cancelled().await;
     Ok(())
 }
