@@ -100,6 +100,9 @@ pub(crate) enum BenchCommand {
     Store(StoreBenchArgs),
     /// Benchmark the API server over HTTPS: creates, gets, lists, watch fan-out and memory.
     Api(ApiBenchArgs),
+    /// Benchmark whole workloads: Deployments on simulated nodes (apply to Running, rolling
+    /// update) and pods as real processes on a node agent.
+    Workloads(WorkloadsBenchArgs),
 }
 
 /// Flags of `setpoint bench store`.
@@ -180,6 +183,39 @@ impl ApiBench {
         ApiBench::Watch,
         ApiBench::Idle,
     ];
+}
+
+/// Flags of `setpoint bench workloads`.
+#[derive(Debug, Args)]
+pub(crate) struct WorkloadsBenchArgs {
+    /// Create the (temporary, deleted afterwards) data directories under this directory.
+    /// Default: `./target` if it exists, else the system's temporary directory.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dir: Option<PathBuf>,
+    /// Smaller workloads (1,000 simulated replicas on 20 nodes, 50 processes), for a result
+    /// in about a minute.
+    #[arg(long)]
+    pub(crate) quick: bool,
+    /// Run only these benchmarks (default: all).
+    #[arg(long, value_name = "NAME", num_args = 1.., value_delimiter = ',')]
+    pub(crate) only: Vec<WorkloadsBench>,
+}
+
+/// The benchmarks of `setpoint bench workloads`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum WorkloadsBench {
+    /// Deployments of 5,000 and 10,000 replicas on 100 simulated nodes: apply to all pods
+    /// Running, per-pod start latency, binds/s, and a rolling update of the larger one.
+    Simulated,
+    /// 200 pods as real processes on one node agent (a separate process): apply to Running,
+    /// the agent's CPU and memory while they run, and a killed process's restart.
+    Processes,
+}
+
+impl WorkloadsBench {
+    /// Every benchmark, in the order they run.
+    pub(crate) const ALL: [WorkloadsBench; 2] =
+        [WorkloadsBench::Simulated, WorkloadsBench::Processes];
 }
 
 /// The hidden `setpoint debug` subcommands.

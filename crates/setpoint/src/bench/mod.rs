@@ -2,10 +2,14 @@
 //! table to read and as a markdown table to paste into `docs/benchmarks.md`.
 
 mod api;
+mod kubeconfig;
 mod latency;
 mod machine;
 mod report;
+mod server;
 mod store;
+mod usage;
+mod workloads;
 
 use std::path::PathBuf;
 
@@ -18,6 +22,7 @@ pub(crate) async fn bench(command: BenchCommand) -> Result<()> {
     match command {
         BenchCommand::Store(args) => store::bench_store(args).await,
         BenchCommand::Api(args) => api::bench_api(args).await,
+        BenchCommand::Workloads(args) => workloads::bench_workloads(args).await,
     }
 }
 

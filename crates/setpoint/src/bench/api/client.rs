@@ -21,7 +21,7 @@ use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsConnector;
 
-use super::kubeconfig::Endpoint;
+use crate::bench::kubeconfig::Endpoint;
 
 /// The longest a request may take, its whole response body included; a benchmark whose
 /// request takes longer fails instead of hanging.

@@ -9,9 +9,9 @@ use anyhow::{ensure, Result};
 
 use super::client::{Call, Protocol};
 use super::load::{self, Budget, MakeCall, CLIENTS};
-use super::usage::Meter;
 use super::Harness;
 use crate::bench::report::{self, Row};
+use crate::bench::usage::Meter;
 
 /// The names of the ConfigMaps created over HTTP/1.1 (`cm-h1-000042`), which the gets read.
 pub(super) const PREFIX: &str = "cm-h1";

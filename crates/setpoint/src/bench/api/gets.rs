@@ -9,9 +9,9 @@ use anyhow::{ensure, Result};
 use super::client::{Call, Protocol};
 use super::creates::{NAMESPACE, PREFIX};
 use super::load::{self, Budget, MakeCall, CLIENTS};
-use super::usage::Meter;
 use super::Harness;
 use crate::bench::report::{self, Row};
+use crate::bench::usage::Meter;
 
 /// The ConfigMaps to create for the gets when the create benchmark did not run.
 const OBJECTS: u64 = 10_000;

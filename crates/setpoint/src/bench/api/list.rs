@@ -12,10 +12,10 @@ use serde::Deserialize;
 
 use super::client::{Call, Connection, Protocol};
 use super::load;
-use super::usage::Meter;
 use super::Harness;
 use crate::bench::latency::summarize_samples;
 use crate::bench::report::{self, Row};
+use crate::bench::usage::Meter;
 
 /// The namespace listed.
 const NAMESPACE: &str = "bench-list";

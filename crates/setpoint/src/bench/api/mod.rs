@@ -13,11 +13,8 @@
 mod client;
 mod creates;
 mod gets;
-mod kubeconfig;
 mod list;
 mod load;
-mod server;
-mod usage;
 mod watch;
 mod watcher;
 
@@ -27,9 +24,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _, Result};
 
 use self::client::{Call, Client, Protocol};
-use self::server::ServerProcess;
 use super::machine::Machine;
 use super::report::{self, Report, Row};
+use super::server::ServerProcess;
 use crate::cli::{ApiBench, ApiBenchArgs};
 
 /// The most resident memory an idle server may use.
@@ -96,7 +93,7 @@ pub(crate) async fn bench_api(args: ApiBenchArgs) -> Result<()> {
 /// Starts the server, runs the selected benchmarks against it and stops it; returns the rows
 /// and how many benchmarks failed.
 async fn run_all(root: &Path, args: &ApiBenchArgs) -> Result<(Vec<Row>, usize)> {
-    let (server, endpoint) = ServerProcess::start(root).await?;
+    let (server, endpoint) = ServerProcess::start(root, &[]).await?;
     let client = Client::new(endpoint)?;
     let mut harness = Harness {
         server,
@@ -108,7 +105,7 @@ async fn run_all(root: &Path, args: &ApiBenchArgs) -> Result<(Vec<Row>, usize)> 
     wait_ready(&harness)
         .await
         .with_context(|| harness.server.log_tail())?;
-    let idle_rss = usage::rss_bytes(harness.server.pid())?;
+    let idle_rss = super::usage::rss_bytes(harness.server.pid())?;
     eprintln!("server pid {} ready", harness.server.pid());
 
     let mut rows = Vec::new();
@@ -167,7 +164,7 @@ async fn wait_ready(harness: &Harness) -> Result<()> {
 /// The server's resident memory right after it started and now, after the benchmarks that
 /// ran before this one (with the objects they created still stored).
 fn idle_rows(harness: &Harness, idle_rss: u64) -> Result<Vec<Row>> {
-    let now = usage::rss_bytes(harness.server.pid())?;
+    let now = super::usage::rss_bytes(harness.server.pid())?;
     Ok(vec![
         Row::new("idle: server RSS after start", report::mib(idle_rss))
             .target("< 100 MiB", idle_rss < IDLE_RSS_TARGET),

@@ -18,10 +18,10 @@ use serde::Deserialize;
 
 use super::client::{Call, Connection, Protocol};
 use super::load::{self, Budget, MakeCall, Ran};
-use super::usage::Meter;
 use super::watcher::{nanos_since, Watchers};
 use super::Harness;
 use crate::bench::report::{self, millis, Row};
+use crate::bench::usage::Meter;
 
 /// Concurrent watchers.
 const WATCHERS: usize = 100;

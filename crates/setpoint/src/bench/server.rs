@@ -29,14 +29,16 @@ pub(super) struct ServerProcess {
     pid: u32,
     /// Its log (standard output and error).
     log: PathBuf,
+    /// The admin kubeconfig it wrote.
+    kubeconfig: PathBuf,
 }
 
 impl ServerProcess {
-    /// Starts `setpoint server --data-dir <root>/data --listen 127.0.0.1:0` with its log in
-    /// `<root>/server.log` and waits until it has written its kubeconfig; returns it with the
-    /// endpoint the kubeconfig names. The server logs warnings only (`RUST_LOG=warn`), so that
-    /// logging is not part of what is measured.
-    pub(super) async fn start(root: &Path) -> Result<(Self, Endpoint)> {
+    /// Starts `setpoint server --data-dir <root>/data --listen 127.0.0.1:0 <extra_args>` with
+    /// its log in `<root>/server.log` and waits until it has written its kubeconfig; returns it
+    /// with the endpoint the kubeconfig names. The server logs warnings only (`RUST_LOG=warn`),
+    /// so that logging is not part of what is measured.
+    pub(super) async fn start(root: &Path, extra_args: &[&str]) -> Result<(Self, Endpoint)> {
         let data_dir = root.join("data");
         let log = root.join("server.log");
         let log_file =
@@ -47,6 +49,7 @@ impl ServerProcess {
             .arg("--data-dir")
             .arg(&data_dir)
             .args(["--listen", "127.0.0.1:0"])
+            .args(extra_args)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().context("duplicating the log file")?)
@@ -55,9 +58,15 @@ impl ServerProcess {
             .spawn()
             .with_context(|| format!("starting {} server", exe.display()))?;
         let pid = child.id().context("the server exited at once")?;
-        let mut server = ServerProcess { child, pid, log };
+        let kubeconfig = data_dir.join("admin.kubeconfig");
+        let mut server = ServerProcess {
+            child,
+            pid,
+            log,
+            kubeconfig: kubeconfig.clone(),
+        };
         let endpoint = server
-            .wait_for_kubeconfig(&data_dir.join("admin.kubeconfig"))
+            .wait_for_kubeconfig(&kubeconfig)
             .await
             .with_context(|| server.log_tail())?;
         Ok((server, endpoint))
@@ -81,6 +90,11 @@ impl ServerProcess {
             }
             tokio::time::sleep(POLL).await;
         }
+    }
+
+    /// The admin kubeconfig the server wrote.
+    pub(super) fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
     }
 
     /// The server's process id.
