@@ -12,6 +12,7 @@ use futures::{Stream, StreamExt as _};
 use http_body_util::{BodyExt, Empty, Full, StreamBody};
 
 use crate::auth::User;
+use crate::pki::Pki;
 
 /// A response body: a whole buffer, or a stream of chunks. An error ends the response
 /// abruptly (HTTP/1.1: the connection is closed; HTTP/2: the stream is reset).
@@ -29,6 +30,13 @@ pub trait Handler: Send + Sync + 'static {
     ///
     /// Dropped when the client goes away or the server shuts down, so it must be cancel-safe.
     async fn handle(&self, request: http::Request<Bytes>, user: User) -> http::Response<Body>;
+
+    /// Called once by [`serve`](crate::serve) when the cluster's credentials are loaded,
+    /// before the first request. The default ignores them; [`Api`](crate::Api) takes the admin
+    /// client certificate to call node agents with (`pods/log`).
+    fn credentials_loaded(&self, pki: &Pki) {
+        let _ = pki;
+    }
 }
 
 /// A body holding `bytes`, sent with a `Content-Length`.

@@ -16,6 +16,9 @@
 //! - **HTTP** ([`serve`]): HTTP/1.1 and HTTP/2 with hyper; bodies over 3 MiB get 413; a
 //!   panicking handler gets 500; streaming response bodies are sent chunk by chunk; shutdown
 //!   is graceful within a grace period.
+//! - **Node agents** ([`NodeClient`]): `pods/log` is proxied to the pod's node agent over
+//!   HTTPS with the admin client certificate; [`serve`] hands the credentials to the handler
+//!   ([`Handler::credentials_loaded`]). An [`Api`] never served has none and answers 503.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -48,6 +51,7 @@ mod handler;
 mod handlers;
 mod health;
 mod kubeconfig;
+mod node_client;
 mod openapi;
 mod pki;
 mod protobuf;
@@ -61,6 +65,7 @@ mod watchcache;
 pub use auth::{User, AUTHENTICATED_GROUP};
 pub use handler::{empty_body, full_body, stream_body, Body, Handler};
 pub use handlers::Api;
+pub use node_client::{NodeClient, NodeClientError};
 pub use pki::{Pki, PkiError, ADMIN_KUBECONFIG};
 pub use server::{
     serve, RunningServer, ServeError, TransportConfig, DEFAULT_MAX_REQUEST_BODY_BYTES,
@@ -75,5 +80,16 @@ impl Handler for Api {
         _user: User,
     ) -> http::Response<Body> {
         Api::handle(self, request).await
+    }
+
+    fn credentials_loaded(&self, pki: &Pki) {
+        match NodeClient::from_pki(pki) {
+            Ok(client) => {
+                self.set_node_client(client);
+            }
+            Err(error) => {
+                tracing::warn!(%error, "pods/log will be unavailable: the admin certificate cannot be used to call node agents");
+            }
+        }
     }
 }

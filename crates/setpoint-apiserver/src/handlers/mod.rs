@@ -7,6 +7,7 @@ mod discovery;
 mod meta;
 mod openapi;
 mod params;
+mod pod_log;
 mod read;
 pub(crate) mod response;
 mod subresource;
@@ -24,6 +25,7 @@ use serde_json::{json, Value};
 use setpoint_core::{ApiError, GroupResource, Revision};
 use setpoint_store::Store;
 
+use crate::node_client::NodeClient;
 use crate::registry::{builtin_resources, Registry, ResourceDef};
 use crate::request::{self, ResourceRequest, Target, Verb};
 use crate::watchcache::{WatchCache, DEFAULT_WINDOW};
@@ -44,6 +46,8 @@ pub struct Api {
     registry: Registry,
     caches: BTreeMap<(String, String, String), Arc<WatchCache>>,
     openapi: openapi::OpenApiDocs,
+    /// How `pods/log` reaches node agents; unset until credentials are given.
+    node_client: std::sync::OnceLock<NodeClient>,
 }
 
 impl Api {
@@ -77,6 +81,7 @@ impl Api {
             registry,
             caches,
             openapi,
+            node_client: std::sync::OnceLock::new(),
         });
         api.bootstrap().await?;
         Ok(api)
@@ -107,6 +112,13 @@ impl Api {
             }
         }
         Ok(())
+    }
+
+    /// Gives the API the client it calls node agents with (for `pods/log`). Only the first
+    /// call has an effect; returns whether it was that one. [`serve`](crate::serve) calls it
+    /// with the cluster's admin certificate.
+    pub fn set_node_client(&self, client: NodeClient) -> bool {
+        self.node_client.set(client).is_ok()
     }
 
     pub(crate) fn cache(&self, def: &ResourceDef) -> &Arc<WatchCache> {

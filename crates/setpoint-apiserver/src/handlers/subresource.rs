@@ -31,12 +31,7 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, sub: &str) -> Result<Response<Body>, A
         ("scale", Verb::Update | Verb::Patch) => scale_write(ctx).await,
         ("binding", Verb::Create) => binding(ctx).await,
         ("finalize", Verb::Update) => finalize(ctx).await,
-        ("log", Verb::Get) => {
-            read_object(ctx).await?;
-            Err(ApiError::bad_request(
-                "logs are served by the node agent, which this server does not run yet",
-            ))
-        }
+        ("log", Verb::Get) => super::pod_log::pod_log(ctx).await,
         _ => Err(not_allowed()),
     }
 }

@@ -127,7 +127,11 @@ pub(crate) async fn guaranteed_update(
             let g = current["metadata"]["generation"].as_i64().unwrap_or(1);
             meta::metadata(&mut new).insert("generation".into(), json!(g + 1));
         }
-        let mut causes = def.strategy.validate(&new, Some(&current));
+        // A change the server makes itself (binding a pod, marking for deletion) is trusted
+        // past the rules that stop clients changing immutable fields: `pods/binding` sets
+        // `spec.nodeName`, which no client update may.
+        let old = (scope != Scope::Full).then_some(&current);
+        let mut causes = def.strategy.validate(&new, old);
         let old_finalizers = meta::finalizers(&current);
         let new_finalizers = meta::finalizers(&new);
         let deleting = !current["metadata"]["deletionTimestamp"].is_null();

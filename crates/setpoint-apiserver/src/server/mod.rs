@@ -164,6 +164,7 @@ pub async fn serve(
         .await
         .map_err(ServeError::Panicked)??;
     let pki = Arc::new(pki);
+    handler.credentials_loaded(&pki);
     let tls = tls::server_config(&pki)?;
     let bind_error = |source| ServeError::Bind {
         address: listen,

@@ -134,8 +134,14 @@ fn container(c: &mut Map<String, Value>) {
     }
 }
 
-/// The status a new object starts with.
+/// What a new object starts with: its status, and for a pod the tolerations kube-apiserver's
+/// `DefaultTolerationSeconds` admission adds (this runs on create only).
 pub(super) fn initial_status(kind: Kind, object: &mut Value) {
+    if kind == Kind::Pod {
+        if let Some(spec) = object_at(object, &["spec"]) {
+            default_toleration_seconds(spec);
+        }
+    }
     let Some(map) = object.as_object_mut() else {
         return;
     };
@@ -154,6 +160,45 @@ pub(super) fn initial_status(kind: Kind, object: &mut Value) {
             map.insert("status".into(), json!({}));
         }
         _ => {}
+    }
+}
+
+/// How long a pod tolerates its node being not ready or unreachable unless it says otherwise
+/// (kube-apiserver's `--default-not-ready-toleration-seconds` and
+/// `--default-unreachable-toleration-seconds`).
+const DEFAULT_TOLERATION_SECONDS: i64 = 300;
+
+/// kube-apiserver's `DefaultTolerationSeconds` admission: a pod that does not already tolerate
+/// the `NoExecute` taints `node.kubernetes.io/not-ready` and `node.kubernetes.io/unreachable`
+/// gets a toleration of each for [`DEFAULT_TOLERATION_SECONDS`], so that it is evicted five
+/// minutes after its node fails rather than at once.
+fn default_toleration_seconds(spec: &mut Map<String, Value>) {
+    let tolerations = spec.entry("tolerations").or_insert_with(|| json!([]));
+    if tolerations.is_null() {
+        *tolerations = json!([]);
+    }
+    let Some(list) = tolerations.as_array_mut() else {
+        return;
+    };
+    for key in [
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    ] {
+        let tolerated = list.iter().any(|t| {
+            let effect = t.get("effect").and_then(Value::as_str).unwrap_or_default();
+            let t_key = t.get("key").and_then(Value::as_str).unwrap_or_default();
+            let operator = t.get("operator").and_then(Value::as_str).unwrap_or("Equal");
+            (effect.is_empty() || effect == "NoExecute")
+                && (t_key == key || (t_key.is_empty() && operator == "Exists"))
+        });
+        if !tolerated {
+            list.push(json!({
+                "key": key,
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": DEFAULT_TOLERATION_SECONDS,
+            }));
+        }
     }
 }
 
@@ -215,6 +260,34 @@ mod tests {
             container(&mut c);
             assert_eq!(c["imagePullPolicy"], policy, "{image}");
         }
+    }
+
+    #[test]
+    fn new_pods_should_tolerate_node_failure_for_five_minutes() {
+        let mut p = json!({"spec": {"containers": [{"name": "c"}]}});
+        initial_status(Kind::Pod, &mut p);
+        let tolerations = p["spec"]["tolerations"].as_array().expect("added");
+        assert_eq!(tolerations.len(), 2);
+        assert_eq!(tolerations[0]["key"], "node.kubernetes.io/not-ready");
+        assert_eq!(tolerations[1]["key"], "node.kubernetes.io/unreachable");
+        assert!(tolerations
+            .iter()
+            .all(|t| t["tolerationSeconds"] == 300 && t["effect"] == "NoExecute"));
+    }
+
+    #[test]
+    fn pods_tolerating_node_failure_should_keep_their_own_tolerations() {
+        let own = json!({"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                         "effect": "NoExecute", "tolerationSeconds": 2});
+        let mut p = json!({"spec": {"tolerations": [own.clone()]}});
+        initial_status(Kind::Pod, &mut p);
+        let tolerations = p["spec"]["tolerations"].as_array().expect("kept");
+        assert_eq!(tolerations.len(), 2);
+        assert_eq!(tolerations[0], own);
+        assert_eq!(tolerations[1]["key"], "node.kubernetes.io/not-ready");
+        let mut all = json!({"spec": {"tolerations": [{"operator": "Exists"}]}});
+        initial_status(Kind::Pod, &mut all);
+        assert_eq!(all["spec"]["tolerations"].as_array().map(Vec::len), Some(1));
     }
 
     #[test]
