@@ -12,7 +12,13 @@
 
 mod config;
 mod error;
+mod logs;
+mod node;
+mod pods;
+mod probes;
+mod process;
 mod run;
+mod server;
 mod shim;
 mod simulated;
 
@@ -20,4 +26,4 @@ pub use config::AgentConfig;
 pub use error::AgentError;
 pub use run::run;
 pub use shim::shim_main;
-pub use simulated::{run_simulated, SimulatedNodes};
+pub use simulated::{run_simulated, SimulatedNodes, SIMULATED_LABEL};

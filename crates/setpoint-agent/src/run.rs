@@ -1,17 +1,86 @@
-//! The agent's main loop.
+//! The agent's main loop: the HTTPS endpoint (container logs), the Node's registration and
+//! Lease, and a worker per pod bound to the node, fed by one pod informer
+//! (`spec.nodeName=<node>`).
+//!
+//! Stopping the agent (cancelling `shutdown`) stops its tasks and leaves the containers
+//! running, as stopping the kubelet does: the next agent started with the same root
+//! directory adopts them.
 
-use setpoint_runtime::Client;
+use k8s_openapi::api::core::v1::Pod;
+use setpoint_runtime::{Client, InformerFactory, InformerOptions};
 use tokio_util::sync::CancellationToken;
 
+use crate::node::NodeRegistration;
+use crate::pods::{PodContext, PodEvents, PodWorkers};
 use crate::{AgentConfig, AgentError};
 
-/// Runs the agent for `config.node_name` until `shutdown` is cancelled.
+/// Runs the agent for `config.node_name` until `shutdown` is cancelled; then returns once its
+/// tasks have stopped, leaving the pods' processes running.
+///
+/// Fails at start if the root directory cannot be created or the HTTPS endpoint cannot
+/// listen; afterwards API errors are retried, never fatal.
 pub async fn run(
     client: Client,
     config: AgentConfig,
     shutdown: CancellationToken,
 ) -> Result<(), AgentError> {
-    let _ = (client, config);
+    let pods_dir = config.root_dir.join("pods");
+    std::fs::create_dir_all(&pods_dir).map_err(|source| AgentError::Io {
+        what: format!("creating {}", pods_dir.display()),
+        source,
+    })?;
+    let endpoint = crate::server::serve(
+        config.listen,
+        &config.client_ca_pem,
+        config.root_dir.clone(),
+        shutdown.child_token(),
+    )
+    .await
+    .map_err(|source| AgentError::Io {
+        what: format!("serving the agent's endpoint on {}", config.listen),
+        source,
+    })?;
+    tracing::info!(node = %config.node_name, endpoint = %endpoint, root = %config.root_dir.display(), "node agent starting");
+
+    let registration = NodeRegistration::for_this_machine(
+        &config.node_name,
+        config.node_ip,
+        &config.capacity_override,
+    )
+    .with_daemon_port(endpoint.port());
+    let node = tokio::spawn(crate::node::keep_registered(
+        client.clone(),
+        registration,
+        shutdown.clone(),
+    ));
+
+    let factory = InformerFactory::new(client.clone());
+    let informer = factory.informer_with::<Pod>(
+        InformerOptions {
+            field_selector: Some(format!("spec.nodeName={}", config.node_name)),
+            ..InformerOptions::default()
+        }
+        .strip_managed_fields(),
+    );
+    let workers = PodWorkers::new(
+        PodContext {
+            client,
+            root_dir: config.root_dir.clone(),
+            node_ip: config.node_ip,
+            shim: config.shim.clone(),
+        },
+        shutdown.clone(),
+    );
+    let _handler = informer.add_handler(PodEvents(workers.clone()));
+    factory.start();
+    tokio::select! {
+        () = factory.wait_for_sync() => workers.collect_orphans(&informer.store()),
+        () = shutdown.cancelled() => {}
+    }
     shutdown.cancelled().await;
+    tracing::info!(node = %config.node_name, pods = workers.len(), "node agent stopping; containers keep running");
+    factory.shut_down();
+    workers.wait().await;
+    let _ = node.await;
     Ok(())
 }

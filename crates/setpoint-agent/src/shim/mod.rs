@@ -1,12 +1,223 @@
-//! The container shim: a small supervisor process, started by the agent for each container
-//! run, that owns the container's process, writes its log and records its exit, and outlives
-//! an agent restart.
+//! The container shim: a small synchronous supervisor process, started by the agent for each
+//! container run (`setpoint agent-shim --spec FILE`), that owns the container's process,
+//! writes its log and records its exit, and outlives an agent restart.
+//!
+//! What it does, in order:
+//! 1. leaves the agent's session (`setsid`): signals meant for the agent or the terminal it
+//!    runs in (Ctrl-C, SIGHUP) never reach it or the container;
+//! 2. reads the [`RunSpec`](crate::process::RunSpec) and starts the container's process with
+//!    exactly that argv, environment and working directory, in a process group of its own,
+//!    stdin from `/dev/null`, stdout and stderr into pipes;
+//! 3. writes the run record (its own and the container's pid and start time), then reports
+//!    on its stdout one JSON line, `{"started": <run record>}` or `{"failed": "<why>"}`, and
+//!    never writes to stdout again (so an agent gone away cannot hurt it with SIGPIPE);
+//! 4. copies the container's output into the log until the container exits;
+//! 5. kills what is left of the container's process group (a container ends with its main
+//!    process, as in a container runtime), drains the output (bounded), and writes the exit
+//!    record; then exits 0.
+//!
+//! A process that cannot be started gets an exit record with exit code 128 and reason
+//! `StartError`, as container runtimes report it.
 
 use std::ffi::OsString;
-use std::process::ExitCode;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
 
-/// Runs the shim with its command-line arguments (after the program and subcommand names).
+use parking_lot::Mutex;
+
+use crate::logs::{LogStream, LogWriter};
+use crate::process::{now, write_json, ExitRecord, ProcessId, RunRecord, RunSpec};
+
+/// How long the shim drains the container's output after it exited: descendants that left
+/// its process group may hold the pipes open forever.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Runs the shim with its command-line arguments (after the program and subcommand names):
+/// `--spec FILE`. Returns when the container has exited and its exit is recorded.
 pub fn shim_main(args: Vec<OsString>) -> ExitCode {
-    let _ = args;
+    let spec_path = match parse_args(args) {
+        Ok(path) => path,
+        Err(message) => {
+            eprintln!("setpoint agent-shim: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    // Not a group leader (the agent started us in its own group), so this cannot fail but
+    // for a reason worth knowing.
+    if let Err(e) = rustix::process::setsid() {
+        eprintln!("setpoint agent-shim: setsid: {e}");
+    }
+    let spec: RunSpec = match crate::process::read_json(&spec_path) {
+        Ok(Some(spec)) => spec,
+        Ok(None) => return fail_early(&format!("{} does not exist", spec_path.display())),
+        Err(e) => return fail_early(&format!("reading {}: {e}", spec_path.display())),
+    };
+    match supervise(&spec) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("setpoint agent-shim: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn parse_args(args: Vec<OsString>) -> Result<PathBuf, String> {
+    let mut args = args.into_iter();
+    match (args.next(), args.next(), args.next()) {
+        (Some(flag), Some(path), None) if flag == "--spec" => Ok(PathBuf::from(path)),
+        _ => Err("usage: setpoint agent-shim --spec FILE".to_owned()),
+    }
+}
+
+/// Reports a failure before any container existed.
+fn fail_early(message: &str) -> ExitCode {
+    eprintln!("setpoint agent-shim: {message}");
+    announce(&Announcement::Failed(message.to_owned()));
     ExitCode::FAILURE
+}
+
+/// The one line the shim writes on its stdout.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) enum Announcement {
+    /// The container runs.
+    Started(RunRecord),
+    /// It could not be started; the exit record says why (if it could be written).
+    Failed(String),
+}
+
+fn announce(announcement: &Announcement) {
+    let mut out = std::io::stdout().lock();
+    if let Ok(line) = serde_json::to_string(announcement) {
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    }
+}
+
+fn supervise(spec: &RunSpec) -> Result<(), String> {
+    let writer = LogWriter::create(&spec.log)
+        .map_err(|e| format!("creating the log {}: {e}", spec.log.display()))?;
+    let writer = Arc::new(Mutex::new(writer));
+    let Some((program, args)) = spec.argv.split_first() else {
+        return start_failed(spec, "the container has no command".to_owned());
+    };
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&spec.working_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            return start_failed(
+                spec,
+                format!(
+                    "failed to start the container process: exec {program:?} in {}: {e}",
+                    spec.working_dir.display()
+                ),
+            )
+        }
+    };
+    let started_at = now();
+    let container_pid = child.id() as i32;
+    let shim = ProcessId::current(std::process::id() as i32)
+        .ok_or("cannot read this process's own /proc entry")?;
+    let container = ProcessId::of_child(container_pid).unwrap_or(ProcessId {
+        pid: container_pid,
+        start_time: 0,
+    });
+    let record = RunRecord {
+        shim_pid: shim.pid,
+        shim_start_time: shim.start_time,
+        container_pid,
+        container_start_time: container.start_time,
+        started_at: started_at.clone(),
+    };
+    if let Err(e) = write_json(&spec.run_record, &record, false) {
+        // Unsupervisable: the agent could never adopt it. Stop it.
+        let _ = child.kill();
+        let _ = child.wait();
+        return start_failed(spec, format!("writing {}: {e}", spec.run_record.display()));
+    }
+    announce(&Announcement::Started(record));
+
+    let (drained_tx, drained_rx) = mpsc::channel();
+    let mut pumps = 0;
+    if let Some(out) = child.stdout.take() {
+        pump(out, LogStream::Stdout, writer.clone(), drained_tx.clone());
+        pumps += 1;
+    }
+    if let Some(err) = child.stderr.take() {
+        pump(err, LogStream::Stderr, writer.clone(), drained_tx.clone());
+        pumps += 1;
+    }
+    drop(drained_tx);
+    let status = child
+        .wait()
+        .map_err(|e| format!("waiting for the container: {e}"))?;
+    let _ = container.signal_group(rustix::process::Signal::KILL);
+    let deadline = std::time::Instant::now() + DRAIN_TIMEOUT;
+    for _ in 0..pumps {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if drained_rx.recv_timeout(left).is_err() {
+            eprintln!("setpoint agent-shim: output still open after the container exited; not waiting for it");
+            break;
+        }
+    }
+    if let Err(e) = writer.lock().finish() {
+        eprintln!("setpoint agent-shim: finishing the log: {e}");
+    }
+    use std::os::unix::process::ExitStatusExt as _;
+    let exit = ExitRecord::of_exit(status.code(), status.signal(), Some(started_at));
+    write_json(&spec.exit_record, &exit, false)
+        .map_err(|e| format!("writing {}: {e}", spec.exit_record.display()))
+}
+
+/// Records and reports a container that could not be started.
+fn start_failed(spec: &RunSpec, message: String) -> Result<(), String> {
+    let exit = ExitRecord {
+        exit_code: 128,
+        signal: None,
+        reason: "StartError".to_owned(),
+        message: Some(message.clone()),
+        started_at: None,
+        finished_at: now(),
+    };
+    let written = write_json(&spec.exit_record, &exit, false);
+    announce(&Announcement::Failed(message.clone()));
+    written.map_err(|e| format!("{message}; and writing {}: {e}", spec.exit_record.display()))
+}
+
+/// Copies one of the container's output pipes into the log on a thread of its own; reports on
+/// `drained` when the pipe is closed.
+fn pump(
+    mut from: impl std::io::Read + Send + 'static,
+    stream: LogStream,
+    writer: Arc<Mutex<LogWriter>>,
+    drained: mpsc::Sender<()>,
+) {
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 32 * 1024];
+        loop {
+            match from.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    if let Err(e) = writer.lock().write(stream, &buf[..n]) {
+                        eprintln!("setpoint agent-shim: writing the log: {e}");
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        let _ = drained.send(());
+    });
 }

@@ -1,0 +1,82 @@
+//! Container runs as processes: the records on disk, starting a run through the shim,
+//! waiting for it to end, and finding runs an earlier agent started (adoption).
+//!
+//! The pod directory is the source of truth about runs: the agent keeps no state of its own
+//! that it could not rebuild from it after a restart (only crash-loop back-off timers and probe
+//! results are in memory, and start over).
+
+mod launch;
+mod proc;
+mod records;
+mod watch;
+
+pub(crate) use launch::{launch, Launched};
+pub(crate) use proc::ProcessId;
+pub(crate) use records::{
+    now, read_json, recorded_runs, write_json, ExitRecord, RunPaths, RunRecord, RunSpec,
+};
+pub(crate) use watch::ShimWatch;
+
+use std::path::Path;
+
+/// The latest run of a container, as found on disk.
+#[derive(Debug)]
+pub(crate) enum FoundRun {
+    /// Its shim still runs: adopted.
+    Running(RunRecord, ShimWatch),
+    /// It has ended (possibly found lost, and recorded so now).
+    Exited(ExitRecord),
+}
+
+/// The latest run (`n`) of `container` in `pod_dir` and what became of it, with the exit
+/// record of the run before it (`lastState`); `None` if the container never ran.
+///
+/// A run whose shim is gone without an exit record is recorded as lost: reason `Unknown`,
+/// exit code 137, and what is left of its process group is killed.
+pub(crate) fn find_latest_run(
+    pod_dir: &Path,
+    container: &str,
+) -> Option<(u32, FoundRun, Option<ExitRecord>)> {
+    let n = *recorded_runs(pod_dir, container).last()?;
+    let previous = n
+        .checked_sub(1)
+        .and_then(|p| read_json(&RunPaths::new(pod_dir, container, p).exit_record).ok()?);
+    let paths = RunPaths::new(pod_dir, container, n);
+    if let Ok(Some(exit)) = read_json::<ExitRecord>(&paths.exit_record) {
+        return Some((n, FoundRun::Exited(exit), previous));
+    }
+    let record = read_json::<RunRecord>(&paths.run_record).ok().flatten();
+    if let Some(record) = &record {
+        let shim = ProcessId {
+            pid: record.shim_pid,
+            start_time: record.shim_start_time,
+        };
+        if let Some(watch) = ShimWatch::adopt(shim) {
+            return Some((n, FoundRun::Running(record.clone(), watch), previous));
+        }
+        // The shim may have written the record between our two reads.
+        if let Ok(Some(exit)) = read_json::<ExitRecord>(&paths.exit_record) {
+            return Some((n, FoundRun::Exited(exit), previous));
+        }
+        let container = ProcessId {
+            pid: record.container_pid,
+            start_time: record.container_start_time,
+        };
+        let _ = container.signal_group(rustix::process::Signal::KILL);
+    }
+    let lost = ExitRecord {
+        exit_code: 137,
+        signal: None,
+        reason: "Unknown".to_owned(),
+        message: Some(match record {
+            Some(_) => "the container's shim is gone without recording how the container ended (the node restarted, or the shim was killed); what was left of it was killed".to_owned(),
+            None => "the run was interrupted while starting".to_owned(),
+        }),
+        started_at: record.map(|r| r.started_at),
+        finished_at: now(),
+    };
+    if let Err(e) = write_json(&paths.exit_record, &lost, false) {
+        tracing::warn!(path = %paths.exit_record.display(), error = %e, "recording a lost run");
+    }
+    Some((n, FoundRun::Exited(lost), previous))
+}

@@ -1,0 +1,156 @@
+//! The endpoint's routes: `GET /containerLogs/{namespace}/{pod}/{container}?…` streams a
+//! container's log as `text/plain`; `GET /healthz` answers `ok`; anything else is a `Status`.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use futures::TryStreamExt as _;
+use http::{header, Method, Request, Response, StatusCode};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt as _, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+
+use crate::logs::{pod_dir, query_pairs, read_logs, LogError, LogOptions};
+
+/// A response body: a whole `Status`, or a streamed log.
+pub(super) type Body = BoxBody<Bytes, io::Error>;
+
+/// Answers one request.
+pub(super) async fn handle(root: &Path, request: Request<Incoming>) -> Response<Body> {
+    if request.method() != Method::GET {
+        return status(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "MethodNotAllowed",
+            "only GET is served",
+        );
+    }
+    let path = request.uri().path();
+    if path == "/healthz" {
+        return text(Bytes::from_static(b"ok"));
+    }
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match segments.as_slice() {
+        ["containerLogs", namespace, pod, container]
+            if !namespace.is_empty() && !pod.is_empty() && !container.is_empty() =>
+        {
+            let query = request.uri().query().unwrap_or_default();
+            container_logs(root, namespace, pod, container, query).await
+        }
+        _ => status(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            &format!("the agent does not serve {path}"),
+        ),
+    }
+}
+
+async fn container_logs(
+    root: &Path,
+    namespace: &str,
+    pod: &str,
+    container: &str,
+    query: &str,
+) -> Response<Body> {
+    let options = match LogOptions::from_query(query, chrono::Utc::now()) {
+        Ok(options) => options,
+        Err(e) => return log_error(&e),
+    };
+    let uid = query_pairs(query)
+        .into_iter()
+        .find(|(k, v)| k == "podUID" && !v.is_empty())
+        .map(|(_, v)| v);
+    let dir = match uid {
+        Some(uid) => pod_dir(root, namespace, pod, &uid),
+        None => newest_pod_dir(root, namespace, pod)
+            .await
+            .unwrap_or_else(|| pod_dir(root, namespace, pod, "unknown")),
+    };
+    match read_logs(&dir, pod, container, options).await {
+        Ok(body) => {
+            let frames = body.map_ok(Frame::data);
+            let mut response = Response::new(StreamBody::new(frames).boxed());
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static("text/plain"),
+            );
+            response
+        }
+        Err(e) => log_error(&e),
+    }
+}
+
+/// Without a pod UID: the most recently changed directory of a pod of that name (a pod
+/// deleted and created again under the same name has several).
+async fn newest_pod_dir(root: &Path, namespace: &str, pod: &str) -> Option<PathBuf> {
+    let prefix = format!("{namespace}_{pod}_");
+    let mut entries = tokio::fs::read_dir(root.join("pods")).await.ok()?;
+    let mut best: Option<(std::time::SystemTime, PathBuf)> = None;
+    while let Ok(Some(entry)) = entries.next_entry().await {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+            continue;
+        };
+        if rest.contains('_') {
+            continue;
+        }
+        let modified = entry
+            .metadata()
+            .await
+            .and_then(|m| m.modified())
+            .unwrap_or(std::time::UNIX_EPOCH);
+        if best.as_ref().is_none_or(|(t, _)| modified > *t) {
+            best = Some((modified, entry.path()));
+        }
+    }
+    best.map(|(_, path)| path)
+}
+
+fn log_error(error: &LogError) -> Response<Body> {
+    match error {
+        LogError::WaitingToStart { .. } | LogError::NoPrevious { .. } | LogError::BadOption(_) => {
+            status(StatusCode::BAD_REQUEST, "BadRequest", &error.to_string())
+        }
+        LogError::Io { .. } => {
+            tracing::warn!(error = %error, "agent endpoint: reading a log failed");
+            status(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalError",
+                &error.to_string(),
+            )
+        }
+    }
+}
+
+fn text(body: Bytes) -> Response<Body> {
+    let mut response = Response::new(Full::new(body).map_err(|never| match never {}).boxed());
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain"),
+    );
+    response
+}
+
+/// A Kubernetes `Status` response.
+pub(super) fn status(code: StatusCode, reason: &str, message: &str) -> Response<Body> {
+    let body = serde_json::json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code.as_u16(),
+    });
+    let mut response = Response::new(
+        Full::new(Bytes::from(body.to_string()))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *response.status_mut() = code;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response
+}

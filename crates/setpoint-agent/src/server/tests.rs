@@ -1,0 +1,208 @@
+//! Tests of the endpoint over real TLS on 127.0.0.1: who may connect, and what it serves.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+
+use super::serve;
+use crate::logs::{container_log, pod_dir, LogStream, LogWriter};
+use crate::probes::http::AnyServer;
+
+/// A test CA, and a client identity it issued.
+struct Ca {
+    pem: String,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+fn ca() -> Ca {
+    let key = KeyPair::generate().expect("key");
+    let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let cert = params.self_signed(&key).expect("ca");
+    Ca {
+        pem: cert.pem(),
+        issuer: Issuer::new(params, key),
+    }
+}
+
+fn client_identity(ca: &Ca) -> (CertificateDer<'static>, PrivateKeyDer<'static>) {
+    let key = KeyPair::generate().expect("key");
+    let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = params.signed_by(&key, &ca.issuer).expect("client cert");
+    (
+        cert.der().clone(),
+        PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+    )
+}
+
+/// Sends `GET path` as HTTP/1.0 (so the body is not chunked) and returns the whole response,
+/// or the error that stopped it.
+async fn get(
+    addr: SocketAddr,
+    identity: Option<(CertificateDer<'static>, PrivateKeyDer<'static>)>,
+    path: &str,
+) -> std::io::Result<String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyServer(provider)));
+    let config = match identity {
+        Some((cert, key)) => builder
+            .with_client_auth_cert(vec![cert], key)
+            .expect("client auth"),
+        None => builder.with_no_client_auth(),
+    };
+    let tcp = TcpStream::connect(addr).await?;
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("localhost").expect("name"), tcp)
+        .await?;
+    tls.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
+        .await?;
+    let mut response = Vec::new();
+    tls.read_to_end(&mut response).await?;
+    Ok(String::from_utf8_lossy(&response).into_owned())
+}
+
+async fn start(root: &Path, ca: &Ca) -> (SocketAddr, CancellationToken) {
+    let shutdown = CancellationToken::new();
+    let addr = serve(
+        "127.0.0.1:0".parse().expect("addr"),
+        &ca.pem,
+        root.to_owned(),
+        shutdown.clone(),
+    )
+    .await
+    .expect("serve");
+    (addr, shutdown)
+}
+
+fn write_log(root: &Path, uid: &str, lines: &[u8]) {
+    let dir = pod_dir(root, "default", "web", uid);
+    let mut writer = LogWriter::create(&container_log(&dir, "app", 0)).expect("log");
+    writer.write(LogStream::Stdout, lines).expect("write");
+}
+
+#[tokio::test]
+async fn endpoint_should_refuse_clients_without_a_certificate_from_the_ca() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_log(dir.path(), "u1", b"secret\n");
+    let ca = ca();
+    let (addr, shutdown) = start(dir.path(), &ca).await;
+    let path = "/containerLogs/default/web/app?podUID=u1";
+
+    let anonymous = get(addr, None, path).await;
+    assert!(
+        anonymous.is_err(),
+        "served without a client certificate: {anonymous:?}"
+    );
+    let stranger = get(addr, Some(client_identity(&self::ca())), path).await;
+    assert!(
+        stranger.is_err(),
+        "served to a certificate from another CA: {stranger:?}"
+    );
+    let member = get(addr, Some(client_identity(&ca)), path)
+        .await
+        .expect("served");
+    assert!(member.starts_with("HTTP/1.0 200"), "{member}");
+    assert!(
+        member
+            .to_ascii_lowercase()
+            .contains("content-type: text/plain"),
+        "{member}"
+    );
+    assert!(member.ends_with("\r\n\r\nsecret\n"), "{member}");
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn endpoint_should_pass_options_and_find_the_pod_without_its_uid() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_log(dir.path(), "u1", b"one\ntwo\nthree\n");
+    let ca = ca();
+    let (addr, shutdown) = start(dir.path(), &ca).await;
+    let response = get(
+        addr,
+        Some(client_identity(&ca)),
+        "/containerLogs/default/web/app?tailLines=2&limitBytes=6",
+    )
+    .await
+    .expect("served");
+    assert!(response.ends_with("\r\n\r\ntwo\nth"), "{response}");
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn endpoint_should_answer_errors_as_status_objects() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_log(dir.path(), "u1", b"one\n");
+    let ca = ca();
+    let (addr, shutdown) = start(dir.path(), &ca).await;
+    let client = || Some(client_identity(&ca));
+
+    let response = get(addr, client(), "/containerLogs/default/web/other?podUID=u1")
+        .await
+        .expect("served");
+    assert!(response.starts_with("HTTP/1.0 400"), "{response}");
+    let body = response.split("\r\n\r\n").nth(1).expect("a body");
+    let status: serde_json::Value = serde_json::from_str(body).expect("a Status");
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "BadRequest");
+    assert_eq!(status["code"], 400);
+    assert_eq!(
+        status["message"],
+        "container \"other\" in pod \"web\" is waiting to start: ContainerCreating"
+    );
+
+    let response = get(
+        addr,
+        client(),
+        "/containerLogs/default/web/app?previous=true",
+    )
+    .await
+    .expect("served");
+    assert!(
+        response.contains("previous terminated container \\\"app\\\" in pod \\\"web\\\" not found"),
+        "{response}"
+    );
+
+    let response = get(addr, client(), "/containerLogs/default/web/app?tailLines=x")
+        .await
+        .expect("served");
+    assert!(response.starts_with("HTTP/1.0 400"), "{response}");
+
+    let response = get(addr, client(), "/exec/default/web/app")
+        .await
+        .expect("served");
+    assert!(response.starts_with("HTTP/1.0 404"), "{response}");
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn serve_should_refuse_a_ca_that_is_not_pem() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let err = serve(
+        "127.0.0.1:0".parse().expect("addr"),
+        "not a certificate",
+        dir.path().to_owned(),
+        CancellationToken::new(),
+    )
+    .await
+    .expect_err("no CA");
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+}
