@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Args;
 use setpoint_agent::{AgentConfig, SimulatedNodes};
+use setpoint_runtime::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use setpoint_runtime::Client;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -32,6 +33,9 @@ pub(crate) struct AgentArgs {
     /// signed by the cluster's CA only); port 0 picks a free port.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:10250")]
     pub(crate) listen: SocketAddr,
+    /// Resources to report instead of the machine's own, e.g. `pods=250,cpu=8` (repeatable).
+    #[arg(long, value_name = "NAME=QUANTITY", value_delimiter = ',')]
+    pub(crate) capacity: Vec<String>,
     /// Simulate the node instead: its pods become Running without processes.
     #[arg(long)]
     pub(crate) simulated: bool,
@@ -67,7 +71,7 @@ pub(crate) async fn agent(args: AgentArgs) -> Result<()> {
             listen: args.listen,
             client_ca_pem: kubeconfig_ca(&args.kubeconfig)?,
             shim: shim_command()?,
-            capacity_override: BTreeMap::new(),
+            capacity_override: capacity_overrides(&args.capacity)?,
         };
         tokio::spawn(setpoint_agent::run(client, config, shutdown.clone()))
     };
@@ -103,6 +107,20 @@ pub(crate) fn start_local(
             .await
             .context("the local node agent")
     })))
+}
+
+/// `--capacity` entries as resource quantities.
+fn capacity_overrides(entries: &[String]) -> Result<BTreeMap<String, Quantity>> {
+    entries
+        .iter()
+        .filter(|e| !e.trim().is_empty())
+        .map(|entry| {
+            let (name, quantity) = entry
+                .split_once('=')
+                .with_context(|| format!("--capacity {entry:?}: expected NAME=QUANTITY"))?;
+            Ok((name.trim().to_owned(), Quantity(quantity.trim().to_owned())))
+        })
+        .collect()
 }
 
 /// This very binary, as the container shim.

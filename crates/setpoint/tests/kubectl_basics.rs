@@ -299,7 +299,13 @@ fn kubectl_1_27_to_1_33_should_all_discover_and_list() {
 
 #[test]
 fn pods_should_print_kubectl_columns_and_delete_at_once_when_unscheduled() {
-    let s = Server::start();
+    // No node agent and no scheduler: the pod stays unscheduled and Pending.
+    let tmp = tempfile::tempdir().unwrap();
+    let s = Server::start_with(
+        &tmp.path().join("data"),
+        "127.0.0.1:0",
+        &["--no-agent", "--controllers=*,-scheduler"],
+    );
     let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p1}\nspec:\n  containers: [{name: c, image: busybox, command: [sleep, '100']}]\n";
     let out = s.kubectl_stdin(&["create", "-f", "-", "--validate=false"], pod);
     assert!(

@@ -1,0 +1,233 @@
+//! Pods as real processes through `setpoint server` (all loops and the local agent on) and the
+//! real `kubectl`: a Deployment's pods become processes, a killed process is restarted, a
+//! deleted pod is replaced, and deleting the Deployment leaves no process behind — nor does
+//! stopping the server.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::Server;
+
+/// The Deployment: three shells looping, each with `marker` in its command line. Bound to the
+/// local agent's node in the template: the test is about the agent, not the scheduler.
+fn deployment(marker: &str) -> String {
+    format!(
+        r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: loop}}
+spec:
+  replicas: 3
+  selector: {{matchLabels: {{app: loop}}}}
+  template:
+    metadata: {{labels: {{app: loop}}}}
+    spec:
+      nodeName: local
+      terminationGracePeriodSeconds: 3
+      containers:
+      - name: sh
+        image: busybox
+        command: ["sh", "-c", "while true; do sleep 1; done # {marker}"]
+"#
+    )
+}
+
+/// The processes whose command line holds `needle`.
+fn processes_with(needle: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+                .filter(|pid| {
+                    std::fs::read(format!("/proc/{pid}/cmdline"))
+                        .is_ok_and(|cmd| String::from_utf8_lossy(&cmd).contains(needle))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Kills what a failed test may have left: the marked containers and the agent's shims.
+struct Cleanup {
+    marker: String,
+    agent_root: String,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let mut pids = processes_with(&self.marker);
+        pids.extend(processes_with("agent-shim").into_iter().filter(|&pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&self.agent_root))
+        }));
+        for pid in pids {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+        }
+    }
+}
+
+/// Pod name → (phase, container pid, restart count, running) of the pods labelled app=loop.
+fn pods(s: &Server) -> BTreeMap<String, (String, Option<i32>, u32, bool)> {
+    let out = s.ok(&[
+        "get",
+        "pods",
+        "-l",
+        "app=loop",
+        "-o",
+        r#"jsonpath={range .items[*]}{.metadata.name} {.status.phase} {.status.containerStatuses[0].containerID} {.status.containerStatuses[0].restartCount} {.status.containerStatuses[0].state.running.startedAt}{"\n"}{end}"#,
+    ]);
+    out.lines()
+        .filter_map(|line| {
+            let mut fields = line.split(' ');
+            let name = fields.next()?.to_owned();
+            let phase = fields.next().unwrap_or_default().to_owned();
+            let pid = fields
+                .next()
+                .and_then(|id| id.strip_prefix("setpoint://")?.parse().ok());
+            let restarts = fields.next().and_then(|r| r.parse().ok()).unwrap_or(0);
+            let running = fields.next().is_some_and(|t| !t.is_empty());
+            Some((name, (phase, pid, restarts, running)))
+        })
+        .collect()
+}
+
+/// Waits until `check` accepts the pods; panics with them after 90 s.
+fn wait_pods(
+    s: &Server,
+    what: &str,
+    check: impl Fn(&BTreeMap<String, (String, Option<i32>, u32, bool)>) -> bool,
+) -> BTreeMap<String, (String, Option<i32>, u32, bool)> {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let found = pods(s);
+        if check(&found) {
+            return found;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "waiting for {what}; pods: {found:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn all_running(pods: &BTreeMap<String, (String, Option<i32>, u32, bool)>, n: usize) -> bool {
+    pods.len() == n
+        && pods
+            .values()
+            .all(|(phase, pid, _, running)| phase == "Running" && pid.is_some() && *running)
+}
+
+fn pids_of(pods: &BTreeMap<String, (String, Option<i32>, u32, bool)>) -> Vec<i32> {
+    let mut pids: Vec<i32> = pods.values().filter_map(|p| p.1).collect();
+    pids.sort_unstable();
+    pids
+}
+
+fn sorted(mut pids: Vec<i32>) -> Vec<i32> {
+    pids.sort_unstable();
+    pids
+}
+
+fn wait_processes(marker: &str, want: &[i32]) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let found = sorted(processes_with(marker));
+        if found == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "processes {found:?}, wanted {want:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn deployment_pods_should_run_as_processes_and_leave_none_behind() {
+    let mut s = Server::start();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let marker = format!("setpoint-agent-kubectl-{}-{nanos:x}", std::process::id());
+    let _cleanup = Cleanup {
+        marker: marker.clone(),
+        agent_root: s.dir.join("agent").display().to_string(),
+    };
+    let out = s.kubectl_stdin(&["apply", "-f", "-"], &deployment(&marker));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Three pods Running, each a real process carrying the marker.
+    let running = wait_pods(&s, "3 pods running", |p| all_running(p, 3));
+    let pids = pids_of(&running);
+    wait_processes(&marker, &pids);
+    let nodes = s.ok(&[
+        "get",
+        "pods",
+        "-l",
+        "app=loop",
+        "-o",
+        "jsonpath={.items[*].spec.nodeName}",
+    ]);
+    assert!(nodes.split_whitespace().all(|n| n == "local"), "{nodes}");
+
+    // kill -9 one: restarted, restart count 1.
+    let (victim, (_, victim_pid, _, _)) = running.iter().next().expect("a pod");
+    let victim_pid = victim_pid.expect("pid");
+    let status = std::process::Command::new("kill")
+        .args(["-9", &victim_pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let after_kill = wait_pods(&s, "the killed container restarted", |p| {
+        all_running(p, 3)
+            && p.get(victim)
+                .is_some_and(|(_, pid, restarts, _)| *restarts == 1 && *pid != Some(victim_pid))
+    });
+    wait_processes(&marker, &pids_of(&after_kill));
+
+    // Delete a pod: replaced by a new one, its process gone.
+    s.ok(&["delete", "pod", victim, "--wait=false"]);
+    let replaced = wait_pods(&s, "the deleted pod replaced", |p| {
+        all_running(p, 3) && !p.contains_key(victim)
+    });
+    let new_pid = after_kill[victim].1.expect("pid");
+    wait_processes(&marker, &pids_of(&replaced));
+    assert!(!processes_with(&marker).contains(&new_pid));
+
+    // Delete the Deployment: pods gone, no process left.
+    s.ok(&["delete", "deployment", "loop"]);
+    wait_pods(&s, "no pods", BTreeMap::is_empty);
+    wait_processes(&marker, &[]);
+
+    // Stop the server: nothing of the agent's survives.
+    s.kill();
+    let agent_root = s.dir.join("agent");
+    let shims: Vec<i32> = processes_with("agent-shim")
+        .into_iter()
+        .filter(|&pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                String::from_utf8_lossy(&c).contains(&agent_root.display().to_string())
+            })
+        })
+        .collect();
+    assert!(shims.is_empty(), "shims left running: {shims:?}");
+    assert!(processes_with(&marker).is_empty());
+    assert!(
+        Path::new(&agent_root)
+            .join("pods")
+            .read_dir()
+            .is_ok_and(|mut d| d.next().is_none()),
+        "pod directories left behind"
+    );
+}

@@ -1,0 +1,260 @@
+//! Nodes driven by the real `kubectl` against `setpoint server --simulated-nodes 3 --no-agent`
+//! (all loops on): the simulated nodes show `Ready` in `kubectl get nodes` and run a
+//! ReplicaSet's pods; a separate `setpoint agent --simulated` process registers its own node
+//! and runs pods; when that process is killed, its node goes `NotReady` (`Ready=Unknown`, tainted
+//! unreachable) after the grace period, and its pods are evicted once their toleration runs
+//! out and replaced on the other nodes.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Server;
+
+const DEADLINE: Duration = Duration::from_secs(60);
+
+fn replicaset(name: &str, replicas: u32) -> String {
+    format!(
+        r#"
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata: {{name: {name}}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      tolerations:
+      - {{key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 2}}
+      containers:
+      - {{name: c, image: "nginx:1.27"}}
+"#
+    )
+}
+
+fn apply(s: &Server, yaml: &str) {
+    let out = s.kubectl_stdin(&["apply", "-f", "-"], yaml);
+    assert!(
+        out.status.success(),
+        "kubectl apply failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Polls `check` until it returns `Some`, failing the test after [`DEADLINE`] with `what` and
+/// the last state `check` described.
+fn eventually<T>(what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        match check() {
+            Ok(t) => return t,
+            Err(state) => assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; last: {state}"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `(name, phase, node, terminating)` of the pods labelled `app=<app>`.
+fn pods(s: &Server, app: &str) -> Vec<(String, String, String, bool)> {
+    let out = s.ok(&[
+        "get",
+        "pods",
+        "-l",
+        &format!("app={app}"),
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name} {.status.phase} {.spec.nodeName}. {.metadata.deletionTimestamp}.{\"\\n\"}{end}",
+    ]);
+    out.lines()
+        .filter_map(|line| {
+            let mut parts = line.split(' ');
+            let name = parts.next()?.to_owned();
+            let phase = parts.next()?.to_owned();
+            let node = parts.next()?.trim_end_matches('.').to_owned();
+            let terminating = parts.next().is_some_and(|d| d != ".");
+            Some((name, phase, node, terminating))
+        })
+        .collect()
+}
+
+/// Binds the pods of `app` that still have no node to `nodes` round-robin, as the scheduler
+/// would (only needed if the scheduler leaves them).
+fn bind_unscheduled(s: &Server, app: &str, nodes: &[&str]) {
+    for (i, (name, _, node, _)) in pods(s, app).into_iter().enumerate() {
+        if node.is_empty() {
+            let binding = format!(
+                r#"{{"apiVersion":"v1","kind":"Binding","metadata":{{"name":"{name}"}},"target":{{"apiVersion":"v1","kind":"Node","name":"{}"}}}}"#,
+                nodes[i % nodes.len()]
+            );
+            let _ = s.kubectl_stdin(
+                &[
+                    "create",
+                    "--raw",
+                    &format!("/api/v1/namespaces/default/pods/{name}/binding"),
+                    "-f",
+                    "-",
+                ],
+                &binding,
+            );
+        }
+    }
+}
+
+/// Waits until `app` has `n` Running, non-terminating pods on nodes `on` accepts; binds pods
+/// left unscheduled for a while to `fallback` nodes.
+fn wait_running(
+    s: &Server,
+    app: &str,
+    n: usize,
+    on: impl Fn(&str) -> bool,
+    fallback: &[&str],
+) -> Vec<String> {
+    let start = Instant::now();
+    eventually(&format!("{n} Running pods of {app}"), || {
+        let all = pods(s, app);
+        let good: Vec<String> = all
+            .iter()
+            .filter(|(_, phase, node, terminating)| phase == "Running" && !terminating && on(node))
+            .map(|(name, ..)| name.clone())
+            .collect();
+        if good.len() == n {
+            return Ok(good);
+        }
+        if start.elapsed() > Duration::from_secs(15) {
+            bind_unscheduled(s, app, fallback);
+        }
+        Err(format!("{all:?}"))
+    })
+}
+
+fn ready_status(s: &Server, node: &str) -> String {
+    s.ok(&[
+        "get",
+        "node",
+        node,
+        "-o",
+        "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+    ])
+}
+
+/// A `setpoint agent --simulated` process; killed when dropped.
+struct Agent(Child);
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn nodes_should_run_pods_and_a_lost_node_should_be_emptied() {
+    let data = tempfile::tempdir().expect("temp dir");
+    let server = Server::start_with(
+        &data.path().join("data"),
+        "127.0.0.1:0",
+        &[
+            "--no-agent",
+            "--simulated-nodes",
+            "3",
+            // Above the agents' 10 s Lease renewal interval (kube's default is 40 s), or
+            // healthy nodes would be marked Unknown between renewals.
+            "--node-monitor-grace-period",
+            "15s",
+        ],
+    );
+    let sims = ["sim-0", "sim-1", "sim-2"];
+
+    // Three Ready nodes.
+    eventually("3 Ready nodes", || {
+        let out = server.ok(&["get", "nodes", "--no-headers"]);
+        let ready = out
+            .lines()
+            .filter(|l| l.split_whitespace().nth(1) == Some("Ready"))
+            .count();
+        if ready == 3 {
+            Ok(())
+        } else {
+            Err(out)
+        }
+    });
+    let wide = server.ok(&["get", "nodes", "-o", "wide"]);
+    assert!(wide.contains("172.16.0.1"), "{wide}");
+
+    // A ReplicaSet's pods run on them.
+    apply(&server, &replicaset("web", 6));
+    wait_running(&server, "web", 6, |n| sims.contains(&n), &sims);
+
+    // A node in its own process: new pods go there while the others are cordoned.
+    for sim in sims {
+        server.ok(&["cordon", sim]);
+    }
+    let root = tempfile::tempdir().expect("agent dir");
+    let agent = Agent(
+        Command::new(env!("CARGO_BIN_EXE_setpoint"))
+            .args(["agent", "--simulated", "--node-name", "x", "--kubeconfig"])
+            .arg(server.kubeconfig())
+            .arg("--root-dir")
+            .arg(root.path())
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the agent"),
+    );
+    eventually("node x Ready", || {
+        let out = server.kubectl(&["get", "node", "x", "--no-headers"]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if text.split_whitespace().nth(1) == Some("Ready") {
+            Ok(())
+        } else {
+            Err(text)
+        }
+    });
+    apply(&server, &replicaset("edge", 2));
+    wait_running(&server, "edge", 2, |n| n == "x", &["x"]);
+    for sim in sims {
+        server.ok(&["uncordon", sim]);
+    }
+
+    // The node's process dies: the node goes NotReady, tainted unreachable.
+    drop(agent);
+    eventually("node x Unknown", || {
+        let status = ready_status(&server, "x");
+        if status == "Unknown" {
+            Ok(())
+        } else {
+            Err(status)
+        }
+    });
+    let line = server.ok(&["get", "node", "x", "--no-headers"]);
+    assert_eq!(line.split_whitespace().nth(1), Some("NotReady"), "{line}");
+    let taints = server.ok(&[
+        "get",
+        "node",
+        "x",
+        "-o",
+        "jsonpath={range .spec.taints[*]}{.key}:{.effect} {end}",
+    ]);
+    assert!(
+        taints.contains("node.kubernetes.io/unreachable:NoExecute"),
+        "{taints}"
+    );
+
+    // Its pods are evicted after their 2 s and replaced on the other nodes.
+    wait_running(&server, "edge", 2, |n| sims.contains(&n), &sims);
+    let edge = pods(&server, "edge");
+    assert!(
+        edge.iter()
+            .filter(|(_, _, node, _)| node == "x")
+            .all(|(_, _, _, terminating)| *terminating),
+        "{edge:?}"
+    );
+    // The web pods on the healthy nodes were left alone.
+    wait_running(&server, "web", 6, |n| sims.contains(&n), &sims);
+}
