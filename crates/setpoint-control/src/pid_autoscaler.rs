@@ -71,6 +71,14 @@ pub struct PidAutoscalerConfig {
     pub rounding: Rounding,
     /// Freeze upward integration while new pods are not ready.
     pub freeze_while_starting: bool,
+    /// Measure against the capacity asked for, not the capacity ready: the usage ratio is
+    /// scaled by `ready / spec replicas`, predicting the utilisation once starting pods serve
+    /// (the HPA does the same by counting unready pods at 0 % on a scale-up).
+    pub predict_pending: bool,
+    /// Hold (no update at all) while the newest metric window began before the last change
+    /// of serving capacity (a pod became ready, or this law scaled down): such a sample mixes
+    /// two capacities and would be acted on twice.
+    pub fresh_metrics_only: bool,
     /// Carry the applied integer (not the continuous value) into the next sample.
     pub quantized_state: bool,
 }
@@ -79,11 +87,11 @@ impl PidAutoscalerConfig {
     /// The tuned defaults for one CPU target (see `docs/control.md`).
     pub fn cpu(min_replicas: i32, max_replicas: i32, target_utilization: i32) -> Self {
         PidAutoscalerConfig {
-            kp: 0.5,
-            ki: 0.3,
-            kd: 0.0,
+            kp: 0.2,
+            ki: 0.35,
+            kd: 0.2,
             derivative_filter: 0.0,
-            deadband: 0.03,
+            deadband: 0.065,
             period: Duration::from_secs(15),
             min_replicas,
             max_replicas,
@@ -93,8 +101,10 @@ impl PidAutoscalerConfig {
             }],
             behavior: Behavior::default(),
             tuning: HpaTuning::default(),
-            rounding: Rounding::Nearest { hysteresis: 0.1 },
+            rounding: Rounding::Nearest { hysteresis: 0.3 },
             freeze_while_starting: true,
+            predict_pending: false,
+            fresh_metrics_only: false,
             quantized_state: false,
         }
     }
@@ -108,6 +118,8 @@ impl PidAutoscalerConfig {
             deadband: 0.0,
             rounding: Rounding::Ceil,
             freeze_while_starting: false,
+            predict_pending: false,
+            fresh_metrics_only: false,
             quantized_state: true,
             ..Self::cpu(min_replicas, max_replicas, target_utilization)
         }
@@ -151,6 +163,8 @@ pub struct PidAutoscaler {
     limiter: RateLimiter,
     /// The replica count this law last recommended; `None` before the first sample.
     last_applied: Option<i32>,
+    /// When this law last scaled down (capacity left at once).
+    last_scale_down: Option<Duration>,
 }
 
 impl PidAutoscaler {
@@ -162,12 +176,33 @@ impl PidAutoscaler {
             pid,
             limiter: RateLimiter::default(),
             last_applied: None,
+            last_scale_down: None,
         })
     }
 
     /// The tuning in force.
     pub fn config(&self) -> &PidAutoscalerConfig {
         &self.cfg
+    }
+
+    /// Whether the newest metric window began after the last capacity change.
+    fn metrics_fresh(&self, obs: &Observation) -> bool {
+        let last_ready = obs
+            .live_pods()
+            .filter(|p| p.is_ready())
+            .filter_map(|p| p.ready.map(|c| c.last_transition))
+            .max();
+        let last_change = last_ready.max(self.last_scale_down);
+        let window_start = obs
+            .metrics
+            .values()
+            .flat_map(|m| m.values())
+            .filter_map(|m| m.timestamp.checked_sub(m.window))
+            .max();
+        match (last_change, window_start) {
+            (Some(change), Some(start)) => start >= change,
+            _ => true,
+        }
     }
 
     fn round(&self, current: i32, continuous: f64) -> i32 {
@@ -228,13 +263,29 @@ impl Recommender for PidAutoscaler {
             .iter()
             .map(|p| p.usage_ratio)
             .fold(f64::NEG_INFINITY, f64::max);
+        let ready = obs.ready_pods();
+        let ratio = if self.cfg.predict_pending && ready > 0 && (ready as f64) < f64::from(current) {
+            ratio * ready as f64 / f64::from(current)
+        } else {
+            ratio
+        };
         // ln(0) is -inf: an idle target is treated as 1 % of its target.
         let y = ratio.max(0.01).ln();
-        if self.last_applied != Some(current) {
+        let resync = self.last_applied != Some(current);
+        if resync {
             self.pid.set_manual(f64::from(current.max(1)).ln());
             self.pid.set_automatic(y);
+        } else if self.cfg.fresh_metrics_only && !self.metrics_fresh(obs) {
+            rec.terms = Some(self.pid.terms());
+            rec.set_condition(
+                ConditionType::ScalingLimited,
+                false,
+                "DesiredWithinRange",
+                "waiting for a metric window that began after the last capacity change",
+            );
+            return rec;
         }
-        let starting = self.cfg.freeze_while_starting && obs.ready_pods() < current as usize;
+        let starting = self.cfg.freeze_while_starting && ready < current as usize;
         let gate = if starting {
             IntegralGate::NoIncrease
         } else {
@@ -268,6 +319,9 @@ impl Recommender for PidAutoscaler {
     }
 
     fn record_scale(&mut self, now: Duration, from: i32, to: i32) {
+        if to < from {
+            self.last_scale_down = Some(now);
+        }
         self.limiter.record(&self.cfg.behavior, now, from, to);
     }
 }

@@ -56,6 +56,7 @@ fn log_space_should_make_up_and_down_symmetric() {
     let cfg = PidAutoscalerConfig {
         kp: 0.0,
         ki: 1.0,
+        kd: 0.0,
         deadband: 0.0,
         ..PidAutoscalerConfig::cpu(1, 100, 50)
     };
