@@ -278,7 +278,12 @@ impl Pid {
     }
 
     /// One sample with a restriction on the integral this time; returns all terms.
-    pub fn update_gated(&mut self, setpoint: f64, measurement: f64, gate: IntegralGate) -> PidTerms {
+    pub fn update_gated(
+        &mut self,
+        setpoint: f64,
+        measurement: f64,
+        gate: IntegralGate,
+    ) -> PidTerms {
         if self.mode == Mode::Manual {
             self.last_measurement = Some(measurement);
             return self.terms;
@@ -353,7 +358,10 @@ mod tests {
         let mut pid = Pid::new(PidConfig::new(1.0, 0.0, 10.0, 1.0)).unwrap();
         pid.update(0.0, 0.0);
         let t = pid.update_gated(5.0, 0.0, IntegralGate::Open);
-        assert_eq!(t.d, 0.0, "derivative on the error would give -kd/T * 5 = 50");
+        assert_eq!(
+            t.d, 0.0,
+            "derivative on the error would give -kd/T * 5 = 50"
+        );
         assert_eq!(t.output, 5.0);
         // A measurement change does move D.
         let t = pid.update_gated(5.0, 1.0, IntegralGate::Open);
@@ -384,7 +392,10 @@ mod tests {
         pid.retune(0.0, 5.0, 0.0).unwrap();
         let after = pid.update(0.0, 0.0);
         assert_eq!(before, 10.0);
-        assert_eq!(after, before, "an integral kept as sum(e) would jump to 5 * 10");
+        assert_eq!(
+            after, before,
+            "an integral kept as sum(e) would jump to 5 * 10"
+        );
     }
 
     #[test]
@@ -428,7 +439,11 @@ mod tests {
         let mut cfg = PidConfig::new(1.0, 1.0, 0.0, 1.0);
         cfg.deadband = 0.1;
         let mut pid = Pid::new(cfg).unwrap();
-        assert_eq!(run(&mut pid, 1.0, 0.95, 100), 0.0, "integral would drift to 5");
+        assert_eq!(
+            run(&mut pid, 1.0, 0.95, 100),
+            0.0,
+            "integral would drift to 5"
+        );
         assert!(pid.update(1.0, 0.5) > 0.0);
     }
 

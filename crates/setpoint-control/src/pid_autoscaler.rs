@@ -141,7 +141,9 @@ impl PidAutoscalerConfig {
         }
         if let Rounding::Nearest { hysteresis } = self.rounding {
             if !(0.0..0.5).contains(&hysteresis) {
-                return Err(ConfigError::Invalid("hysteresis must be in [0, 0.5)".into()));
+                return Err(ConfigError::Invalid(
+                    "hysteresis must be in [0, 0.5)".into(),
+                ));
             }
         }
         let mut cfg = PidConfig::new(self.kp, self.ki / t, self.kd * t, t);
@@ -264,7 +266,8 @@ impl Recommender for PidAutoscaler {
             .map(|p| p.usage_ratio)
             .fold(f64::NEG_INFINITY, f64::max);
         let ready = obs.ready_pods();
-        let ratio = if self.cfg.predict_pending && ready > 0 && (ready as f64) < f64::from(current) {
+        let ratio = if self.cfg.predict_pending && ready > 0 && (ready as f64) < f64::from(current)
+        {
             ratio * ready as f64 / f64::from(current)
         } else {
             ratio

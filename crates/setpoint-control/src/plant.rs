@@ -139,7 +139,9 @@ impl Plant {
         if let Some((name, _)) = positive.iter().find(|(_, d)| d.is_zero()) {
             return Err(ConfigError::Invalid(format!("{name} must be > 0")));
         }
-        if !(cfg.pod_capacity > 0.0) || !(cfg.base_load >= 0.0) || !(cfg.noise >= 0.0) {
+        let positive = cfg.pod_capacity.is_finite() && cfg.pod_capacity > 0.0;
+        let non_negative = |v: f64| v.is_finite() && v >= 0.0;
+        if !positive || !non_negative(cfg.base_load) || !non_negative(cfg.noise) {
             return Err(ConfigError::Invalid(
                 "pod_capacity must be > 0, base_load and noise >= 0".into(),
             ));
@@ -217,7 +219,8 @@ impl Plant {
         if self.pods.len() > want {
             let now = self.now;
             // Keep the best `want`: ready before unready, older before newer.
-            self.pods.sort_by_key(|p| (p.ready_at > now, p.created, p.id));
+            self.pods
+                .sort_by_key(|p| (p.ready_at > now, p.created, p.id));
             self.pods.truncate(want);
         }
     }
@@ -246,7 +249,11 @@ impl Plant {
         let work = arrivals * dt + self.backlog;
         let served = work.min(capacity);
         self.backlog = work - served;
-        let utilization = if capacity > 0.0 { served / capacity } else { 0.0 };
+        let utilization = if capacity > 0.0 {
+            served / capacity
+        } else {
+            0.0
+        };
         let window = self.window_ticks;
         for p in &mut self.pods {
             p.samples
@@ -256,7 +263,7 @@ impl Plant {
             }
         }
         let interval = self.cfg.scrape_interval.as_millis();
-        if interval > 0 && self.now.as_millis() % interval == 0 {
+        if interval > 0 && self.now.as_millis().is_multiple_of(interval) {
             self.scrape();
         }
         self.trace.push(TracePoint {

@@ -92,7 +92,13 @@ pub fn scenarios(seed: u64) -> Vec<Scenario> {
     };
     vec![
         scenario("step-up", "4x load step up (25 -> 100 req/s)", 25.0, 5, 4.0),
-        scenario("step-down", "4x load step down (100 -> 25 req/s)", 100.0, 20, 0.25),
+        scenario(
+            "step-down",
+            "4x load step down (100 -> 25 req/s)",
+            100.0,
+            20,
+            0.25,
+        ),
         scenario(
             "small-step",
             "+8 % load step, inside the HPA's tolerance (100 -> 108 req/s)",
@@ -169,18 +175,22 @@ pub fn measure(trace: &[TracePoint], scenario: &Scenario, targets: &Targets) -> 
     let mut last: Vec<i32> = tail.iter().map(|p| p.replicas).collect();
     last.sort_unstable();
     let final_replicas = last.get(last.len() / 2).copied().map_or(0.0, f64::from);
-    let up = scenario
-        .plant
-        .steps
-        .first()
-        .is_none_or(|s| s.factor >= 1.0);
+    let up = scenario.plant.steps.first().is_none_or(|s| s.factor >= 1.0);
     let overshoot_pct = if final_replicas <= 0.0 {
         0.0
     } else if up {
-        let max = after.iter().map(|p| p.replicas).max().map_or(0.0, f64::from);
+        let max = after
+            .iter()
+            .map(|p| p.replicas)
+            .max()
+            .map_or(0.0, f64::from);
         ((max - final_replicas) / final_replicas * 100.0).max(0.0)
     } else {
-        let min = after.iter().map(|p| p.replicas).min().map_or(0.0, f64::from);
+        let min = after
+            .iter()
+            .map(|p| p.replicas)
+            .min()
+            .map_or(0.0, f64::from);
         ((final_replicas - min) / final_replicas * 100.0).max(0.0)
     };
     let band = (0.05 * final_replicas).max(0.5);
@@ -215,15 +225,22 @@ pub fn measure(trace: &[TracePoint], scenario: &Scenario, targets: &Targets) -> 
 /// The HPA with Kubernetes' defaults for `targets`.
 pub fn default_hpa(targets: &Targets) -> Result<HpaRecommender> {
     HpaRecommender::new(
-        HpaSpec::cpu(targets.min_replicas, targets.max_replicas, targets.utilization),
+        HpaSpec::cpu(
+            targets.min_replicas,
+            targets.max_replicas,
+            targets.utilization,
+        ),
         HpaTuning::default(),
     )
 }
 
 /// The PID law with its tuned defaults for `targets`.
 pub fn default_pid(targets: &Targets) -> Result<PidAutoscaler> {
-    let mut cfg =
-        PidAutoscalerConfig::cpu(targets.min_replicas, targets.max_replicas, targets.utilization);
+    let mut cfg = PidAutoscalerConfig::cpu(
+        targets.min_replicas,
+        targets.max_replicas,
+        targets.utilization,
+    );
     cfg.period = targets.sync_period;
     PidAutoscaler::new(cfg)
 }
@@ -294,7 +311,12 @@ pub fn plot(scenario: &Scenario, runs: &[Run], targets: &Targets) -> String {
             y_label: "pods".into(),
             y_max: f64::from(max_pods) * 1.1,
             series: vec![
-                series("replicas", "#1f77b4", false, every(r, &|p| f64::from(p.replicas))),
+                series(
+                    "replicas",
+                    "#1f77b4",
+                    false,
+                    every(r, &|p| f64::from(p.replicas)),
+                ),
                 series("ready", "#ff7f0e", true, every(r, &|p| f64::from(p.ready))),
             ],
         });
@@ -303,15 +325,30 @@ pub fn plot(scenario: &Scenario, runs: &[Run], targets: &Targets) -> String {
             y_label: "% of request".into(),
             y_max: 100.0,
             series: vec![
-                series("utilisation", "#2ca02c", false, every(r, &|p| p.utilization * 100.0)),
-                series("target", "#7f7f7f", true, vec![(0.0, target), (scenario.duration.as_secs_f64(), target)]),
+                series(
+                    "utilisation",
+                    "#2ca02c",
+                    false,
+                    every(r, &|p| p.utilization * 100.0),
+                ),
+                series(
+                    "target",
+                    "#7f7f7f",
+                    true,
+                    vec![(0.0, target), (scenario.duration.as_secs_f64(), target)],
+                ),
             ],
         });
         rows[2].push(Panel {
             title: format!("{name}: backlog"),
             y_label: "requests".into(),
             y_max: max_backlog * 1.1,
-            series: vec![series("backlog", "#d62728", false, every(r, &|p| p.backlog))],
+            series: vec![series(
+                "backlog",
+                "#d62728",
+                false,
+                every(r, &|p| p.backlog),
+            )],
         });
     }
     grid(

@@ -47,7 +47,7 @@ fn escape(s: &str) -> String {
 
 /// A "nice" tick step giving about `n` ticks up to `max`.
 fn tick_step(max: f64, n: f64) -> f64 {
-    if !(max > 0.0) || !max.is_finite() {
+    if max.is_nan() || max <= 0.0 || !max.is_finite() {
         return 1.0;
     }
     let raw = max / n;
@@ -160,7 +160,11 @@ fn draw_panel(out: &mut String, panel: &Panel, x0: f64, y0: f64, x_max: f64, x_l
                 let _ = write!(pts, "{:.1},{:.1} ", sx(x), sy(y));
             }
         }
-        let dash = if s.dashed { r#" stroke-dasharray="5,3""# } else { "" };
+        let dash = if s.dashed {
+            r#" stroke-dasharray="5,3""#
+        } else {
+            ""
+        };
         let _ = writeln!(
             out,
             r#"<polyline fill="none" stroke="{}" stroke-width="1.4"{dash} points="{}"/>"#,

@@ -54,7 +54,11 @@ impl VelocityPid {
         };
         let t = self.cfg.sample_time;
         let raw = setpoint - measurement;
-        let error = if raw.abs() <= self.cfg.deadband { 0.0 } else { raw };
+        let error = if raw.abs() <= self.cfg.deadband {
+            0.0
+        } else {
+            raw
+        };
         let de = error - self.last_error.unwrap_or(error);
         let d2y = match self.last_measurements {
             [Some(y1), Some(y2)] => measurement - 2.0 * y1 + y2,
@@ -109,7 +113,11 @@ mod tests {
         let mut vel = VelocityPid::new(PidConfig::new(1.0, 1.0, 0.0, 1.0), 0.0).unwrap();
         vel.update(1.0, 1.0);
         vel.set_output(42.0);
-        assert_eq!(vel.update(1.0, 1.0), 42.0, "zero error: no increment, no bump");
+        assert_eq!(
+            vel.update(1.0, 1.0),
+            42.0,
+            "zero error: no increment, no bump"
+        );
     }
 
     #[test]

@@ -4,7 +4,9 @@
 use setpoint_control::sim::{compare, table, Run, Targets};
 
 fn by<'a>(runs: &'a [Run], name: &str) -> &'a Run {
-    runs.iter().find(|r| r.controller == name).expect("controller ran")
+    runs.iter()
+        .find(|r| r.controller == name)
+        .expect("controller ran")
 }
 
 #[test]
@@ -23,7 +25,10 @@ fn pid_should_meet_its_targets_against_the_hpa() {
 
     let (hpa, pid) = (by(down, "hpa").measures, by(down, "pid").measures);
     assert!(pid.settling_s <= 120.0, "{pid:?}");
-    assert!(hpa.settling_s >= 300.0, "the HPA waits out its 300 s window: {hpa:?}");
+    assert!(
+        hpa.settling_s >= 300.0,
+        "the HPA waits out its 300 s window: {hpa:?}"
+    );
 
     for (s, runs) in &results {
         let pid = by(runs, "pid").measures;
@@ -31,7 +36,10 @@ fn pid_should_meet_its_targets_against_the_hpa() {
         assert!(pid.steady_error_pts <= 2.0, "{}: {pid:?}", s.name);
     }
     let pid = by(small, "pid").measures;
-    assert!(pid.final_replicas > 20.0, "the PID acts inside the HPA's band: {pid:?}");
+    assert!(
+        pid.final_replicas > 20.0,
+        "the PID acts inside the HPA's band: {pid:?}"
+    );
 }
 
 #[test]

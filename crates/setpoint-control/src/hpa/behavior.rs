@@ -230,9 +230,9 @@ impl RateLimiter {
             + change_within(&self.downs, p.period, now);
         match p.kind {
             PolicyKind::Pods => start.saturating_add(p.value),
-            PolicyKind::Percent => {
-                super::replicas::ceil_replicas(f64::from(start) * (1.0 + f64::from(p.value) / 100.0))
-            }
+            PolicyKind::Percent => super::replicas::ceil_replicas(
+                f64::from(start) * (1.0 + f64::from(p.value) / 100.0),
+            ),
         }
     }
 

@@ -22,8 +22,7 @@ mod replicas;
 use std::time::Duration;
 
 pub use behavior::{
-    Behavior, Limit, PolicyKind, RateLimiter, ScalingPolicy, ScalingRules, SelectPolicy,
-    Stabilizer,
+    Behavior, Limit, PolicyKind, RateLimiter, ScalingPolicy, ScalingRules, SelectPolicy, Stabilizer,
 };
 pub(crate) use replicas::ceil_replicas;
 pub use replicas::{resource_replicas, HpaTuning, MetricError, ResourceProposal};
@@ -76,7 +75,9 @@ impl HpaSpec {
             )));
         }
         if self.metrics.is_empty() {
-            return Err(ConfigError::Invalid("at least one metric is required".into()));
+            return Err(ConfigError::Invalid(
+                "at least one metric is required".into(),
+            ));
         }
         if let Some(m) = self.metrics.iter().find(|m| m.average_utilization <= 0) {
             return Err(ConfigError::Invalid(format!(
@@ -85,15 +86,17 @@ impl HpaSpec {
             )));
         }
         for rules in [&self.behavior.scale_up, &self.behavior.scale_down] {
-            if let Some(p) = rules
-                .policies
-                .iter()
-                .find(|p| p.value <= 0 || p.period.is_zero() || p.period > Duration::from_secs(1800))
-            {
-                return Err(ConfigError::Invalid(format!("invalid scaling policy {p:?}")));
+            if let Some(p) = rules.policies.iter().find(|p| {
+                p.value <= 0 || p.period.is_zero() || p.period > Duration::from_secs(1800)
+            }) {
+                return Err(ConfigError::Invalid(format!(
+                    "invalid scaling policy {p:?}"
+                )));
             }
             if rules.stabilization_window > Duration::from_secs(3600) {
-                return Err(ConfigError::Invalid("stabilization window over 1 hour".into()));
+                return Err(ConfigError::Invalid(
+                    "stabilization window over 1 hour".into(),
+                ));
             }
         }
         Ok(())
@@ -113,7 +116,7 @@ impl HpaRecommender {
     /// A recommender for `spec` with the controller-manager flags `tuning`.
     pub fn new(spec: HpaSpec, tuning: HpaTuning) -> Result<Self> {
         spec.validate()?;
-        if !(tuning.tolerance >= 0.0) {
+        if tuning.tolerance.is_nan() || tuning.tolerance < 0.0 {
             return Err(ConfigError::Invalid("tolerance must be >= 0".into()));
         }
         Ok(HpaRecommender {
@@ -144,7 +147,14 @@ pub(crate) fn propose(
     let mut invalid = 0;
     let mut proposals = Vec::new();
     for m in metrics {
-        match resource_replicas(current, m.average_utilization, &m.resource, obs, now, tuning) {
+        match resource_replicas(
+            current,
+            m.average_utilization,
+            &m.resource,
+            obs,
+            now,
+            tuning,
+        ) {
             Ok(p) => {
                 rec.current_metrics.push(MetricValue {
                     resource: m.resource.clone(),

@@ -19,7 +19,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use crate::observe::{ConditionStatus, Observation, PodPhase, PodMetrics};
+use crate::observe::{ConditionStatus, Observation, PodMetrics, PodPhase};
 
 /// The controller-manager flags the calculation depends on.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -46,7 +46,9 @@ impl Default for HpaTuning {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MetricError {
     /// metrics.k8s.io returned nothing for the resource.
-    #[error("unable to get metrics for resource {0}: no metrics returned from resource metrics API")]
+    #[error(
+        "unable to get metrics for resource {0}: no metrics returned from resource metrics API"
+    )]
     Unavailable(String),
     /// The selector matched no pods.
     #[error("no pods returned by selector while calculating replica count")]

@@ -81,7 +81,11 @@ fn as_refs(m: &[(String, i64)]) -> Vec<(&str, i64)> {
 #[test]
 fn ratio_within_tolerance_should_keep_current_replicas() {
     let (pods, m) = ready_pods(5, 54);
-    assert_eq!(calc(&obs(5, pods.clone(), &as_refs(&m))), 5, "1.08 is inside 0.1");
+    assert_eq!(
+        calc(&obs(5, pods.clone(), &as_refs(&m))),
+        5,
+        "1.08 is inside 0.1"
+    );
     let (_, m) = ready_pods(5, 56);
     assert_eq!(calc(&obs(5, pods, &as_refs(&m))), 6, "ceil(1.12 * 5)");
 }
@@ -170,7 +174,11 @@ fn deleting_and_failed_pods_should_be_ignored() {
     pods[2].deleting = true;
     pods[3].phase = PodPhase::Failed;
     let o = obs(4, pods, &[("p0", 100), ("p1", 100), ("p2", 0), ("p3", 0)]);
-    assert_eq!(calc(&o), 4, "ceil(2 * 2); the ignored pods' zeros do not dilute");
+    assert_eq!(
+        calc(&o),
+        4,
+        "ceil(2 * 2); the ignored pods' zeros do not dilute"
+    );
 }
 
 #[test]
@@ -216,7 +224,10 @@ fn largest_metric_proposal_should_win_and_invalid_metric_should_block_scale_down
     });
     let (pods, m) = ready_pods(4, 100);
     let mut o = obs(4, pods, &as_refs(&m));
-    o.metrics.insert("memory".into(), metrics(&[("p0", 150), ("p1", 150), ("p2", 150), ("p3", 150)]));
+    o.metrics.insert(
+        "memory".into(),
+        metrics(&[("p0", 150), ("p1", 150), ("p2", 150), ("p3", 150)]),
+    );
     let r = hpa(spec.clone()).recommend(S(NOW), &o);
     assert_eq!(r.proposal, Some(12), "memory asks for 12, cpu for 8");
     // Memory unavailable, cpu wants to scale down: no action.
@@ -224,12 +235,18 @@ fn largest_metric_proposal_should_win_and_invalid_metric_should_block_scale_down
     let o = obs(4, pods.clone(), &as_refs(&m));
     let r = hpa(spec.clone()).recommend(S(NOW), &o);
     assert_eq!(r.replicas, 4);
-    assert_eq!(reason(&r, ConditionType::ScalingActive), ("FailedGetResourceMetric", false));
+    assert_eq!(
+        reason(&r, ConditionType::ScalingActive),
+        ("FailedGetResourceMetric", false)
+    );
     // Memory unavailable, cpu wants to scale up: act on cpu.
     let (_, m) = ready_pods(4, 100);
     let r = hpa(spec).recommend(S(NOW), &obs(4, pods, &as_refs(&m)));
     assert_eq!(r.replicas, 8);
-    assert_eq!(reason(&r, ConditionType::ScalingActive), ("ValidMetricFound", true));
+    assert_eq!(
+        reason(&r, ConditionType::ScalingActive),
+        ("ValidMetricFound", true)
+    );
 }
 
 #[test]
@@ -242,12 +259,18 @@ fn scale_down_should_wait_for_the_stabilization_window() {
     for t in (15..300).step_by(15) {
         let r = h.recommend(S(t), &obs(10, pods.clone(), &as_refs(&low)));
         assert_eq!(r.replicas, 10, "t={t}");
-        assert_eq!(reason(&r, ConditionType::AbleToScale), ("ScaleDownStabilized", true));
+        assert_eq!(
+            reason(&r, ConditionType::AbleToScale),
+            ("ScaleDownStabilized", true)
+        );
     }
     // The recommendation of t=0 is exactly 300 s old and no longer counts.
     let r = h.recommend(S(300), &obs(10, pods, &as_refs(&low)));
     assert_eq!(r.replicas, 5);
-    assert_eq!(reason(&r, ConditionType::AbleToScale), ("ReadyForNewScale", true));
+    assert_eq!(
+        reason(&r, ConditionType::AbleToScale),
+        ("ReadyForNewScale", true)
+    );
 }
 
 #[test]
@@ -258,14 +281,20 @@ fn scale_up_should_follow_default_policies() {
     // Proposal 4 (ratio 2), allowed max(2*2, 2+4) = 6: not limited.
     let r = h.recommend(S(0), &o);
     assert_eq!(r.replicas, 4);
-    assert_eq!(reason(&r, ConditionType::ScalingLimited), ("DesiredWithinRange", false));
+    assert_eq!(
+        reason(&r, ConditionType::ScalingLimited),
+        ("DesiredWithinRange", false)
+    );
     // From 3 pods at 100 %... with a big ratio use memory-like numbers: 3 pods at 500 %.
     let mut h = hpa(HpaSpec::cpu(1, 100, 10));
     let (pods, m) = ready_pods(3, 100);
     let r = h.recommend(S(0), &obs(3, pods.clone(), &as_refs(&m)));
     assert_eq!(r.proposal, Some(30));
     assert_eq!(r.replicas, 7, "max(3 * 2, 3 + 4)");
-    assert_eq!(reason(&r, ConditionType::ScalingLimited), ("ScaleUpLimit", true));
+    assert_eq!(
+        reason(&r, ConditionType::ScalingLimited),
+        ("ScaleUpLimit", true)
+    );
     h.record_scale(S(0), 3, 7);
     // 10 s later the period still holds the +4: start = 3, limit 7 = current: no change.
     let mut pods7 = pods.clone();
@@ -298,7 +327,10 @@ fn scale_down_policies_and_min_replicas_should_bound_the_change() {
     let r = hpa(spec.clone()).recommend(S(0), &obs(10, pods.clone(), &as_refs(&m)));
     // Proposal ceil(0.02 * 10) = 1 is below min: limited to 2, and the condition says so.
     assert_eq!(r.replicas, 2);
-    assert_eq!(reason(&r, ConditionType::ScalingLimited), ("TooFewReplicas", true));
+    assert_eq!(
+        reason(&r, ConditionType::ScalingLimited),
+        ("TooFewReplicas", true)
+    );
     spec.behavior.scale_down.policies = vec![ScalingPolicy {
         kind: PolicyKind::Pods,
         value: 1,
@@ -307,7 +339,10 @@ fn scale_down_policies_and_min_replicas_should_bound_the_change() {
     let mut h = hpa(spec);
     let r = h.recommend(S(0), &obs(10, pods.clone(), &as_refs(&m)));
     assert_eq!(r.replicas, 9);
-    assert_eq!(reason(&r, ConditionType::ScalingLimited), ("ScaleDownLimit", true));
+    assert_eq!(
+        reason(&r, ConditionType::ScalingLimited),
+        ("ScaleDownLimit", true)
+    );
     h.record_scale(S(0), 10, 9);
     let r = h.recommend(S(30), &obs(9, pods[..9].to_vec(), &as_refs(&m[..9])));
     assert_eq!(r.replicas, 9, "one pod per minute");
@@ -323,7 +358,10 @@ fn out_of_bounds_and_zero_replicas_should_be_handled_before_metrics() {
     assert_eq!(r.replicas, 2);
     let r = h.recommend(S(0), &obs(0, vec![], &[]));
     assert_eq!(r.replicas, 0);
-    assert_eq!(reason(&r, ConditionType::ScalingActive), ("ScalingDisabled", false));
+    assert_eq!(
+        reason(&r, ConditionType::ScalingActive),
+        ("ScalingDisabled", false)
+    );
 }
 
 #[test]

@@ -129,7 +129,11 @@ fn hpa_should_be_the_pure_integral_special_case() {
             let hpa = resource_replicas(current, 50, "cpu", &o, S(T0), &tuning).unwrap();
             let mut pid = PidAutoscaler::new(cfg.clone()).unwrap();
             let r = pid.recommend(S(T0), &o);
-            assert_eq!(r.proposal, Some(hpa.replicas), "current {current} at {pct} %");
+            assert_eq!(
+                r.proposal,
+                Some(hpa.replicas),
+                "current {current} at {pct} %"
+            );
         }
     }
     // A sequence, the PID keeping its state between samples.
@@ -152,7 +156,10 @@ fn deadband_should_hold_small_errors() {
     for k in 0..40 {
         let now = T0 + 15 * k;
         // 51 % on 50 %: ln(1.02) < 0.03.
-        assert_eq!(pid.recommend(S(now), &obs(20, 20, 20, 51, now)).replicas, 20);
+        assert_eq!(
+            pid.recommend(S(now), &obs(20, 20, 20, 51, now)).replicas,
+            20
+        );
     }
 }
 
@@ -170,7 +177,10 @@ fn rate_limit_should_rebase_the_integral() {
     assert_eq!(r.replicas, 6);
     let t = r.terms.unwrap();
     assert!((t.p + t.i + t.d - 6f64.ln()).abs() < 1e-9, "{t:?}");
-    assert_eq!(r.condition(ConditionType::ScalingLimited).unwrap().reason, "ScaleUpLimit");
+    assert_eq!(
+        r.condition(ConditionType::ScalingLimited).unwrap().reason,
+        "ScaleUpLimit"
+    );
 }
 
 #[test]
