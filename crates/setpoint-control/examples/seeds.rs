@@ -52,8 +52,14 @@ fn main() {
         let (hpa_up, pid_up) = (r[0].1[0].measures, r[0].1[1].measures);
         met[0] += u32::from(pid_up.overshoot_pct <= 40.0);
         met[1] += u32::from(r[1].1[1].measures.settling_s <= 120.0);
-        met[2] += u32::from(r.iter().all(|(_, runs)| runs[1].measures.direction_changes <= 3));
-        met[3] += u32::from(r.iter().all(|(_, runs)| runs[1].measures.steady_error_pts <= 2.0));
+        met[2] += u32::from(
+            r.iter()
+                .all(|(_, runs)| runs[1].measures.direction_changes <= 3),
+        );
+        met[3] += u32::from(
+            r.iter()
+                .all(|(_, runs)| runs[1].measures.steady_error_pts <= 2.0),
+        );
         met[4] += u32::from(pid_up.backlog_s <= 2.5 * hpa_up.backlog_s);
     }
     println!(

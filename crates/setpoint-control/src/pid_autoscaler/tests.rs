@@ -196,3 +196,58 @@ fn terms_should_sum_to_the_output() {
     assert!(t.p > 0.0 && t.d > 0.0, "{t:?}");
     assert!((t.p + t.i + t.d - t.output).abs() < 1e-12);
 }
+
+#[test]
+fn predicted_ratio_should_count_starting_pods_as_capacity() {
+    let cfg = PidAutoscalerConfig {
+        freeze_while_starting: false,
+        ..PidAutoscalerConfig::cpu(1, 100, 50)
+    };
+    let predicting = PidAutoscalerConfig {
+        predict_pending: true,
+        ..cfg.clone()
+    };
+    // 20 asked for, 10 ready at 100 %: the ready pods see twice the target, but once the
+    // other 10 serve, utilisation will be on target.
+    let o = obs(20, 20, 10, 100, T0);
+    assert_eq!(
+        PidAutoscaler::new(predicting)
+            .unwrap()
+            .recommend(S(T0), &o)
+            .replicas,
+        20
+    );
+    assert!(
+        PidAutoscaler::new(cfg)
+            .unwrap()
+            .recommend(S(T0), &o)
+            .replicas
+            > 20
+    );
+}
+
+#[test]
+fn fresh_metrics_gate_should_hold_until_a_window_follows_the_capacity_change() {
+    let cfg = PidAutoscalerConfig {
+        fresh_metrics_only: true,
+        ..PidAutoscalerConfig::cpu(1, 100, 50)
+    };
+    let mut gated = PidAutoscaler::new(cfg.clone()).unwrap();
+    let mut ungated = PidAutoscaler::new(PidAutoscalerConfig {
+        fresh_metrics_only: false,
+        ..cfg
+    })
+    .unwrap();
+    let first = obs(10, 10, 10, 50, T0);
+    assert_eq!(gated.recommend(S(T0), &first).replicas, 10);
+    assert_eq!(ungated.recommend(S(T0), &first).replicas, 10);
+    // A pod turned ready 5 s ago; the newest window (30 s) began before that.
+    let now = T0 + 15;
+    let mut o = obs(10, 10, 10, 90, now);
+    o.pods[9].ready = Some(ReadyCondition {
+        status: ConditionStatus::True,
+        last_transition: S(now - 5),
+    });
+    assert_eq!(gated.recommend(S(now), &o).replicas, 10, "held");
+    assert!(ungated.recommend(S(now), &o).replicas > 10);
+}
