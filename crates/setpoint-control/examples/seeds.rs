@@ -48,22 +48,28 @@ fn main() {
             );
         }
     }
-    for r in &runs {
+    let mut missed = Vec::new();
+    for (i, r) in runs.iter().enumerate() {
         let (hpa_up, pid_up) = (r[0].1[0].measures, r[0].1[1].measures);
-        met[0] += u32::from(pid_up.overshoot_pct <= 40.0);
-        met[1] += u32::from(r[1].1[1].measures.settling_s <= 120.0);
-        met[2] += u32::from(
+        let ok = [
+            pid_up.overshoot_pct <= 40.0,
+            r[1].1[1].measures.settling_s <= 120.0,
             r.iter()
                 .all(|(_, runs)| runs[1].measures.direction_changes <= 3),
-        );
-        met[3] += u32::from(
             r.iter()
                 .all(|(_, runs)| runs[1].measures.steady_error_pts <= 2.0),
-        );
-        met[4] += u32::from(pid_up.backlog_s <= 2.5 * hpa_up.backlog_s);
+            pid_up.backlog_s <= 2.5 * hpa_up.backlog_s,
+        ];
+        for (m, ok) in met.iter_mut().zip(ok) {
+            *m += u32::from(ok);
+        }
+        if ok.contains(&false) {
+            missed.push(i + 1);
+        }
     }
     println!(
         "\nPID targets met, of {n} seeds: overshoot <= 40 %: {}; step-down settling <= 120 s: {}; <= 3 direction changes: {}; steady error <= 2 pts: {}; backlog <= 2.5x HPA: {}",
         met[0], met[1], met[2], met[3], met[4]
     );
+    println!("seeds missing some target: {missed:?}");
 }

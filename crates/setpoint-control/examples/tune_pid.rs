@@ -11,7 +11,7 @@ fn main() {
     let n: u64 = std::env::args()
         .nth(1)
         .and_then(|s| s.parse().ok())
-        .unwrap_or(8);
+        .unwrap_or(12);
     let seeds: Vec<u64> = (1..=n).collect();
     let hpa_backlog: Vec<f64> = seeds
         .iter()
@@ -22,9 +22,9 @@ fn main() {
         })
         .collect();
     let mut results = Vec::new();
-    for kp in [0.2, 0.3, 0.4, 0.5] {
-        for ki in [0.25, 0.3, 0.35, 0.45] {
-            for kd in [0.0, 0.2, 0.4] {
+    for kp in [0.15, 0.2, 0.25, 0.3] {
+        for ki in [0.3, 0.35, 0.4, 0.45] {
+            for kd in [0.0, 0.1, 0.2, 0.4] {
                 for deadband in [0.05, 0.065, 0.08] {
                     for hysteresis in [0.2, 0.3, 0.4] {
                         let mut cfg = PidAutoscalerConfig::cpu(2, 100, 50);

@@ -88,8 +88,8 @@ impl PidAutoscalerConfig {
     pub fn cpu(min_replicas: i32, max_replicas: i32, target_utilization: i32) -> Self {
         PidAutoscalerConfig {
             kp: 0.2,
-            ki: 0.35,
-            kd: 0.2,
+            ki: 0.4,
+            kd: 0.1,
             derivative_filter: 0.0,
             deadband: 0.065,
             period: Duration::from_secs(15),
