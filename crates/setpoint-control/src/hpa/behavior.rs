@@ -305,8 +305,8 @@ pub struct Stabilizer {
 }
 
 impl Stabilizer {
-    /// Stabilizes `desired` against the windows, records it, and returns the stabilized count
-    /// and whether it was the scale-up (`true`) or scale-down side that was asked for.
+    /// Stabilizes `desired` against the windows, records it (reusing a slot older than both
+    /// windows), and returns the stabilized count.
     pub fn stabilize(
         &mut self,
         behavior: &Behavior,

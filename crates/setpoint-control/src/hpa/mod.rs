@@ -143,6 +143,7 @@ pub(crate) fn propose(
     rec: &mut Recommendation,
 ) -> Option<(i32, Vec<ResourceProposal>)> {
     let mut best: Option<i32> = None;
+    let mut best_metric = "";
     let mut first_error = None;
     let mut invalid = 0;
     let mut proposals = Vec::new();
@@ -161,7 +162,10 @@ pub(crate) fn propose(
                     average_utilization: p.utilization,
                     average_value_milli: p.raw_average_milli,
                 });
-                best = Some(best.map_or(p.replicas, |b| b.max(p.replicas)));
+                if best.is_none_or(|b| p.replicas > b) {
+                    best = Some(p.replicas);
+                    best_metric = m.resource.as_str();
+                }
                 proposals.push(p);
             }
             Err(e) => {
@@ -181,7 +185,7 @@ pub(crate) fn propose(
                 "ValidMetricFound",
                 format!(
                     "the HPA was able to successfully calculate a replica count from {} resource utilization (percentage of request)",
-                    metrics.first().map_or("cpu", |m| m.resource.as_str())
+                    best_metric
                 ),
             );
             Some((b, proposals))

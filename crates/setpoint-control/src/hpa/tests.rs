@@ -230,6 +230,11 @@ fn largest_metric_proposal_should_win_and_invalid_metric_should_block_scale_down
     );
     let r = hpa(spec.clone()).recommend(S(NOW), &o);
     assert_eq!(r.proposal, Some(12), "memory asks for 12, cpu for 8");
+    let active = r.condition(ConditionType::ScalingActive).unwrap();
+    assert!(
+        active.message.contains("from memory resource utilization"),
+        "{active:?}"
+    );
     // Memory unavailable, cpu wants to scale down: no action.
     let (pods, m) = ready_pods(4, 10);
     let o = obs(4, pods.clone(), &as_refs(&m));
