@@ -242,7 +242,7 @@ impl Recommender for PidAutoscaler {
             "SucceededGetScale",
             "the autoscaler was able to get the target's current scale",
         );
-        if current == 0 {
+        if current <= 0 {
             rec.set_condition(
                 ConditionType::ScalingActive,
                 false,
@@ -288,7 +288,8 @@ impl Recommender for PidAutoscaler {
             );
             return rec;
         }
-        let starting = self.cfg.freeze_while_starting && ready < current as usize;
+        let starting =
+            self.cfg.freeze_while_starting && ready < usize::try_from(current).unwrap_or(0);
         let gate = if starting {
             IntegralGate::NoIncrease
         } else {
