@@ -374,3 +374,49 @@ fn invalid_spec_should_be_refused() {
     assert!(HpaRecommender::new(HpaSpec::cpu(3, 2, 50), HpaTuning::default()).is_err());
     assert!(HpaRecommender::new(HpaSpec::cpu(1, 2, 0), HpaTuning::default()).is_err());
 }
+
+/// Cases with the numbers of kube-controller-manager's own replica calculator tests (CPU
+/// requests of 1 core; `None` readiness is Ready=False within the initialisation period).
+#[test]
+fn kubernetes_reference_cases_should_give_the_same_counts() {
+    // (current, readiness per pod, usage % per pod, target %, expected replicas, utilisation)
+    let cases: [(i32, &[bool], &[i64], i32, i32, i32); 4] = [
+        (3, &[false, true, true], &[30, 50, 70], 30, 4, 60),
+        (3, &[true, false, false], &[40, 50, 70], 30, 3, 40),
+        (
+            5,
+            &[true, true, true, false, false],
+            &[10, 30, 50, 25, 25],
+            50,
+            2,
+            30,
+        ),
+        (3, &[true, true, true], &[30, 50, 70], 30, 5, 50),
+    ];
+    for (current, ready, usage, target, expected, utilization) in cases {
+        let pods: Vec<PodInfo> = ready
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                if *r {
+                    old_ready(&format!("p{i}"))
+                } else {
+                    pod(&format!("p{i}"), 20, None)
+                }
+            })
+            .collect();
+        let m: Vec<(String, i64)> = usage
+            .iter()
+            .enumerate()
+            .map(|(i, u)| (format!("p{i}"), *u))
+            .collect();
+        let o = obs(current, pods, &as_refs(&m));
+        let p =
+            resource_replicas(current, target, "cpu", &o, S(NOW), &HpaTuning::default()).unwrap();
+        assert_eq!(
+            (p.replicas, p.utilization),
+            (expected, utilization),
+            "{usage:?}"
+        );
+    }
+}
