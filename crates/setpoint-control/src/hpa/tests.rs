@@ -380,7 +380,8 @@ fn invalid_spec_should_be_refused() {
 #[test]
 fn kubernetes_reference_cases_should_give_the_same_counts() {
     // (current, readiness per pod, usage % per pod, target %, expected replicas, utilisation)
-    let cases: [(i32, &[bool], &[i64], i32, i32, i32); 4] = [
+    type Case = (i32, &'static [bool], &'static [i64], i32, i32, i32);
+    let cases: [Case; 4] = [
         (3, &[false, true, true], &[30, 50, 70], 30, 4, 60),
         (3, &[true, false, false], &[40, 50, 70], 30, 3, 40),
         (
