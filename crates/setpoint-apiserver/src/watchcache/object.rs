@@ -62,7 +62,7 @@ impl CachedObject {
         revision: Revision,
     ) -> Result<CachedObject, String> {
         let stored: Value = serde_json::from_slice(value).map_err(|e| e.to_string())?;
-        let mut object = def.representation.served_from_storage(stored);
+        let mut object = def.served_from_storage(stored);
         Ok(Self::from_value(def, key.clone(), &mut object, revision))
     }
 
