@@ -262,6 +262,13 @@ pub(crate) async fn patch(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
 /// PATCH on the main resource or the status subresource.
 pub(crate) async fn patch_scoped(ctx: &Ctx<'_>, scope: Scope) -> Result<Response<Body>, ApiError> {
     let patch_type = patch_type(&ctx.content_type)?;
+    if ctx.def.custom.is_some() && patch_type == PatchType::StrategicMerge {
+        // Custom resources have no patch strategies, so kube-apiserver refuses these.
+        return Err(ApiError::new(
+            Reason::UnsupportedMediaType,
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+        ));
+    }
     let patch: Value = serde_json::from_slice(&ctx.body)
         .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
     let validation = field_validation(ctx)?;
