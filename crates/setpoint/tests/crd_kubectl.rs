@@ -107,7 +107,7 @@ fn apply_fails(s: &Server, manifest: &str) -> String {
 fn json(s: &Server, args: &[&str]) -> Value {
     let mut all = args.to_vec();
     all.extend_from_slice(&["-o", "json"]);
-    serde_json::from_str(&s.ok(&all)).unwrap()
+    serde_json::from_str(&s.ok(&all)).expect("kubectl prints JSON")
 }
 
 fn establish(s: &Server, manifest: &str, name: &str) {
@@ -172,66 +172,177 @@ fn custom_resources_should_go_through_their_whole_life_with_kubectl() {
     assert!(table.lines().nth(1).unwrap().starts_with("w1"), "{table}");
     let wide = s.ok(&["get", "widgets", "-o", "wide"]);
     assert!(wide.lines().next().unwrap().contains("REPLICAS"), "{wide}");
-    assert_eq!(s.ok(&["get", "shop", "-o", "name"]).trim(), "widget.example.com/w1");
+    assert_eq!(
+        s.ok(&["get", "shop", "-o", "name"]).trim(),
+        "widget.example.com/w1"
+    );
 
     // Another served version: the same object, its own apiVersion.
-    let old = s.ok(&["get", "widgets.v1beta1.example.com", "w1", "-o", "jsonpath={.apiVersion} {.spec.size}"]);
+    let old = s.ok(&[
+        "get",
+        "widgets.v1beta1.example.com",
+        "w1",
+        "-o",
+        "jsonpath={.apiVersion} {.spec.size}",
+    ]);
     assert_eq!(old, "example.com/v1beta1 3");
 
     // Merge and JSON patches; a spec change bumps the generation.
-    s.ok(&["patch", "wd", "w1", "--type=merge", "-p", r#"{"spec":{"size":4}}"#]);
-    s.ok(&["patch", "wd", "w1", "--type=json", "-p", r#"[{"op":"replace","path":"/spec/color","value":"green"}]"#]);
-    let got = s.ok(&["get", "wd", "w1", "-o", "jsonpath={.spec.size} {.spec.color} {.metadata.generation}"]);
+    s.ok(&[
+        "patch",
+        "wd",
+        "w1",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"size":4}}"#,
+    ]);
+    s.ok(&[
+        "patch",
+        "wd",
+        "w1",
+        "--type=json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/color","value":"green"}]"#,
+    ]);
+    let got = s.ok(&[
+        "get",
+        "wd",
+        "w1",
+        "-o",
+        "jsonpath={.spec.size} {.spec.color} {.metadata.generation}",
+    ]);
     assert_eq!(got, "4 green 3");
 
     // Invalid objects are rejected, naming the field.
-    let err = s.fails(&["patch", "wd", "w1", "--type=merge", "-p", r#"{"spec":{"size":20}}"#]);
-    assert!(err.contains("spec.size") && err.contains("should be less than or equal to 10"), "{err}");
-    let err = s.fails(&["patch", "wd", "w1", "--type=merge", "-p", r#"{"spec":{"size":"big"}}"#]);
-    assert!(err.contains("spec.size") && err.contains("must be of type integer"), "{err}");
+    let err = s.fails(&[
+        "patch",
+        "wd",
+        "w1",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"size":20}}"#,
+    ]);
+    assert!(
+        err.contains("spec.size") && err.contains("should be less than or equal to 10"),
+        "{err}"
+    );
+    let err = s.fails(&[
+        "patch",
+        "wd",
+        "w1",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"size":"big"}}"#,
+    ]);
+    assert!(
+        err.contains("spec.size") && err.contains("must be of type integer"),
+        "{err}"
+    );
     let err = apply_fails(&s, "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w2}\nspec: {size: 2, color: pink, label: Abc}\n");
-    assert!(err.contains("spec.color: Unsupported value: \"pink\""), "{err}");
-    assert!(err.contains("spec.label") && err.contains("should match"), "{err}");
-    let err = apply_fails(&s, "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w2}\nspec: {color: red}\n");
+    assert!(
+        err.contains("spec.color: Unsupported value: \"pink\""),
+        "{err}"
+    );
+    assert!(
+        err.contains("spec.label") && err.contains("should match"),
+        "{err}"
+    );
+    let err = apply_fails(
+        &s,
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w2}\nspec: {color: red}\n",
+    );
     assert!(err.contains("spec.size: Required value"), "{err}");
     let err = apply_fails(&s, "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w2}\nspec: {size: 2, tags: [a, a]}\n");
     assert!(err.contains("spec.tags[1]: Duplicate value"), "{err}");
     // A CEL rule.
-    let err = s.fails(&["patch", "wd", "w1", "--type=merge", "-p", r#"{"spec":{"size":7}}"#]);
+    let err = s.fails(&[
+        "patch",
+        "wd",
+        "w1",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"size":7}}"#,
+    ]);
     assert!(err.contains("big widgets must be red"), "{err}");
-    s.ok(&["patch", "wd", "w1", "--type=merge", "-p", r#"{"spec":{"size":7,"color":"red"}}"#]);
+    s.ok(&[
+        "patch",
+        "wd",
+        "w1",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"size":7,"color":"red"}}"#,
+    ]);
 
     // The status subresource: status only there, and no generation bump for it.
     let generation = s.ok(&["get", "wd", "w1", "-o", "jsonpath={.metadata.generation}"]);
-    s.ok(&["patch", "wd", "w1", "--subresource=status", "--type=merge", "-p", r#"{"status":{"replicas":2,"selector":"app=w"},"spec":{"size":1}}"#]);
-    s.ok(&["patch", "wd", "w1", "--type=merge", "-p", r#"{"status":{"replicas":9}}"#]);
-    let got = s.ok(&["get", "wd", "w1", "-o", "jsonpath={.status.replicas} {.spec.size} {.metadata.generation}"]);
+    s.ok(&[
+        "patch",
+        "wd",
+        "w1",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"replicas":2,"selector":"app=w"},"spec":{"size":1}}"#,
+    ]);
+    s.ok(&[
+        "patch",
+        "wd",
+        "w1",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"replicas":9}}"#,
+    ]);
+    let got = s.ok(&[
+        "get",
+        "wd",
+        "w1",
+        "-o",
+        "jsonpath={.status.replicas} {.spec.size} {.metadata.generation}",
+    ]);
     assert_eq!(got, format!("2 7 {generation}"));
 
     // The scale subresource.
     s.ok(&["scale", "wd", "w1", "--replicas=4"]);
-    let scale: Value = serde_json::from_str(&s.ok(&["get", "--raw", "/apis/example.com/v1/namespaces/default/widgets/w1/scale"])).unwrap();
+    let scale: Value = serde_json::from_str(&s.ok(&[
+        "get",
+        "--raw",
+        "/apis/example.com/v1/namespaces/default/widgets/w1/scale",
+    ]))
+    .unwrap();
     assert_eq!(scale["kind"], "Scale");
     assert_eq!(scale["spec"]["replicas"], 4);
     assert_eq!(scale["status"]["replicas"], 2);
     assert_eq!(scale["status"]["selector"], "app=w");
-    assert_eq!(s.ok(&["get", "wd", "w1", "-o", "jsonpath={.spec.replicas}"]), "4");
+    assert_eq!(
+        s.ok(&["get", "wd", "w1", "-o", "jsonpath={.spec.replicas}"]),
+        "4"
+    );
 
     // kubectl explain reads the CRD's schema from the OpenAPI v3 documents.
     let explain = s.ok(&["explain", "widgets.spec"]);
     assert!(explain.contains("What the widget should be"), "{explain}");
-    assert!(explain.contains("size") && explain.contains("How big the widget is"), "{explain}");
+    assert!(
+        explain.contains("size") && explain.contains("How big the widget is"),
+        "{explain}"
+    );
 
     s.ok(&["delete", "wd", "w1", "--wait"]);
     let err = s.fails(&["get", "wd", "w1"]);
-    assert!(err.contains(r#"widgets.example.com "w1" not found"#), "{err}");
+    assert!(
+        err.contains(r#"widgets.example.com "w1" not found"#),
+        "{err}"
+    );
 }
 
 #[test]
 fn deleting_a_crd_should_delete_its_objects_and_its_resource() {
     let s = Server::start();
     establish(&s, GIZMOS, "gizmos.example.org");
-    apply(&s, "apiVersion: example.org/v1\nkind: Gizmo\nmetadata: {name: g1}\nspec: {anything: [1, 2]}\n", &[]);
+    apply(
+        &s,
+        "apiVersion: example.org/v1\nkind: Gizmo\nmetadata: {name: g1}\nspec: {anything: [1, 2]}\n",
+        &[],
+    );
     apply(
         &s,
         "apiVersion: example.org/v1\nkind: Gizmo\nmetadata: {name: g2, finalizers: [example.org/hold]}\nspec: {}\n",
@@ -242,26 +353,52 @@ fn deleting_a_crd_should_delete_its_objects_and_its_resource() {
     assert!(g1["metadata"].get("namespace").is_none(), "{g1}");
     assert_eq!(g1["spec"]["anything"], serde_json::json!([1, 2]));
     let resources = s.ok(&["api-resources", "--namespaced=false", "-o", "name"]);
-    assert!(resources.lines().any(|l| l == "gizmos.example.org"), "{resources}");
+    assert!(
+        resources.lines().any(|l| l == "gizmos.example.org"),
+        "{resources}"
+    );
 
     s.ok(&["delete", "crd", "gizmos.example.org", "--wait=false"]);
     // g2's finalizer holds the CRD, Terminating; g1 is gone already.
     eventually("the CRD to report Terminating", || {
         let crd = json(&s, &["get", "crd", "gizmos.example.org"]);
-        crd["status"]["conditions"]
-            .as_array()
-            .is_some_and(|c| c.iter().any(|c| c["type"] == "Terminating" && c["status"] == "True"))
+        crd["status"]["conditions"].as_array().is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == "Terminating" && c["status"] == "True")
+        })
     });
     let crd = json(&s, &["get", "crd", "gizmos.example.org"]);
     assert!(
-        crd["metadata"]["finalizers"].as_array().unwrap().contains(&serde_json::json!("customresourcecleanup.apiextensions.k8s.io")),
+        crd["metadata"]["finalizers"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!(
+                "customresourcecleanup.apiextensions.k8s.io"
+            )),
         "{crd}"
     );
-    assert_eq!(s.ok(&["get", "gizmos", "-o", "name"]).trim(), "gizmo.example.org/g2");
-    let err = apply_fails(&s, "apiVersion: example.org/v1\nkind: Gizmo\nmetadata: {name: g3}\n");
+    assert_eq!(
+        s.ok(&["get", "gizmos", "-o", "name"]).trim(),
+        "gizmo.example.org/g2"
+    );
+    let err = apply_fails(
+        &s,
+        "apiVersion: example.org/v1\nkind: Gizmo\nmetadata: {name: g3}\n",
+    );
     assert!(err.contains("terminating"), "{err}");
-    s.ok(&["patch", "gizmo", "g2", "--type=merge", "-p", r#"{"metadata":{"finalizers":null}}"#]);
-    eventually("the CRD to go", || !s.kubectl(&["get", "crd", "gizmos.example.org"]).status.success());
+    s.ok(&[
+        "patch",
+        "gizmo",
+        "g2",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":null}}"#,
+    ]);
+    eventually("the CRD to go", || {
+        !s.kubectl(&["get", "crd", "gizmos.example.org"])
+            .status
+            .success()
+    });
     let resources = s.ok(&["api-resources", "-o", "name"]);
     assert!(!resources.contains("gizmos"), "{resources}");
 
@@ -277,11 +414,60 @@ fn crds_and_their_objects_should_survive_a_restart() {
     {
         let s = Server::start_in(&dir);
         establish(&s, WIDGETS, "widgets.example.com");
-        apply(&s, "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {size: 2}\n", &[]);
+        apply(
+            &s,
+            "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {size: 2}\n",
+            &[],
+        );
     }
     let s = Server::start_in(&dir);
-    let got = s.ok(&["get", "wd", "w1", "-o", "jsonpath={.spec.size} {.spec.mode}"]);
+    let got = s.ok(&[
+        "get",
+        "wd",
+        "w1",
+        "-o",
+        "jsonpath={.spec.size} {.spec.mode}",
+    ]);
     assert_eq!(got, "2 auto");
-    let err = apply_fails(&s, "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w2}\nspec: {size: 0}\n");
+    let err = apply_fails(
+        &s,
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w2}\nspec: {size: 0}\n",
+    );
     assert!(err.contains("spec.size"), "{err}");
+}
+
+#[test]
+fn a_crd_whose_names_are_taken_should_not_be_served() {
+    let s = Server::start();
+    establish(&s, GIZMOS, "gizmos.example.org");
+    // Another plural, the same kind in the same group.
+    let clash = GIZMOS
+        .replace("gizmos.example.org", "widgets.example.org")
+        .replace("plural: gizmos", "plural: widgets");
+    apply(&s, &clash, &[]);
+    eventually("NamesAccepted=False", || {
+        let crd = json(&s, &["get", "crd", "widgets.example.org"]);
+        crd["status"]["conditions"].as_array().is_some_and(|c| {
+            c.iter().any(|c| {
+                c["type"] == "NamesAccepted"
+                    && c["status"] == "False"
+                    && c["message"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .contains("is already in use")
+            })
+        })
+    });
+    let resources = s.ok(&["api-resources", "--api-group=example.org", "-o", "name"]);
+    assert_eq!(resources.trim(), "gizmos.example.org");
+    // Once the names are free, the waiting CRD is served.
+    s.ok(&["delete", "crd", "gizmos.example.org"]);
+    s.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/widgets.example.org",
+        "--timeout=30s",
+    ]);
+    let resources = s.ok(&["api-resources", "--api-group=example.org", "-o", "name"]);
+    assert_eq!(resources.trim(), "widgets.example.org");
 }

@@ -26,7 +26,11 @@ fn text<'a>(v: &'a Value, key: &str) -> &'a str {
 fn strings(v: &Value, key: &str) -> Vec<String> {
     v.get(key)
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_owned))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -34,7 +38,9 @@ fn strings(v: &Value, key: &str) -> Vec<String> {
 /// for others.
 fn version_key(v: &str) -> Option<(u64, u8, u64)> {
     let rest = v.strip_prefix('v')?;
-    let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+    let digits = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
     let major: u64 = rest[..digits].parse().ok()?;
     let tail = &rest[digits..];
     if tail.is_empty() {
@@ -85,26 +91,41 @@ pub(crate) fn resources_of(crd: &Value) -> Result<Vec<ResourceDef>, String> {
         .find(|v| v["storage"] == Value::Bool(true))
         .map(|v| text(v, "name").to_owned())
         .ok_or("no storage version")?;
-    let mut served: Vec<&Value> = versions.iter().filter(|v| v["served"] == Value::Bool(true)).collect();
+    let mut served: Vec<&Value> = versions
+        .iter()
+        .filter(|v| v["served"] == Value::Bool(true))
+        .collect();
     served.sort_by(|a, b| compare_versions(text(a, "name"), text(b, "name")));
     let mut defs = Vec::new();
     for (i, v) in served.into_iter().enumerate() {
         let version = text(v, "name");
         let gvk = GroupVersionKind::new(group, version, kind);
         let raw_schema = v["schema"]["openAPIV3Schema"].clone();
-        let schema = Schema::compile(&raw_schema, &format!("spec.versions[{i}].schema.openAPIV3Schema"))?;
-        let status = v["subresources"].get("status").is_some_and(|s| !s.is_null());
+        let schema = Schema::compile(
+            &raw_schema,
+            &format!("spec.versions[{i}].schema.openAPIV3Schema"),
+        )?;
+        let status = v["subresources"]
+            .get("status")
+            .is_some_and(|s| !s.is_null());
         let scale = match v["subresources"].get("scale") {
             Some(s) if !s.is_null() => Some(ScalePaths::parse(s)?),
             _ => None,
         };
         let columns = match v["additionalPrinterColumns"].as_array() {
-            Some(cols) if !cols.is_empty() => cols.iter().map(PrinterColumn::parse).collect::<Result<_, _>>()?,
+            Some(cols) if !cols.is_empty() => cols
+                .iter()
+                .map(PrinterColumn::parse)
+                .collect::<Result<_, _>>()?,
             _ => vec![PrinterColumn::age()],
         };
         let mut subresources = Vec::new();
         if status {
-            subresources.push(Subresource { name: "status", kind: gvk.clone(), verbs: STATUS_VERBS });
+            subresources.push(Subresource {
+                name: "status",
+                kind: gvk.clone(),
+                verbs: STATUS_VERBS,
+            });
         }
         if scale.is_some() {
             subresources.push(Subresource {
@@ -152,9 +173,14 @@ mod tests {
 
     #[test]
     fn versions_should_sort_as_kubernetes_prefers_them() {
-        let mut v = vec!["v1alpha1", "foo", "v2beta1", "v1", "v1beta2", "v2", "v1beta1", "bar"];
+        let mut v = vec![
+            "v1alpha1", "foo", "v2beta1", "v1", "v1beta2", "v2", "v1beta1", "bar",
+        ];
         v.sort_by(|a, b| compare_versions(a, b));
-        assert_eq!(v, vec!["v2", "v1", "v2beta1", "v1beta2", "v1beta1", "v1alpha1", "bar", "foo"]);
+        assert_eq!(
+            v,
+            vec!["v2", "v1", "v2beta1", "v1beta2", "v1beta1", "v1alpha1", "bar", "foo"]
+        );
     }
 
     #[test]
@@ -174,8 +200,12 @@ mod tests {
         assert_eq!(defs[0].list_kind(), "WidgetList");
         assert!(defs[0].has_subresource("scale") && defs[0].has_status());
         assert!(!defs[1].has_status());
-        let stored = defs[1].to_storage(json!({"apiVersion": "example.com/v1beta1", "kind": "Widget"}));
+        let stored =
+            defs[1].to_storage(json!({"apiVersion": "example.com/v1beta1", "kind": "Widget"}));
         assert_eq!(stored["apiVersion"], "example.com/v1");
-        assert_eq!(defs[1].served_from_storage(stored)["apiVersion"], "example.com/v1beta1");
+        assert_eq!(
+            defs[1].served_from_storage(stored)["apiVersion"],
+            "example.com/v1beta1"
+        );
     }
 }

@@ -31,7 +31,9 @@ pub(crate) struct Rule {
 
 impl fmt::Debug for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Rule").field("rule", &self.source).finish_non_exhaustive()
+        f.debug_struct("Rule")
+            .field("rule", &self.source)
+            .finish_non_exhaustive()
     }
 }
 
@@ -156,14 +158,29 @@ mod tests {
 
     #[test]
     fn rules_should_see_self_and_report_their_message() {
-        let r = rule(json!({"rule": "self.replicas <= self.maxReplicas", "message": "replicas must not exceed maxReplicas"}));
-        assert!(r.check(&json!({"replicas": 2, "maxReplicas": 3}), None, "spec").is_none());
-        let cause = r.check(&json!({"replicas": 5, "maxReplicas": 3}), None, "spec").unwrap();
+        let r = rule(
+            json!({"rule": "self.replicas <= self.maxReplicas", "message": "replicas must not exceed maxReplicas"}),
+        );
+        assert!(r
+            .check(&json!({"replicas": 2, "maxReplicas": 3}), None, "spec")
+            .is_none());
+        let cause = r
+            .check(&json!({"replicas": 5, "maxReplicas": 3}), None, "spec")
+            .unwrap();
         assert_eq!(cause.field, "spec");
-        assert_eq!(cause.message, "spec: Invalid value: \"object\": replicas must not exceed maxReplicas");
+        assert_eq!(
+            cause.message,
+            "spec: Invalid value: \"object\": replicas must not exceed maxReplicas"
+        );
         let plain = rule(json!({"rule": "self.name.startsWith('a')"}));
         let cause = plain.check(&json!({"name": "bob"}), None, "spec").unwrap();
-        assert!(cause.message.ends_with("failed rule: self.name.startsWith('a')"), "{}", cause.message);
+        assert!(
+            cause
+                .message
+                .ends_with("failed rule: self.name.startsWith('a')"),
+            "{}",
+            cause.message
+        );
         let sized = rule(json!({"rule": "size(self) < 3 && self.all(x, x > 0)"}));
         assert!(sized.evaluate(&json!([1, 2]), None).unwrap());
         assert!(!sized.evaluate(&json!([1, 0]), None).unwrap());
@@ -171,9 +188,13 @@ mod tests {
 
     #[test]
     fn transition_rules_should_compare_with_the_old_value_only_on_update() {
-        let r = rule(json!({"rule": "self == oldSelf", "message": "is immutable", "reason": "FieldValueForbidden", "fieldPath": ".mode"}));
+        let r = rule(
+            json!({"rule": "self == oldSelf", "message": "is immutable", "reason": "FieldValueForbidden", "fieldPath": ".mode"}),
+        );
         assert!(r.check(&json!("a"), None, "spec.mode").is_none());
-        assert!(r.check(&json!("a"), Some(&json!("a")), "spec.mode").is_none());
+        assert!(r
+            .check(&json!("a"), Some(&json!("a")), "spec.mode")
+            .is_none());
         let cause = r.check(&json!("b"), Some(&json!("a")), "spec").unwrap();
         assert_eq!(cause.reason, "FieldValueForbidden");
         assert_eq!(cause.field, "spec.mode");

@@ -64,7 +64,11 @@ async fn stored_names(api: &Api) -> Result<Vec<String>, ApiError> {
         if !page.more() {
             return Ok(names);
         }
-        let mut next = page.kvs.last().map(|kv| kv.key.to_vec()).unwrap_or_default();
+        let mut next = page
+            .kvs
+            .last()
+            .map(|kv| kv.key.to_vec())
+            .unwrap_or_default();
         next.push(0);
         request = ListRequest::prefix(Bytes::from_static(CRD_PREFIX.as_bytes()))
             .start(next)
@@ -89,7 +93,9 @@ pub(crate) async fn start(api: &Arc<Api>) -> Result<(), ApiError> {
 async fn follow(api: Weak<Api>, def: Arc<ResourceDef>, mut from: Revision) {
     let mut tick = tokio::time::interval(RECHECK);
     loop {
-        let Some(cache) = api.upgrade().and_then(|a| a.cache(&def).ok()) else { return };
+        let Some(cache) = api.upgrade().and_then(|a| a.cache(&def).ok()) else {
+            return;
+        };
         let mut watcher = match cache.watch(from, Filter::default()) {
             Ok(w) => w,
             Err(_) => {
@@ -170,8 +176,22 @@ pub(crate) async fn reconcile_after_write(api: &Api, name: Option<&str>) {
 /// Brings what is served for the CRD `name`, and its status, in line with the stored CRD.
 pub(crate) async fn reconcile(api: &Api, name: &str) {
     let _guard = api.registration.lock().await;
+    let served_before = api.served().custom.len();
     if let Err(error) = reconcile_locked(api, name).await {
         tracing::warn!(crd = name, %error, "CustomResourceDefinition not reconciled");
+    }
+    if api.served().custom.len() < served_before {
+        // Names were freed: CRDs refused for a conflict may be served now.
+        let Ok(stored) = stored_names(api).await else {
+            return;
+        };
+        for other in stored {
+            if other != name && !api.served().custom.contains_key(&other) {
+                if let Err(error) = reconcile_locked(api, &other).await {
+                    tracing::warn!(crd = other, %error, "CustomResourceDefinition not reconciled");
+                }
+            }
+        }
     }
 }
 
@@ -198,14 +218,21 @@ async fn reconcile_locked(api: &Api, name: &str) -> Result<(), ApiError> {
         Some(conflict) => {
             vec![
                 condition("NamesAccepted", "False", "NameConflict", &conflict),
-                condition("Established", "False", "NotAccepted", "not all names are accepted"),
+                condition(
+                    "Established",
+                    "False",
+                    "NotAccepted",
+                    "not all names are accepted",
+                ),
             ]
         }
         None => {
             let built = resources_of(&crd).map_err(ApiError::internal)?;
             let unchanged = api.served().custom.get(name).is_some_and(|defs| {
                 defs.len() == built.len()
-                    && defs.iter().all(|d| d.custom.as_ref().is_some_and(|c| c.spec == crd["spec"]))
+                    && defs
+                        .iter()
+                        .all(|d| d.custom.as_ref().is_some_and(|c| c.spec == crd["spec"]))
             });
             if !unchanged {
                 api.set_custom(name, built.into_iter().map(Arc::new).collect());
@@ -213,7 +240,12 @@ async fn reconcile_locked(api: &Api, name: &str) -> Result<(), ApiError> {
             }
             vec![
                 condition("NamesAccepted", "True", "NoConflicts", "no conflicts found"),
-                condition("Established", "True", "InitialNamesAccepted", "the initial names have been accepted"),
+                condition(
+                    "Established",
+                    "True",
+                    "InitialNamesAccepted",
+                    "the initial names have been accepted",
+                ),
             ]
         }
     };
@@ -239,12 +271,13 @@ fn names_conflict(api: &Api, name: &str, crd: &Value) -> Option<String> {
     if let Some(short) = names["shortNames"].as_array() {
         wanted.extend(short.iter().filter_map(|s| s.as_str().map(str::to_owned)));
     }
-    let kinds: Vec<&str> = ["kind", "listKind"].iter().filter_map(|k| names[*k].as_str()).collect();
+    let kinds: Vec<&str> = ["kind", "listKind"]
+        .iter()
+        .filter_map(|k| names[*k].as_str())
+        .collect();
     let served = api.served();
     for other in served.registry.all() {
-        if other.gvk.group != group
-            || other.custom.as_ref().is_some_and(|c| c.crd_name == name)
-        {
+        if other.gvk.group != group || other.custom.as_ref().is_some_and(|c| c.crd_name == name) {
             continue;
         }
         let mut taken = vec![other.plural.clone(), other.singular.clone()];
@@ -272,7 +305,10 @@ async fn set_status(
     guaranteed_update(api, def, None, name, Scope::Full, false, &|current| {
         let mut next = current.clone();
         meta::metadata(&mut next).remove("resourceVersion");
-        let existing = current["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        let existing = current["status"]["conditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         let mut merged: Vec<Value> = existing
             .iter()
             .filter(|c| !conditions.iter().any(|n| n["type"] == c["type"]))
@@ -291,13 +327,23 @@ async fn set_status(
         if accepted {
             let names = &current["spec"]["names"];
             let mut accepted_names = json!({});
-            for k in ["plural", "singular", "kind", "listKind", "shortNames", "categories"] {
+            for k in [
+                "plural",
+                "singular",
+                "kind",
+                "listKind",
+                "shortNames",
+                "categories",
+            ] {
                 if !names[k].is_null() {
                     accepted_names[k] = names[k].clone();
                 }
             }
             next["status"]["acceptedNames"] = accepted_names;
-            let mut stored: Vec<Value> = current["status"]["storedVersions"].as_array().cloned().unwrap_or_default();
+            let mut stored: Vec<Value> = current["status"]["storedVersions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
             if let Some(storage) = current["spec"]["versions"]
                 .as_array()
                 .and_then(|vs| vs.iter().find(|v| v["storage"] == json!(true)))
@@ -329,12 +375,33 @@ async fn terminate(api: &Api, def: &ResourceDef, name: &str, crd: &Value) -> Res
     let remaining = if group.is_empty() || plural.is_empty() {
         0
     } else {
-        delete_objects(api, registered.first(), &format!("/registry/{group}/{plural}/")).await?
+        delete_objects(
+            api,
+            registered.first(),
+            &format!("/registry/{group}/{plural}/"),
+        )
+        .await?
     };
     if remaining > 0 {
         let message = format!("CustomResource deletion is in progress: {remaining} objects remain");
-        set_status(api, def, name, &[condition("Terminating", "True", "InstanceDeletionInProgress", &message)], false).await?;
+        set_status(
+            api,
+            def,
+            name,
+            &[condition(
+                "Terminating",
+                "True",
+                "InstanceDeletionInProgress",
+                &message,
+            )],
+            false,
+        )
+        .await?;
         return Ok(());
+    }
+    // Out of discovery first: once the CRD is gone, so is its resource.
+    if !registered.is_empty() {
+        api.set_custom(name, Vec::new());
     }
     let updated = guaranteed_update(api, def, None, name, Scope::Full, false, &|current| {
         let mut next = current.clone();
@@ -347,15 +414,21 @@ async fn terminate(api: &Api, def: &ResourceDef, name: &str, crd: &Value) -> Res
     })
     .await?;
     if matches!(updated, Updated::Deleted(_)) {
-        api.set_custom(name, Vec::new());
-        tracing::info!(crd = name, "CustomResourceDefinition and its objects deleted");
+        tracing::info!(
+            crd = name,
+            "CustomResourceDefinition and its objects deleted"
+        );
     }
     Ok(())
 }
 
 /// Deletes every object under `prefix`: at once when it has no finalizers, else by marking
 /// it. Returns how many are left.
-async fn delete_objects(api: &Api, def: Option<&Arc<ResourceDef>>, prefix: &str) -> Result<usize, ApiError> {
+async fn delete_objects(
+    api: &Api,
+    def: Option<&Arc<ResourceDef>>,
+    prefix: &str,
+) -> Result<usize, ApiError> {
     let page = api
         .store
         .list(ListRequest::prefix(Bytes::from(prefix.to_owned())))
@@ -365,7 +438,11 @@ async fn delete_objects(api: &Api, def: Option<&Arc<ResourceDef>>, prefix: &str)
     for kv in &page.kvs {
         let object: Value = serde_json::from_slice(&kv.value).unwrap_or(Value::Null);
         if meta::finalizers(&object).is_empty() {
-            match api.store.delete(kv.key.clone(), Some(kv.mod_revision)).await {
+            match api
+                .store
+                .delete(kv.key.clone(), Some(kv.mod_revision))
+                .await
+            {
                 Ok(_) | Err(StoreError::NotFound) => {}
                 Err(StoreError::Conflict { .. }) => remaining += 1,
                 Err(e) => return Err(store_error(e)),
@@ -378,16 +455,24 @@ async fn delete_objects(api: &Api, def: Option<&Arc<ResourceDef>>, prefix: &str)
         };
         let namespace = object["metadata"]["namespace"].as_str();
         let object_name = object["metadata"]["name"].as_str().unwrap_or_default();
-        let marked = guaranteed_update(api, def, namespace, object_name, Scope::Full, false, &|current| {
-            let mut next = current.clone();
-            let m = meta::metadata(&mut next);
-            m.remove("resourceVersion");
-            if m.get("deletionTimestamp").is_none_or(Value::is_null) {
-                m.insert("deletionTimestamp".into(), json!(meta::now()));
-                m.insert("deletionGracePeriodSeconds".into(), json!(0));
-            }
-            Ok(next)
-        })
+        let marked = guaranteed_update(
+            api,
+            def,
+            namespace,
+            object_name,
+            Scope::Full,
+            false,
+            &|current| {
+                let mut next = current.clone();
+                let m = meta::metadata(&mut next);
+                m.remove("resourceVersion");
+                if m.get("deletionTimestamp").is_none_or(Value::is_null) {
+                    m.insert("deletionTimestamp".into(), json!(meta::now()));
+                    m.insert("deletionGracePeriodSeconds".into(), json!(0));
+                }
+                Ok(next)
+            },
+        )
         .await;
         if let Err(e) = marked {
             if e.reason != setpoint_core::Reason::NotFound {

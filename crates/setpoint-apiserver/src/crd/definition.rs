@@ -20,12 +20,24 @@ pub(crate) fn default_definition(object: &mut Value) {
         spec.insert("conversion".into(), json!({"strategy": "None"}));
     }
     if let Some(names) = spec.get_mut("names").and_then(Value::as_object_mut) {
-        let kind = names.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let kind = names
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
         if !kind.is_empty() {
-            if names.get("singular").and_then(Value::as_str).is_none_or(str::is_empty) {
+            if names
+                .get("singular")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
                 names.insert("singular".into(), json!(kind.to_lowercase()));
             }
-            if names.get("listKind").and_then(Value::as_str).is_none_or(str::is_empty) {
+            if names
+                .get("listKind")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
                 names.insert("listKind".into(), json!(format!("{kind}List")));
             }
         }
@@ -59,11 +71,19 @@ pub(crate) fn validate_definition(crd: &Value, old: Option<&Value>) -> Vec<Cause
     if group.is_empty() {
         causes.push(Cause::required("spec.group"));
     } else if !group.contains('.') {
-        causes.push(Cause::invalid("spec.group", &spec["group"], "should be a domain with at least one dot"));
+        causes.push(Cause::invalid(
+            "spec.group",
+            &spec["group"],
+            "should be a domain with at least one dot",
+        ));
     }
     let name = crd["metadata"]["name"].as_str().unwrap_or_default();
     if !plural.is_empty() && !group.is_empty() && name != format!("{plural}.{group}") {
-        causes.push(Cause::invalid("metadata.name", &crd["metadata"]["name"], "must be spec.names.plural+\".\"+spec.group"));
+        causes.push(Cause::invalid(
+            "metadata.name",
+            &crd["metadata"]["name"],
+            "must be spec.names.plural+\".\"+spec.group",
+        ));
     }
     label(&mut causes, "spec.names.plural", &names["plural"]);
     if !names["singular"].is_null() {
@@ -72,19 +92,45 @@ pub(crate) fn validate_definition(crd: &Value, old: Option<&Value>) -> Vec<Cause
     if names["kind"].as_str().is_none_or(str::is_empty) {
         causes.push(Cause::required("spec.names.kind"));
     }
-    for (i, s) in names["shortNames"].as_array().map(Vec::as_slice).unwrap_or_default().iter().enumerate() {
+    for (i, s) in names["shortNames"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
         label(&mut causes, &format!("spec.names.shortNames[{i}]"), s);
     }
     match spec["scope"].as_str() {
         Some("Namespaced" | "Cluster") => {}
         None => causes.push(Cause::required("spec.scope")),
-        Some(_) => causes.push(Cause::not_supported("spec.scope", &spec["scope"], &["Cluster", "Namespaced"])),
+        Some(_) => causes.push(Cause::not_supported(
+            "spec.scope",
+            &spec["scope"],
+            &["Cluster", "Namespaced"],
+        )),
     }
-    let versions = spec["versions"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let versions = spec["versions"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
     if versions.is_empty() {
-        causes.push(Cause::invalid("spec.versions", &json!([]), "must have exactly one version marked as storage version"));
-    } else if versions.iter().filter(|v| v["storage"] == json!(true)).count() != 1 {
-        causes.push(Cause::invalid("spec.versions", &json!(versions.len()), "must have exactly one version marked as storage version"));
+        causes.push(Cause::invalid(
+            "spec.versions",
+            &json!([]),
+            "must have exactly one version marked as storage version",
+        ));
+    } else if versions
+        .iter()
+        .filter(|v| v["storage"] == json!(true))
+        .count()
+        != 1
+    {
+        causes.push(Cause::invalid(
+            "spec.versions",
+            &json!(versions.len()),
+            "must have exactly one version marked as storage version",
+        ));
     }
     let mut seen = Vec::new();
     for (i, v) in versions.iter().enumerate() {
@@ -99,7 +145,11 @@ pub(crate) fn validate_definition(crd: &Value, old: Option<&Value>) -> Vec<Cause
     if let Some(old) = old {
         for field in ["scope", "group"] {
             if !old["spec"][field].is_null() && old["spec"][field] != spec[field] {
-                causes.push(Cause::invalid(format!("spec.{field}"), &spec[field], "field is immutable"));
+                causes.push(Cause::invalid(
+                    format!("spec.{field}"),
+                    &spec[field],
+                    "field is immutable",
+                ));
             }
         }
     }
@@ -110,14 +160,22 @@ fn version(causes: &mut Vec<Cause>, at: &str, v: &Value) {
     let schema = &v["schema"]["openAPIV3Schema"];
     let schema_at = format!("{at}.schema.openAPIV3Schema");
     if schema.is_null() {
-        causes.push(Cause::new("FieldValueRequired", schema_at.clone(), format!("{schema_at}: Required value: schemas are required")));
+        causes.push(Cause::new(
+            "FieldValueRequired",
+            schema_at.clone(),
+            format!("{schema_at}: Required value: schemas are required"),
+        ));
     } else {
         match Schema::compile(schema, &schema_at) {
             Ok(_) => {}
             Err(e) => causes.push(compile_cause(e)),
         }
         if schema["type"] != json!("object") {
-            causes.push(Cause::invalid(format!("{schema_at}.type"), &schema["type"], "must be object at the root"));
+            causes.push(Cause::invalid(
+                format!("{schema_at}.type"),
+                &schema["type"],
+                "must be object at the root",
+            ));
         }
     }
     if let Some(scale) = v["subresources"].get("scale").filter(|s| !s.is_null()) {
@@ -131,24 +189,42 @@ fn version(causes: &mut Vec<Cause>, at: &str, v: &Value) {
                 None if required => causes.push(Cause::required(field)),
                 None => {}
                 Some(p) if !p.starts_with(prefix) || JsonPath::parse(p).is_err() => {
-                    causes.push(Cause::invalid(field, &scale[key], &format!("should be a json path under {prefix}")));
+                    causes.push(Cause::invalid(
+                        field,
+                        &scale[key],
+                        &format!("should be a json path under {prefix}"),
+                    ));
                 }
                 Some(_) => {}
             }
         }
     }
-    for (i, c) in v["additionalPrinterColumns"].as_array().map(Vec::as_slice).unwrap_or_default().iter().enumerate() {
+    for (i, c) in v["additionalPrinterColumns"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
         let field = format!("{at}.additionalPrinterColumns[{i}]");
         if c["name"].as_str().is_none_or(str::is_empty) {
             causes.push(Cause::required(format!("{field}.name")));
         }
         match c["type"].as_str() {
             Some("integer" | "number" | "string" | "boolean" | "date") => {}
-            _ => causes.push(Cause::not_supported(format!("{field}.type"), &c["type"], &["boolean", "date", "integer", "number", "string"])),
+            _ => causes.push(Cause::not_supported(
+                format!("{field}.type"),
+                &c["type"],
+                &["boolean", "date", "integer", "number", "string"],
+            )),
         }
         match c["jsonPath"].as_str() {
             Some(p) if JsonPath::parse(p).is_ok() => {}
-            _ => causes.push(Cause::invalid(format!("{field}.jsonPath"), &c["jsonPath"], "must be a simple json path")),
+            _ => causes.push(Cause::invalid(
+                format!("{field}.jsonPath"),
+                &c["jsonPath"],
+                "must be a simple json path",
+            )),
         }
     }
 }
@@ -177,15 +253,22 @@ mod tests {
         let mut c = crd();
         c["metadata"]["name"] = json!("other.example.com");
         c["spec"]["versions"][0]["storage"] = json!(false);
-        c["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "("}}});
+        c["spec"]["versions"][0]["schema"]["openAPIV3Schema"] =
+            json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "("}}});
         c["spec"]["scope"] = json!("Everywhere");
-        let fields: Vec<String> = validate_definition(&c, None).into_iter().map(|c| c.field).collect();
-        assert_eq!(fields, vec![
-            "metadata.name",
-            "spec.scope",
-            "spec.versions",
-            "spec.versions[0].schema.openAPIV3Schema.properties[a].pattern",
-        ]);
+        let fields: Vec<String> = validate_definition(&c, None)
+            .into_iter()
+            .map(|c| c.field)
+            .collect();
+        assert_eq!(
+            fields,
+            vec![
+                "metadata.name",
+                "spec.scope",
+                "spec.versions",
+                "spec.versions[0].schema.openAPIV3Schema.properties[a].pattern",
+            ]
+        );
         let mut changed = crd();
         changed["spec"]["scope"] = json!("Cluster");
         let causes = validate_definition(&changed, Some(&crd()));

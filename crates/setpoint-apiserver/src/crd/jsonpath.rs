@@ -46,9 +46,11 @@ impl JsonPath {
                     .ok_or_else(|| format!("invalid JSONPath {path:?}: unclosed '['"))?;
                 // A filter may contain `]` only inside quotes; CRD paths do not need that.
                 let inner = r[..end].trim();
-                steps.push(parse_bracket(inner).ok_or_else(|| {
-                    format!("invalid JSONPath {path:?}: unsupported [{inner}]")
-                })?);
+                steps.push(
+                    parse_bracket(inner).ok_or_else(|| {
+                        format!("invalid JSONPath {path:?}: unsupported [{inner}]")
+                    })?,
+                );
                 rest = &r[end + 1..];
             } else {
                 return Err(format!(
@@ -62,7 +64,10 @@ impl JsonPath {
     /// The path of these fields (`["spec", "replicas"]` is `.spec.replicas`).
     pub(crate) fn of_fields(fields: &[&str]) -> JsonPath {
         JsonPath {
-            steps: fields.iter().map(|f| Step::Field((*f).to_owned())).collect(),
+            steps: fields
+                .iter()
+                .map(|f| Step::Field((*f).to_owned()))
+                .collect(),
         }
     }
 
@@ -177,12 +182,22 @@ mod tests {
     fn paths_should_select_fields_indexes_and_filtered_items() {
         let o = json!({"spec": {"replicas": 3, "a.b": 1, "list": [1, 2, 3]},
             "status": {"conditions": [{"type": "Ready", "status": "True"}, {"type": "Other", "status": "False"}]}});
-        let get = |p: &str| JsonPath::parse(p).unwrap().select(&o).into_iter().cloned().collect::<Vec<_>>();
+        let get = |p: &str| {
+            JsonPath::parse(p)
+                .unwrap()
+                .select(&o)
+                .into_iter()
+                .cloned()
+                .collect::<Vec<_>>()
+        };
         assert_eq!(get(".spec.replicas"), vec![json!(3)]);
         assert_eq!(get(".spec['a.b']"), vec![json!(1)]);
         assert_eq!(get(".spec.list[-1]"), vec![json!(3)]);
         assert_eq!(get(".spec.list[*]").len(), 3);
-        assert_eq!(get(".status.conditions[?(@.type==\"Ready\")].status"), vec![json!("True")]);
+        assert_eq!(
+            get(".status.conditions[?(@.type==\"Ready\")].status"),
+            vec![json!("True")]
+        );
         assert!(get(".spec.missing").is_empty());
         assert!(JsonPath::parse("spec").is_err());
         assert!(JsonPath::parse(".a[").is_err());

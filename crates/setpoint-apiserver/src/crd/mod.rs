@@ -20,8 +20,8 @@ mod cel;
 pub(crate) mod controller;
 mod definition;
 mod jsonpath;
-mod schema;
 pub(crate) mod scale;
+mod schema;
 pub(crate) mod table;
 
 use std::sync::atomic::{AtomicBool, Ordering};

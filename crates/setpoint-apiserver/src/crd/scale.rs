@@ -24,8 +24,7 @@ impl ScalePaths {
                 .map(JsonPath::parse)
                 .transpose()
         };
-        let spec_replicas = path("specReplicasPath")?
-            .ok_or("specReplicasPath: Required value")?;
+        let spec_replicas = path("specReplicasPath")?.ok_or("specReplicasPath: Required value")?;
         if spec_replicas.fields().is_none() {
             return Err("specReplicasPath: must be a path of fields".into());
         }
@@ -41,11 +40,12 @@ impl ScalePaths {
     pub(crate) fn scale_of(&self, o: &Value) -> Value {
         let first_int = |p: &JsonPath| p.select(o).first().and_then(|v| v.as_i64()).unwrap_or(0);
         let mut status = json!({"replicas": first_int(&self.status_replicas)});
-        if let Some(selector) = self
-            .label_selector
-            .as_ref()
-            .and_then(|p| p.select(o).first().and_then(|v| v.as_str()).map(str::to_owned))
-        {
+        if let Some(selector) = self.label_selector.as_ref().and_then(|p| {
+            p.select(o)
+                .first()
+                .and_then(|v| v.as_str())
+                .map(str::to_owned)
+        }) {
             status["selector"] = json!(selector);
         }
         json!({

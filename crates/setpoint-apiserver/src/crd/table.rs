@@ -23,7 +23,12 @@ pub(crate) struct PrinterColumn {
 impl PrinterColumn {
     /// Parses a column; its path was validated with the CRD.
     pub(crate) fn parse(v: &Value) -> Result<PrinterColumn, String> {
-        let text = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
+        let text = |k: &str| {
+            v.get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
         Ok(PrinterColumn {
             name: text("name"),
             kind: text("type"),
@@ -102,7 +107,16 @@ mod tests {
         let created = (now - chrono::Duration::seconds(90)).to_rfc3339();
         let o = json!({"metadata": {"name": "w", "creationTimestamp": created}, "spec": {"replicas": 2},
             "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
-        assert_eq!(cells(&cols, &o, now), vec![json!("w"), json!(2), json!("True"), Value::Null, json!("90s")]);
+        assert_eq!(
+            cells(&cols, &o, now),
+            vec![
+                json!("w"),
+                json!(2),
+                json!("True"),
+                Value::Null,
+                json!("90s")
+            ]
+        );
         assert_eq!(columns(&cols).len(), 5);
     }
 }

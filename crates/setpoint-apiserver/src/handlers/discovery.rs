@@ -145,7 +145,11 @@ fn api_group(group: &str, versions: &[String]) -> Value {
 /// `GET /apis`.
 pub(super) fn groups(api: &Api, accept: Option<&str>) -> Response<Body> {
     let served = api.served();
-    let named = served.registry.groups().iter().filter(|(g, _)| !g.is_empty());
+    let named = served
+        .registry
+        .groups()
+        .iter()
+        .filter(|(g, _)| !g.is_empty());
     if let Some(v) = negotiate(accept) {
         let items: Vec<Value> = named.map(|(g, vs)| group_discovery(api, g, vs)).collect();
         return aggregated_response(

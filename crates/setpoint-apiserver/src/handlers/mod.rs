@@ -138,9 +138,10 @@ impl Api {
         let mut defs = self.builtins.clone();
         let mut extra: Vec<Arc<ResourceDef>> = custom.values().flatten().cloned().collect();
         extra.sort_by(|a, b| {
-            a.gvk.group.cmp(&b.gvk.group).then_with(|| {
-                crate::crd::compare_versions(&a.gvk.version, &b.gvk.version)
-            })
+            a.gvk
+                .group
+                .cmp(&b.gvk.group)
+                .then_with(|| crate::crd::compare_versions(&a.gvk.version, &b.gvk.version))
         });
         defs.extend(extra);
         let registry = Registry::new(defs);
@@ -328,12 +329,9 @@ impl Api {
                 r.verb.as_str(),
             ));
         }
-        if r.verb == Verb::Create
-            && def.custom.as_ref().is_some_and(|c| c.terminating())
-        {
+        if r.verb == Verb::Create && def.custom.as_ref().is_some_and(|c| c.terminating()) {
             let mut e = ApiError::method_not_supported(&def.group_resource(), "create");
-            e.message =
-                "create not allowed while custom resource definition is terminating".into();
+            e.message = "create not allowed while custom resource definition is terminating".into();
             return Err(e);
         }
         let response = match r.verb {

@@ -13,7 +13,9 @@ impl Schema {
         match value {
             Value::Object(map) => {
                 for (k, child) in &self.properties {
-                    let Some(default) = &child.default else { continue };
+                    let Some(default) = &child.default else {
+                        continue;
+                    };
                     match map.get(k) {
                         None => {
                             map.insert(k.clone(), default.clone());
@@ -68,7 +70,8 @@ mod tests {
         let mut o = json!({"metadata": {"name": "x"}});
         s.apply_defaults(&mut o);
         assert_eq!(o["spec"], json!({"replicas": 1, "mode": "auto"}));
-        let mut o = json!({"spec": {"replicas": 3, "mode": null, "ports": [{}, {"protocol": "UDP"}]}});
+        let mut o =
+            json!({"spec": {"replicas": 3, "mode": null, "ports": [{}, {"protocol": "UDP"}]}});
         s.apply_defaults(&mut o);
         assert_eq!(
             o["spec"],

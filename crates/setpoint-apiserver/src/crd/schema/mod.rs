@@ -159,7 +159,9 @@ impl Schema {
         let pattern = match v.get("pattern").and_then(Value::as_str) {
             None => None,
             Some(p) => Some(Regex::new(p).map_err(|e| {
-                format!("{path}.pattern: Invalid value: {p:?}: must be a valid regular expression: {e}")
+                format!(
+                    "{path}.pattern: Invalid value: {p:?}: must be a valid regular expression: {e}"
+                )
             })?),
         };
         let list_type = match v.get("x-kubernetes-list-type").and_then(Value::as_str) {
@@ -191,7 +193,10 @@ impl Schema {
         let mut rules = Vec::new();
         if let Some(list) = v.get("x-kubernetes-validations").and_then(Value::as_array) {
             for (i, r) in list.iter().enumerate() {
-                rules.push(Rule::compile(r, &format!("{path}.x-kubernetes-validations[{i}]"))?);
+                rules.push(Rule::compile(
+                    r,
+                    &format!("{path}.x-kubernetes-validations[{i}]"),
+                )?);
             }
         }
         Ok(Schema {
@@ -204,20 +209,37 @@ impl Schema {
             required: v
                 .get("required")
                 .and_then(Value::as_array)
-                .map(|r| r.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
+                .map(|r| {
+                    r.iter()
+                        .filter_map(|s| s.as_str().map(str::to_owned))
+                        .collect()
+                })
                 .unwrap_or_default(),
-            enumeration: v.get("enum").and_then(Value::as_array).cloned().unwrap_or_default(),
+            enumeration: v
+                .get("enum")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
             minimum: v.get("minimum").and_then(Value::as_f64),
-            exclusive_minimum: v.get("exclusiveMinimum").and_then(Value::as_bool).unwrap_or(false),
+            exclusive_minimum: v
+                .get("exclusiveMinimum")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
             maximum: v.get("maximum").and_then(Value::as_f64),
-            exclusive_maximum: v.get("exclusiveMaximum").and_then(Value::as_bool).unwrap_or(false),
+            exclusive_maximum: v
+                .get("exclusiveMaximum")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
             multiple_of: v.get("multipleOf").and_then(Value::as_f64),
             min_length: u64_at(v, "minLength"),
             max_length: u64_at(v, "maxLength"),
             pattern,
             min_items: u64_at(v, "minItems"),
             max_items: u64_at(v, "maxItems"),
-            unique_items: v.get("uniqueItems").and_then(Value::as_bool).unwrap_or(false),
+            unique_items: v
+                .get("uniqueItems")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
             min_properties: u64_at(v, "minProperties"),
             max_properties: u64_at(v, "maxProperties"),
             default: v.get("default").cloned(),

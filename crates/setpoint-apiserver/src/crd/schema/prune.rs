@@ -72,7 +72,10 @@ mod tests {
         let mut o = json!({"apiVersion": "a/v1", "kind": "K", "metadata": {"name": "x"},
             "spec": {"size": 1, "bogus": true}, "extra": 1});
         s.prune(&mut o, true);
-        assert_eq!(o, json!({"apiVersion": "a/v1", "kind": "K", "metadata": {"name": "x"}, "spec": {"size": 1}}));
+        assert_eq!(
+            o,
+            json!({"apiVersion": "a/v1", "kind": "K", "metadata": {"name": "x"}, "spec": {"size": 1}})
+        );
     }
 
     #[test]
@@ -91,12 +94,15 @@ mod tests {
             "list": [{"n": "a", "m": 1}]
         });
         s.prune(&mut o, false);
-        assert_eq!(o, json!({
-            "free": {"anything": {"deep": 1}, "known": {}},
-            "labels": {"x": {"a": "1"}},
-            "template": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}},
-            "list": [{"n": "a"}]
-        }));
+        assert_eq!(
+            o,
+            json!({
+                "free": {"anything": {"deep": 1}, "known": {}},
+                "labels": {"x": {"a": "1"}},
+                "template": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}},
+                "list": [{"n": "a"}]
+            })
+        );
     }
 
     #[test]

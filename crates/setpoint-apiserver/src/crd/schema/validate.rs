@@ -74,7 +74,9 @@ fn format_ok(format: &str, v: &Value) -> bool {
         ("uuid", Value::String(s)) => {
             let groups: Vec<&str> = s.split('-').collect();
             groups.iter().map(|g| g.len()).collect::<Vec<_>>() == [8, 4, 4, 4, 12]
-                && groups.iter().all(|g| g.chars().all(|c| c.is_ascii_hexdigit()))
+                && groups
+                    .iter()
+                    .all(|g| g.chars().all(|c| c.is_ascii_hexdigit()))
         }
         _ => true,
     }
@@ -161,7 +163,9 @@ impl Schema {
             }
         }
         match value {
-            Value::Number(n) => self.validate_number(n.as_f64().unwrap_or(0.0), value, path, causes),
+            Value::Number(n) => {
+                self.validate_number(n.as_f64().unwrap_or(0.0), value, path, causes)
+            }
             Value::String(s) => self.validate_string(s, value, path, causes),
             Value::Array(items) => self.validate_array(items, old, path, causes),
             Value::Object(map) => self.validate_object(map, old, path, causes),
@@ -176,14 +180,26 @@ impl Schema {
             scratch.is_empty()
         };
         if !self.any_of.is_empty() && !self.any_of.iter().any(passes) {
-            causes.push(invalid(path, value, "must validate at least one schema (anyOf)".into()));
+            causes.push(invalid(
+                path,
+                value,
+                "must validate at least one schema (anyOf)".into(),
+            ));
         }
         if !self.one_of.is_empty() && self.one_of.iter().filter(|s| passes(s)).count() != 1 {
-            causes.push(invalid(path, value, "must validate one and only one schema (oneOf)".into()));
+            causes.push(invalid(
+                path,
+                value,
+                "must validate one and only one schema (oneOf)".into(),
+            ));
         }
         if let Some(not) = &self.not {
             if passes(not) {
-                causes.push(invalid(path, value, "must not validate the schema (not)".into()));
+                causes.push(invalid(
+                    path,
+                    value,
+                    "must not validate the schema (not)".into(),
+                ));
             }
         }
         // CEL rules run only on values that passed the rest, as kube-apiserver's do.
@@ -200,19 +216,39 @@ impl Schema {
         let p = shown(path);
         if let Some(min) = self.minimum {
             if (self.exclusive_minimum && n <= min) || n < min {
-                let op = if self.exclusive_minimum { "greater than" } else { "greater than or equal to" };
-                causes.push(invalid(path, value, format!("{p} in body should be {op} {}", number_text(min))));
+                let op = if self.exclusive_minimum {
+                    "greater than"
+                } else {
+                    "greater than or equal to"
+                };
+                causes.push(invalid(
+                    path,
+                    value,
+                    format!("{p} in body should be {op} {}", number_text(min)),
+                ));
             }
         }
         if let Some(max) = self.maximum {
             if (self.exclusive_maximum && n >= max) || n > max {
-                let op = if self.exclusive_maximum { "less than" } else { "less than or equal to" };
-                causes.push(invalid(path, value, format!("{p} in body should be {op} {}", number_text(max))));
+                let op = if self.exclusive_maximum {
+                    "less than"
+                } else {
+                    "less than or equal to"
+                };
+                causes.push(invalid(
+                    path,
+                    value,
+                    format!("{p} in body should be {op} {}", number_text(max)),
+                ));
             }
         }
         if let Some(m) = self.multiple_of {
             if m != 0.0 && (n / m).fract() != 0.0 {
-                causes.push(invalid(path, value, format!("{p} in body should be a multiple of {}", number_text(m))));
+                causes.push(invalid(
+                    path,
+                    value,
+                    format!("{p} in body should be a multiple of {}", number_text(m)),
+                ));
             }
         }
     }
@@ -231,12 +267,20 @@ impl Schema {
         }
         if let Some(min) = self.min_length {
             if len < min {
-                causes.push(invalid(path, value, format!("{p} in body should be at least {min} chars long")));
+                causes.push(invalid(
+                    path,
+                    value,
+                    format!("{p} in body should be at least {min} chars long"),
+                ));
             }
         }
         if let Some(re) = &self.pattern {
             if !re.is_match(s) {
-                causes.push(invalid(path, value, format!("{p} in body should match '{}'", re.as_str())));
+                causes.push(invalid(
+                    path,
+                    value,
+                    format!("{p} in body should match '{}'", re.as_str()),
+                ));
             }
         }
     }
@@ -254,13 +298,20 @@ impl Schema {
                 causes.push(Cause::new(
                     "FieldValueTooMany",
                     p,
-                    format!("{p}: Too many: {}: must have at most {max} items", items.len()),
+                    format!(
+                        "{p}: Too many: {}: must have at most {max} items",
+                        items.len()
+                    ),
                 ));
             }
         }
         if let Some(min) = self.min_items {
             if (items.len() as u64) < min {
-                causes.push(invalid(path, &json!(items.len()), format!("{p} in body should have at least {min} items")));
+                causes.push(invalid(
+                    path,
+                    &json!(items.len()),
+                    format!("{p} in body should have at least {min} items"),
+                ));
             }
         }
         let keys = match &self.list_type {
@@ -308,7 +359,7 @@ impl Schema {
         }
         if self.embedded_resource {
             for r in ["apiVersion", "kind"] {
-                if !map.get(r).is_some_and(|v| v.as_str().is_some_and(|s| !s.is_empty())) {
+                if map.get(r).and_then(Value::as_str).is_none_or(str::is_empty) {
                     causes.push(Cause::required(child(path, r)));
                 }
             }
@@ -318,13 +369,20 @@ impl Schema {
                 causes.push(Cause::new(
                     "FieldValueTooMany",
                     p,
-                    format!("{p}: Too many: {}: must have at most {max} items", map.len()),
+                    format!(
+                        "{p}: Too many: {}: must have at most {max} items",
+                        map.len()
+                    ),
                 ));
             }
         }
         if let Some(min) = self.min_properties {
             if (map.len() as u64) < min {
-                causes.push(invalid(path, &json!(map.len()), format!("{p} in body should have at least {min} properties")));
+                causes.push(invalid(
+                    path,
+                    &json!(map.len()),
+                    format!("{p} in body should have at least {min} properties"),
+                ));
             }
         }
         for (k, v) in map {
@@ -364,7 +422,12 @@ mod tests {
             json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"replicas": {"type": "integer"}}}}}),
             json!({"spec": {"replicas": "three"}}),
         );
-        assert_eq!(msgs, vec![r#"spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer: "string""#]);
+        assert_eq!(
+            msgs,
+            vec![
+                r#"spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer: "string""#
+            ]
+        );
     }
 
     #[test]
@@ -375,18 +438,28 @@ mod tests {
             "name": {"type": "string", "minLength": 2, "maxLength": 4, "pattern": "^[a-z]+$"},
             "tags": {"type": "array", "maxItems": 1, "items": {"type": "string"}},
             "ratio": {"type": "number", "exclusiveMaximum": true, "maximum": 1}}});
-        let msgs = check(schema, json!({"color": "pink", "count": 9, "name": "ABCDE", "tags": ["a", "b"], "ratio": 1}));
-        assert_eq!(msgs, vec![
-            "size: Required value",
-            r#"color: Unsupported value: "pink": supported values: "red", "blue""#,
-            "count: Invalid value: 9: count in body should be less than or equal to 5",
-            "name: Too long: may not be more than 4 bytes",
-            r#"name: Invalid value: "ABCDE": name in body should match '^[a-z]+$'"#,
-            "ratio: Invalid value: 1: ratio in body should be less than 1",
-            "tags: Too many: 2: must have at most 1 items",
-        ]);
-        assert!(check(json!({"type": "integer", "minimum": 1}), json!(0))[0].contains("greater than or equal to 1"));
-        assert!(check(json!({"type": "string", "minLength": 3}), json!("ab"))[0].contains("at least 3 chars long"));
+        let msgs = check(
+            schema,
+            json!({"color": "pink", "count": 9, "name": "ABCDE", "tags": ["a", "b"], "ratio": 1}),
+        );
+        assert_eq!(
+            msgs,
+            vec![
+                "size: Required value",
+                r#"color: Unsupported value: "pink": supported values: "red", "blue""#,
+                "count: Invalid value: 9: count in body should be less than or equal to 5",
+                "name: Too long: may not be more than 4 bytes",
+                r#"name: Invalid value: "ABCDE": name in body should match '^[a-z]+$'"#,
+                "ratio: Invalid value: 1: ratio in body should be less than 1",
+                "tags: Too many: 2: must have at most 1 items",
+            ]
+        );
+        assert!(check(json!({"type": "integer", "minimum": 1}), json!(0))[0]
+            .contains("greater than or equal to 1"));
+        assert!(
+            check(json!({"type": "string", "minLength": 3}), json!("ab"))[0]
+                .contains("at least 3 chars long")
+        );
     }
 
     #[test]
@@ -398,7 +471,9 @@ mod tests {
         assert!(check(schema.clone(), json!({"port": "http"})).is_empty());
         assert_eq!(
             check(schema, json!({"port": true})),
-            vec![r#"port: Invalid value: "boolean": port in body must be of type integer,string: "boolean""#]
+            vec![
+                r#"port: Invalid value: "boolean": port in body must be of type integer,string: "boolean""#
+            ]
         );
     }
 
@@ -408,11 +483,17 @@ mod tests {
             "set": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
             "map": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
                     "items": {"type": "object", "properties": {"name": {"type": "string"}, "v": {"type": "integer"}}}}}});
-        let msgs = check(schema, json!({"set": ["a", "b", "a"], "map": [{"name": "x", "v": 1}, {"name": "x", "v": 2}]}));
-        assert_eq!(msgs, vec![
-            r#"map[1]: Duplicate value: {"name":"x"}"#,
-            r#"set[2]: Duplicate value: "a""#,
-        ]);
+        let msgs = check(
+            schema,
+            json!({"set": ["a", "b", "a"], "map": [{"name": "x", "v": 1}, {"name": "x", "v": 2}]}),
+        );
+        assert_eq!(
+            msgs,
+            vec![
+                r#"map[1]: Duplicate value: {"name":"x"}"#,
+                r#"set[2]: Duplicate value: "a""#,
+            ]
+        );
     }
 
     #[test]
@@ -420,10 +501,17 @@ mod tests {
         let schema = json!({"type": "object", "properties": {
             "at": {"type": "string", "format": "date-time"},
             "obj": {"type": "object", "x-kubernetes-embedded-resource": true, "x-kubernetes-preserve-unknown-fields": true}}});
-        assert!(check(schema.clone(), json!({"at": "2024-01-02T03:04:05Z", "obj": {"apiVersion": "v1", "kind": "Pod"}})).is_empty());
+        assert!(check(
+            schema.clone(),
+            json!({"at": "2024-01-02T03:04:05Z", "obj": {"apiVersion": "v1", "kind": "Pod"}})
+        )
+        .is_empty());
         let msgs = check(schema, json!({"at": "yesterday", "obj": {}}));
         assert_eq!(msgs.len(), 3, "{msgs:?}");
-        assert!(msgs[0].starts_with("at: Invalid value: \"yesterday\""), "{msgs:?}");
+        assert!(
+            msgs[0].starts_with("at: Invalid value: \"yesterday\""),
+            "{msgs:?}"
+        );
         assert_eq!(msgs[1], "obj.apiVersion: Required value");
     }
 }
