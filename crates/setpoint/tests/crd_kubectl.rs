@@ -149,7 +149,7 @@ fn custom_resources_should_go_through_their_whole_life_with_kubectl() {
     // Unknown fields are pruned (the client asked not to be strict), defaults applied.
     apply(
         &s,
-        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {size: 3, color: blue, bogus: 1}\n",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1, junk: 1}\nspec: {size: 3, color: blue, bogus: 1}\n",
         &["--validate=false"],
     );
     let w1 = json(&s, &["get", "wd", "w1"]);
@@ -157,6 +157,7 @@ fn custom_resources_should_go_through_their_whole_life_with_kubectl() {
     assert_eq!(w1["spec"]["replicas"], 1);
     assert_eq!(w1["spec"]["mode"], "auto");
     assert!(w1["spec"].get("bogus").is_none(), "{w1}");
+    assert!(w1["metadata"].get("junk").is_none(), "{w1}");
     assert_eq!(w1["metadata"]["generation"], 1);
     // With kubectl's default (strict) validation, the unknown field is an error.
     let err = apply_fails(
@@ -470,4 +471,22 @@ fn a_crd_whose_names_are_taken_should_not_be_served() {
     ]);
     let resources = s.ok(&["api-resources", "--api-group=example.org", "-o", "name"]);
     assert_eq!(resources.trim(), "widgets.example.org");
+}
+
+#[test]
+fn deleting_a_namespace_should_delete_its_custom_objects() {
+    let s = Server::start();
+    establish(&s, WIDGETS, "widgets.example.com");
+    s.ok(&["create", "namespace", "team"]);
+    apply(
+        &s,
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1, namespace: team}\nspec: {size: 2}\n",
+        &[],
+    );
+    assert_eq!(
+        s.ok(&["get", "wd", "-A", "-o", "name"]).trim(),
+        "widget.example.com/w1"
+    );
+    s.ok(&["delete", "namespace", "team", "--timeout=60s"]);
+    assert_eq!(s.ok(&["get", "wd", "-A", "-o", "name"]).trim(), "");
 }

@@ -26,6 +26,7 @@ pub(crate) mod table;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{json, Value};
 use setpoint_core::Cause;
 
@@ -70,10 +71,16 @@ impl CustomResource {
         self.terminating.store(true, Ordering::Relaxed);
     }
 
-    /// The object with what the schema does not declare dropped.
-    pub(crate) fn prune(&self, mut object: Value) -> Value {
+    /// The object with what the schema does not declare dropped, and `metadata` as
+    /// `ObjectMeta` sees it (unknown fields dropped, wrong types an error).
+    pub(crate) fn prune(&self, mut object: Value) -> Result<Value, String> {
         self.schema.prune(&mut object, true);
-        object
+        if let Some(meta) = object.get_mut("metadata").filter(|m| !m.is_null()) {
+            let typed: ObjectMeta =
+                serde_json::from_value(meta.clone()).map_err(|e| format!("metadata: {e}"))?;
+            *meta = serde_json::to_value(typed).map_err(|e| e.to_string())?;
+        }
+        Ok(object)
     }
 
     /// Fills in the schema's defaults.

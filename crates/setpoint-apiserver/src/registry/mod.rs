@@ -129,7 +129,7 @@ impl ResourceDef {
     /// of the wrong type are an error (built-ins), unknown fields are dropped.
     pub(crate) fn normalize(&self, value: &Value) -> Result<Value, String> {
         match &self.custom {
-            Some(c) => Ok(c.prune(value.clone())),
+            Some(c) => c.prune(value.clone()),
             None => self.strategy.normalize(value),
         }
     }
