@@ -32,6 +32,8 @@ spec:
     subresources:
       status: {}
       scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas, labelSelectorPath: .status.selector}
+    selectableFields:
+    - {jsonPath: .spec.color}
     additionalPrinterColumns:
     - {name: Size, type: integer, jsonPath: .spec.size}
     - {name: Color, type: string, jsonPath: .spec.color}
@@ -273,6 +275,33 @@ fn custom_resources_should_go_through_their_whole_life_with_kubectl() {
         "-p",
         r#"{"spec":{"size":7,"color":"red"}}"#,
     ]);
+    // selectableFields: field selectors on the CRD's fields.
+    assert_eq!(
+        s.ok(&[
+            "get",
+            "wd",
+            "--field-selector",
+            "spec.color=red",
+            "-o",
+            "name"
+        ])
+        .trim(),
+        "widget.example.com/w1"
+    );
+    assert_eq!(
+        s.ok(&[
+            "get",
+            "wd",
+            "--field-selector",
+            "spec.color!=red",
+            "-o",
+            "name"
+        ])
+        .trim(),
+        ""
+    );
+    let err = s.fails(&["get", "wd", "--field-selector", "spec.size=7"]);
+    assert!(err.contains("spec.size"), "{err}");
 
     // The status subresource: status only there, and no generation bump for it.
     let generation = s.ok(&["get", "wd", "w1", "-o", "jsonpath={.metadata.generation}"]);

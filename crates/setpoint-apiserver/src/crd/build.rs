@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use setpoint_core::GroupVersionKind;
 
+use super::jsonpath::JsonPath;
 use super::scale::ScalePaths;
 use super::schema::Schema;
 use super::table::PrinterColumn;
@@ -119,6 +120,14 @@ pub(crate) fn resources_of(crd: &Value) -> Result<Vec<ResourceDef>, String> {
                 .collect::<Result<_, _>>()?,
             _ => vec![PrinterColumn::age()],
         };
+        let selectable = v["selectableFields"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|f| f["jsonPath"].as_str())
+            .map(|p| Ok((p.trim_start_matches('.').to_owned(), JsonPath::parse(p)?)))
+            .collect::<Result<Vec<_>, String>>()?;
         let mut subresources = Vec::new();
         if status {
             subresources.push(Subresource {
@@ -144,6 +153,7 @@ pub(crate) fn resources_of(crd: &Value) -> Result<Vec<ResourceDef>, String> {
             status,
             scale,
             columns,
+            selectable,
             spec: spec.clone(),
             terminating: AtomicBool::new(false),
         };

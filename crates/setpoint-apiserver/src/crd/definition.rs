@@ -170,6 +170,7 @@ fn version(causes: &mut Vec<Cause>, at: &str, v: &Value) {
             Ok(_) => {}
             Err(e) => causes.push(compile_cause(e)),
         }
+        structural(causes, schema, &schema_at, true);
         if schema["type"] != json!("object") {
             causes.push(Cause::invalid(
                 format!("{schema_at}.type"),
@@ -199,6 +200,35 @@ fn version(causes: &mut Vec<Cause>, at: &str, v: &Value) {
             }
         }
     }
+    let selectable = v["selectableFields"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if selectable.len() > 8 {
+        causes.push(Cause::new(
+            "FieldValueTooMany",
+            format!("{at}.selectableFields"),
+            format!(
+                "{at}.selectableFields: Too many: {}: must have at most 8 items",
+                selectable.len()
+            ),
+        ));
+    }
+    for (i, f) in selectable.iter().enumerate() {
+        let field = format!("{at}.selectableFields[{i}].jsonPath");
+        let fields_only = f["jsonPath"]
+            .as_str()
+            .filter(|p| p.starts_with('.'))
+            .and_then(|p| JsonPath::parse(p).ok())
+            .is_some_and(|p| p.fields().is_some());
+        if !fields_only {
+            causes.push(Cause::invalid(
+                field,
+                &f["jsonPath"],
+                "must be a simple path of fields, such as .spec.color",
+            ));
+        }
+    }
     for (i, c) in v["additionalPrinterColumns"]
         .as_array()
         .map(Vec::as_slice)
@@ -226,6 +256,54 @@ fn version(causes: &mut Vec<Cause>, at: &str, v: &Value) {
                 "must be a simple json path",
             )),
         }
+    }
+}
+
+/// The rules that make a schema structural, as kube-apiserver checks them: every node that
+/// shapes the object (properties, items, additionalProperties) has a `type`, unless it is
+/// `x-kubernetes-int-or-string` or `x-kubernetes-preserve-unknown-fields`; an object has
+/// `properties` or `additionalProperties`, not both. Nodes under `allOf`/`anyOf`/`oneOf`/`not`
+/// only validate and are not held to them.
+fn structural(causes: &mut Vec<Cause>, node: &Value, at: &str, root: bool) {
+    let flag = |k: &str| node.get(k).and_then(Value::as_bool).unwrap_or(false);
+    if !root
+        && node
+            .get("type")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        && !flag("x-kubernetes-int-or-string")
+        && !flag("x-kubernetes-preserve-unknown-fields")
+    {
+        causes.push(Cause::new(
+            "FieldValueRequired",
+            format!("{at}.type"),
+            format!("{at}.type: Required value: must not be empty for specified object fields"),
+        ));
+    }
+    let has_additional = node
+        .get("additionalProperties")
+        .is_some_and(|a| a.is_object() || *a == json!(true));
+    if let Some(props) = node.get("properties").and_then(Value::as_object) {
+        if has_additional && !props.is_empty() {
+            causes.push(Cause::forbidden(
+                format!("{at}.additionalProperties"),
+                "additionalProperties and properties are mutual exclusive",
+            ));
+        }
+        for (k, p) in props {
+            structural(causes, p, &format!("{at}.properties[{k}]"), false);
+        }
+    }
+    if let Some(items) = node.get("items").filter(|i| i.is_object()) {
+        structural(causes, items, &format!("{at}.items"), false);
+    }
+    if let Some(additional) = node.get("additionalProperties").filter(|a| a.is_object()) {
+        structural(
+            causes,
+            additional,
+            &format!("{at}.additionalProperties"),
+            false,
+        );
     }
 }
 
@@ -267,6 +345,22 @@ mod tests {
                 "spec.scope",
                 "spec.versions",
                 "spec.versions[0].schema.openAPIV3Schema.properties[a].pattern",
+            ]
+        );
+        let mut untyped = crd();
+        untyped["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({"type": "object", "properties": {
+            "spec": {"properties": {"a": {"type": "string"}}, "additionalProperties": {"type": "string"}},
+            "free": {"x-kubernetes-preserve-unknown-fields": true},
+            "port": {"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}]}}});
+        let fields: Vec<String> = validate_definition(&untyped, None)
+            .into_iter()
+            .map(|c| c.field)
+            .collect();
+        assert_eq!(
+            fields,
+            vec![
+                "spec.versions[0].schema.openAPIV3Schema.properties[spec].type",
+                "spec.versions[0].schema.openAPIV3Schema.properties[spec].additionalProperties",
             ]
         );
         let mut changed = crd();

@@ -55,6 +55,8 @@ pub(crate) struct CustomResource {
     pub(crate) scale: Option<scale::ScalePaths>,
     /// The table columns, `Name` excepted.
     pub(crate) columns: Vec<table::PrinterColumn>,
+    /// `selectableFields`: field label (`spec.color`) and where its value is.
+    pub(crate) selectable: Vec<(String, jsonpath::JsonPath)>,
     /// The CRD's `spec` this was built from: a different spec means a new definition.
     pub(crate) spec: Value,
     /// Set once the CRD is being deleted: no new objects may be created.
@@ -62,6 +64,21 @@ pub(crate) struct CustomResource {
 }
 
 impl CustomResource {
+    /// The values of the `selectableFields` of `object`, as field selectors compare them.
+    pub(crate) fn selectable_values(&self, object: &Value) -> Vec<(String, String)> {
+        self.selectable
+            .iter()
+            .map(|(label, path)| {
+                let value = match path.select(object).first() {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(Value::Null) | None => String::new(),
+                    Some(other) => other.to_string(),
+                };
+                (label.clone(), value)
+            })
+            .collect()
+    }
+
     /// Whether the CRD is being deleted.
     pub(crate) fn terminating(&self) -> bool {
         self.terminating.load(Ordering::Relaxed)

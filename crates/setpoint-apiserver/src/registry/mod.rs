@@ -165,6 +165,30 @@ impl ResourceDef {
         }
     }
 
+    /// The field labels field selectors may use on this resource.
+    pub(crate) fn selectable(&self) -> setpoint_core::SelectableFields {
+        match &self.custom {
+            Some(c) if !c.selectable.is_empty() => {
+                let mut labels = vec!["metadata.name".to_owned()];
+                if self.namespaced {
+                    labels.push("metadata.namespace".to_owned());
+                }
+                labels.extend(c.selectable.iter().map(|(label, _)| label.clone()));
+                setpoint_core::SelectableFields::for_kind(labels)
+            }
+            _ => selectable(self.strategy, self.namespaced),
+        }
+    }
+
+    /// The values of every selectable field of `object`.
+    pub(crate) fn field_set(&self, object: &Value) -> BTreeMap<String, String> {
+        let mut fields = field_set(self.strategy, object);
+        if let Some(c) = &self.custom {
+            fields.extend(c.selectable_values(object));
+        }
+        fields
+    }
+
     /// The object as stored, from the object as served.
     pub(crate) fn to_storage(&self, object: Value) -> Value {
         match &self.custom {
