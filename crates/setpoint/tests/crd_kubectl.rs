@@ -519,3 +519,43 @@ fn deleting_a_namespace_should_delete_its_custom_objects() {
     s.ok(&["delete", "namespace", "team", "--timeout=60s"]);
     assert_eq!(s.ok(&["get", "wd", "-A", "-o", "name"]).trim(), "");
 }
+
+#[test]
+fn watches_should_see_objects_go_and_end_with_their_crd() {
+    let s = Server::start();
+    establish(&s, WIDGETS, "widgets.example.com");
+    apply(
+        &s,
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {size: 3}\n",
+        &[],
+    );
+    let mut watch = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(s.kubeconfig())
+        .args([
+            "get",
+            "wd",
+            "-w",
+            "--output-watch-events",
+            "--request-timeout=60s",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(watch.stdout.take().unwrap());
+    let mut line = String::new();
+    // The header, then the object as it is.
+    for _ in 0..2 {
+        line.clear();
+        std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+    }
+    assert!(line.starts_with("ADDED") && line.contains("w1"), "{line}");
+    s.ok(&["delete", "crd", "widgets.example.com"]);
+    let mut rest = String::new();
+    // kubectl exits once the server ends the watch.
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let status = watch.wait().unwrap();
+    assert!(rest.starts_with("DELETED") && rest.contains("w1"), "{rest}");
+    assert!(status.success(), "{status}");
+}

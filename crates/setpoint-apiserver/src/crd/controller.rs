@@ -399,8 +399,16 @@ async fn terminate(api: &Api, def: &ResourceDef, name: &str, crd: &Value) -> Res
         .await?;
         return Ok(());
     }
-    // Out of discovery first: once the CRD is gone, so is its resource.
+    // Out of discovery first: once the CRD is gone, so is its resource. Its watch caches
+    // first catch up with the deletions, so watchers see every object go before the watch
+    // ends.
     if !registered.is_empty() {
+        let now = api.store.current_revision().await.map_err(store_error)?;
+        for d in &registered {
+            if let Ok(cache) = api.cache(d) {
+                cache.wait_for(now, Duration::from_secs(3)).await?;
+            }
+        }
         api.set_custom(name, Vec::new());
     }
     let updated = guaranteed_update(api, def, None, name, Scope::Full, false, &|current| {
