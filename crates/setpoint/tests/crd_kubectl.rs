@@ -356,6 +356,23 @@ fn custom_resources_should_go_through_their_whole_life_with_kubectl() {
         "{explain}"
     );
 
+    // Changing the CRD (a strategic merge patch from `kubectl apply`): a new default shows
+    // on the stored object, a new description in `kubectl explain`.
+    let changed = WIDGETS
+        .replace("A widget for the end-to-end tests.", "A widget, second edition.")
+        .replace(
+            "mode: {type: string, default: auto}",
+            "mode: {type: string, default: auto}\n              shape: {type: string, default: round}",
+        );
+    assert!(apply(&s, &changed, &[]).contains("configured"));
+    assert!(apply(&s, &changed, &[]).contains("unchanged"));
+    assert_eq!(
+        s.ok(&["get", "wd", "w1", "-o", "jsonpath={.spec.shape}"]),
+        "round"
+    );
+    let explain = s.ok(&["explain", "widgets"]);
+    assert!(explain.contains("A widget, second edition."), "{explain}");
+
     s.ok(&["delete", "wd", "w1", "--wait"]);
     let err = s.fails(&["get", "wd", "w1"]);
     assert!(
