@@ -47,6 +47,7 @@
 //! ```
 
 mod auth;
+mod crd;
 mod handler;
 mod handlers;
 mod health;

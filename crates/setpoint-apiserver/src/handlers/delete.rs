@@ -125,6 +125,10 @@ async fn delete_one(
     if kind == Kind::Namespace {
         add_finalizer = None; // the namespace's own spec.finalizers hold it
     }
+    if kind == Kind::CustomResourceDefinition {
+        // Held until the CRD controller has deleted every object of the resource.
+        add_finalizer = Some(crate::crd::controller::CLEANUP_FINALIZER);
+    }
     let has_finalizers = !meta::finalizers(&current).is_empty()
         || (kind == Kind::Namespace
             && current["spec"]["finalizers"]
@@ -231,7 +235,7 @@ pub(crate) async fn delete_collection(ctx: &Ctx<'_>) -> Result<Response<Body>, A
     let delete_options = delete_options(ctx)?;
     let dry_run = ctx.dry_run()?;
     ctx.api.consistent(ctx.def).await?;
-    let (objects, revision) = ctx.api.cache(ctx.def).snapshot();
+    let (objects, revision) = ctx.api.cache(ctx.def)?.snapshot();
     let prefix = ctx.def.collection_prefix(ctx.req.namespace.as_deref());
     let mut deleted = Vec::new();
     for (key, o) in objects.iter() {

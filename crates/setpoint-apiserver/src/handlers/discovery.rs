@@ -100,6 +100,7 @@ fn group_discovery(api: &Api, group: &str, versions: &[String]) -> Value {
         .iter()
         .map(|v| {
             let resources: Vec<Value> = api
+                .served()
                 .registry
                 .group_version(group, v)
                 .into_iter()
@@ -114,7 +115,8 @@ fn group_discovery(api: &Api, group: &str, versions: &[String]) -> Value {
 /// `GET /api`.
 pub(super) fn core_group(api: &Api, accept: Option<&str>) -> Response<Body> {
     if let Some(v) = negotiate(accept) {
-        let items: Vec<Value> = api
+        let served = api.served();
+        let items: Vec<Value> = served
             .registry
             .groups()
             .iter()
@@ -142,7 +144,12 @@ fn api_group(group: &str, versions: &[String]) -> Value {
 
 /// `GET /apis`.
 pub(super) fn groups(api: &Api, accept: Option<&str>) -> Response<Body> {
-    let named = api.registry.groups().iter().filter(|(g, _)| !g.is_empty());
+    let served = api.served();
+    let named = served
+        .registry
+        .groups()
+        .iter()
+        .filter(|(g, _)| !g.is_empty());
     if let Some(v) = negotiate(accept) {
         let items: Vec<Value> = named.map(|(g, vs)| group_discovery(api, g, vs)).collect();
         return aggregated_response(
@@ -166,7 +173,8 @@ fn not_found() -> ApiError {
 
 /// `GET /apis/{group}`.
 pub(super) fn group(api: &Api, group: &str) -> Result<Response<Body>, ApiError> {
-    let (g, vs) = api
+    let served = api.served();
+    let (g, vs) = served
         .registry
         .groups()
         .iter()
@@ -184,7 +192,8 @@ pub(super) fn group_version(
     group: &str,
     version: &str,
 ) -> Result<Response<Body>, ApiError> {
-    let defs = api.registry.group_version(group, version);
+    let served = api.served();
+    let defs = served.registry.group_version(group, version);
     if defs.is_empty() {
         return Err(not_found());
     }

@@ -4,14 +4,14 @@
 mod cluster_ip;
 mod delete;
 mod discovery;
-mod meta;
+pub(crate) mod meta;
 mod openapi;
 mod params;
 mod pod_log;
 mod read;
 pub(crate) mod response;
 mod subresource;
-mod update;
+pub(crate) mod update;
 mod watch;
 mod write;
 
@@ -24,6 +24,8 @@ use http::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 use setpoint_core::{ApiError, GroupResource, Revision};
 use setpoint_store::Store;
+
+pub(crate) use write::store_error_plain as write_store_error;
 
 use crate::node_client::NodeClient;
 use crate::registry::{builtin_resources, Registry, ResourceDef};
@@ -40,12 +42,35 @@ const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "
 /// How long a consistent read waits for the watch cache to catch up with the store.
 const CACHE_CATCH_UP: Duration = Duration::from_secs(3);
 
-/// The API: built-in resources over a store.
-pub struct Api {
-    store: Arc<dyn Store>,
-    registry: Registry,
-    caches: BTreeMap<(String, String, String), Arc<WatchCache>>,
+/// The key of a resource: group, version, plural.
+type Gvr = (String, String, String);
+
+fn gvr_of(def: &ResourceDef) -> Gvr {
+    (
+        def.gvk.group.clone(),
+        def.gvk.version.clone(),
+        def.plural.clone(),
+    )
+}
+
+/// What the API serves at one moment: swapped whole when a CRD changes what is served, so a
+/// request sees one consistent set of resources, caches and documents.
+pub(crate) struct Served {
+    pub(crate) registry: Registry,
+    caches: BTreeMap<Gvr, Arc<WatchCache>>,
     openapi: openapi::OpenApiDocs,
+    /// The resources of each registered CRD, by CRD name.
+    pub(crate) custom: BTreeMap<String, Vec<Arc<ResourceDef>>>,
+}
+
+/// The API: built-in resources and those of CustomResourceDefinitions, over a store.
+pub struct Api {
+    pub(crate) store: Arc<dyn Store>,
+    served: parking_lot::RwLock<Arc<Served>>,
+    builtins: Vec<Arc<ResourceDef>>,
+    window: usize,
+    /// Serializes changes to what is served (CRD registration).
+    pub(crate) registration: tokio::sync::Mutex<()>,
     /// How `pods/log` reaches node agents; unset until credentials are given.
     node_client: std::sync::OnceLock<NodeClient>,
 }
@@ -63,32 +88,89 @@ impl Api {
         store: Arc<dyn Store>,
         window: usize,
     ) -> Result<Arc<Api>, ApiError> {
-        let registry = Registry::new(builtin_resources());
+        let builtins: Vec<Arc<ResourceDef>> =
+            builtin_resources().into_iter().map(Arc::new).collect();
+        let registry = Registry::new(builtins.clone());
         let caches = registry
             .all()
             .map(|def| {
-                let key = (
-                    def.gvk.group.clone(),
-                    def.gvk.version.clone(),
-                    def.plural.to_owned(),
-                );
-                (key, WatchCache::start(def.clone(), store.clone(), window))
+                (
+                    gvr_of(def),
+                    WatchCache::start(def.clone(), store.clone(), window),
+                )
             })
             .collect();
         let openapi = openapi::OpenApiDocs::generate(&registry);
         let api = Arc::new(Api {
             store,
-            registry,
-            caches,
-            openapi,
+            served: parking_lot::RwLock::new(Arc::new(Served {
+                registry,
+                caches,
+                openapi,
+                custom: BTreeMap::new(),
+            })),
+            builtins,
+            window,
+            registration: tokio::sync::Mutex::new(()),
             node_client: std::sync::OnceLock::new(),
         });
         api.bootstrap().await?;
+        crate::crd::controller::start(&api).await?;
         Ok(api)
+    }
+
+    /// What is served now.
+    pub(crate) fn served(&self) -> Arc<Served> {
+        self.served.read().clone()
+    }
+
+    /// Serves `resources` for the CRD `crd_name` (none: stops serving it), reusing the watch
+    /// caches of resources whose definition did not change and stopping those of the ones
+    /// that go. The caller holds [`Api::registration`].
+    pub(crate) fn set_custom(&self, crd_name: &str, resources: Vec<Arc<ResourceDef>>) {
+        let current = self.served();
+        let mut custom = current.custom.clone();
+        if resources.is_empty() {
+            custom.remove(crd_name);
+        } else {
+            custom.insert(crd_name.to_owned(), resources);
+        }
+        let mut defs = self.builtins.clone();
+        let mut extra: Vec<Arc<ResourceDef>> = custom.values().flatten().cloned().collect();
+        extra.sort_by(|a, b| {
+            a.gvk
+                .group
+                .cmp(&b.gvk.group)
+                .then_with(|| crate::crd::compare_versions(&a.gvk.version, &b.gvk.version))
+        });
+        defs.extend(extra);
+        let registry = Registry::new(defs);
+        let mut caches = BTreeMap::new();
+        for def in registry.all() {
+            let key = gvr_of(def);
+            let cache = match current.caches.get(&key) {
+                Some(c) if Arc::ptr_eq(&c.def, def) => c.clone(),
+                _ => WatchCache::start(def.clone(), self.store.clone(), self.window),
+            };
+            caches.insert(key, cache);
+        }
+        for (key, cache) in &current.caches {
+            if !caches.get(key).is_some_and(|c| Arc::ptr_eq(c, cache)) {
+                cache.stop();
+            }
+        }
+        let openapi = openapi::OpenApiDocs::generate(&registry);
+        *self.served.write() = Arc::new(Served {
+            registry,
+            caches,
+            openapi,
+            custom,
+        });
     }
 
     async fn bootstrap(&self) -> Result<(), ApiError> {
         let def = self
+            .served()
             .registry
             .get("", "v1", "namespaces")
             .cloned()
@@ -121,14 +203,18 @@ impl Api {
         self.node_client.set(client).is_ok()
     }
 
-    pub(crate) fn cache(&self, def: &ResourceDef) -> &Arc<WatchCache> {
-        self.caches
-            .get(&(
-                def.gvk.group.clone(),
-                def.gvk.version.clone(),
-                def.plural.to_owned(),
-            ))
-            .expect("every resource has a cache")
+    /// The watch cache of a resource; `404` if the resource is no longer served.
+    pub(crate) fn cache(&self, def: &ResourceDef) -> Result<Arc<WatchCache>, ApiError> {
+        self.served()
+            .caches
+            .get(&gvr_of(def))
+            .cloned()
+            .ok_or_else(|| {
+                ApiError::new(
+                    setpoint_core::Reason::NotFound,
+                    "the server could not find the requested resource",
+                )
+            })
     }
 
     /// Waits until the resource's cache reflects every write acknowledged so far.
@@ -138,7 +224,7 @@ impl Api {
             .current_revision()
             .await
             .map_err(write::store_error_plain)?;
-        self.cache(def).wait_for(current, CACHE_CATCH_UP).await?;
+        self.cache(def)?.wait_for(current, CACHE_CATCH_UP).await?;
         Ok(current)
     }
 
@@ -180,7 +266,7 @@ impl Api {
             if path == "/version" {
                 return Ok(response::json(StatusCode::OK, &version()));
             }
-            if let Some(r) = self.openapi.serve(path, accept)? {
+            if let Some(r) = self.served().openapi.serve(path, accept)? {
                 return Ok(r);
             }
         }
@@ -198,6 +284,7 @@ impl Api {
         accept: Option<&str>,
     ) -> Result<Response<Body>, ApiError> {
         let def = self
+            .served()
             .registry
             .get(&r.group, &r.version, &r.resource)
             .cloned()
@@ -242,7 +329,12 @@ impl Api {
                 r.verb.as_str(),
             ));
         }
-        match r.verb {
+        if r.verb == Verb::Create && def.custom.as_ref().is_some_and(|c| c.terminating()) {
+            let mut e = ApiError::method_not_supported(&def.group_resource(), "create");
+            e.message = "create not allowed while custom resource definition is terminating".into();
+            return Err(e);
+        }
+        let response = match r.verb {
             Verb::Get => read::get(&ctx).await,
             Verb::List => read::list(&ctx).await,
             Verb::Watch => watch::watch(&ctx).await,
@@ -251,7 +343,16 @@ impl Api {
             Verb::Patch => update::patch(&ctx).await,
             Verb::Delete => delete::delete(&ctx).await,
             Verb::DeleteCollection => delete::delete_collection(&ctx).await,
+        };
+        // A CRD write changes what is served: apply it before answering, so the new
+        // resource is in discovery as soon as the client hears back.
+        if def.strategy == crate::registry::strategy::Kind::CustomResourceDefinition
+            && !matches!(r.verb, Verb::Get | Verb::List | Verb::Watch)
+            && response.is_ok()
+        {
+            crate::crd::controller::reconcile_after_write(self, r.name.as_deref()).await;
         }
+        response
     }
 }
 

@@ -32,12 +32,15 @@ impl OpenApiDocs {
                 group: d.gvk.group.clone(),
                 version: d.gvk.version.clone(),
                 kind: d.gvk.kind.clone(),
-                plural: d.plural.to_owned(),
+                plural: d.plural.clone(),
                 namespaced: d.namespaced,
                 subresources: d.subresources.iter().map(|s| s.name.to_owned()).collect(),
                 verbs: d.verbs.iter().map(|v| (*v).to_owned()).collect(),
-                schema: openapi::builtin_schema(&d.gvk.group, &d.gvk.version, &d.gvk.kind)
-                    .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+                schema: match &d.custom {
+                    Some(c) => c.raw_schema.clone(),
+                    None => openapi::builtin_schema(&d.gvk.group, &d.gvk.version, &d.gvk.kind)
+                        .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+                },
             })
             .collect();
         let mut gvs: Vec<(String, String)> = resources

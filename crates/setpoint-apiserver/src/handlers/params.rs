@@ -5,7 +5,6 @@ use serde_json::json;
 use setpoint_core::{ApiError, FieldSelector, LabelSelector, Revision};
 
 use super::Ctx;
-use crate::registry::selectable;
 use crate::watchcache::Filter;
 
 /// How `resourceVersion` is to be read.
@@ -77,7 +76,7 @@ impl ListOptions {
         let fields = match q.get("fieldSelector").map(String::as_str) {
             None | Some("") => FieldSelector::everything(),
             Some(s) => FieldSelector::parse(s)
-                .and_then(|f| f.resolve(&selectable(ctx.def.strategy, ctx.def.namespaced)))
+                .and_then(|f| f.resolve(&ctx.def.selectable()))
                 .map_err(|e| ApiError::bad_request(e.to_string()))?,
         };
         let rv_param = q

@@ -123,6 +123,7 @@ fn choose_container(
 async fn read_node(ctx: &Ctx<'_>, node_name: &str) -> Result<Value, ApiError> {
     let def = ctx
         .api
+        .served()
         .registry
         .get("", "v1", "nodes")
         .cloned()

@@ -33,7 +33,7 @@ pub(crate) async fn read_object(ctx: &Ctx<'_>) -> Result<Value, ApiError> {
         .ok_or_else(|| ApiError::not_found(&ctx.gr(), ctx.name()))?;
     let stored: Value = serde_json::from_slice(&kv.value)
         .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
-    let mut object = ctx.def.representation.served_from_storage(stored);
+    let mut object = ctx.def.served_from_storage(stored);
     super::meta::metadata(&mut object)
         .insert("resourceVersion".into(), json!(kv.mod_revision.to_string()));
     Ok(object)
@@ -76,13 +76,19 @@ pub(crate) fn table_of(
     include: &str,
 ) -> Value {
     let now = Utc::now();
-    let columns: Vec<Value> = table::columns(Some(def.strategy))
-        .iter()
-        .map(|c| json!({"name": c.name, "type": c.kind, "format": c.format, "description": c.description, "priority": c.priority}))
-        .collect();
+    let columns: Vec<Value> = match &def.custom {
+        Some(c) => crate::crd::table::columns(&c.columns),
+        None => table::columns(Some(def.strategy))
+            .iter()
+            .map(|c| json!({"name": c.name, "type": c.kind, "format": c.format, "description": c.description, "priority": c.priority}))
+            .collect(),
+    };
     let rows: Vec<Value> = objects
         .map(|o| {
-            let cells = table::cells(Some(def.strategy), &o, now);
+            let cells = match &def.custom {
+                Some(c) => crate::crd::table::cells(&c.columns, &o, now),
+                None => table::cells(Some(def.strategy), &o, now),
+            };
             let object = match include {
                 "None" => Value::Null,
                 "Object" => o,
@@ -109,7 +115,7 @@ async fn snapshot(
     ctx: &Ctx<'_>,
     options: &ListOptions,
 ) -> Result<(Objects, setpoint_core::Revision), ApiError> {
-    let cache = ctx.api.cache(ctx.def);
+    let cache = ctx.api.cache(ctx.def)?;
     if let Some(token) = &options.continue_token {
         let objects = cache.snapshot_at(token.revision).map_err(|e| {
             if e.reason == Reason::Expired {

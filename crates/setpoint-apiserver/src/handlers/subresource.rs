@@ -12,6 +12,7 @@ use super::response::{self, Body};
 use super::update::{self, guaranteed_update, respond_updated, Scope};
 use super::write::{self, decode_body};
 use super::Ctx;
+use crate::registry::ResourceDef;
 use crate::request::Verb;
 
 /// Dispatches a subresource request.
@@ -26,7 +27,7 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, sub: &str) -> Result<Response<Body>, A
         ("status", Verb::Patch) => update::patch_scoped(ctx, Scope::Status).await,
         ("scale", Verb::Get) => {
             let o = read_object(ctx).await?;
-            Ok(response::json(StatusCode::OK, &scale_of(&o)))
+            Ok(response::json(StatusCode::OK, &scale_of(ctx.def, &o)))
         }
         ("scale", Verb::Update | Verb::Patch) => scale_write(ctx).await,
         ("binding", Verb::Create) => binding(ctx).await,
@@ -36,8 +37,16 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, sub: &str) -> Result<Response<Body>, A
     }
 }
 
+/// The `Scale` view of an object: a custom resource's through its CRD's paths.
+fn scale_of(def: &ResourceDef, o: &Value) -> Value {
+    match def.custom.as_ref().and_then(|c| c.scale.as_ref()) {
+        Some(paths) => paths.scale_of(o),
+        None => builtin_scale_of(o),
+    }
+}
+
 /// The `Scale` view of a deployment or replica set.
-fn scale_of(o: &Value) -> Value {
+fn builtin_scale_of(o: &Value) -> Value {
     let selector = setpoint_core::LabelSelector::from_structured(&o["spec"]["selector"])
         .map(|s| s.to_string())
         .unwrap_or_default();
@@ -81,7 +90,7 @@ async fn scale_write(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
         &|current| {
             let scale = match (&patch, &put) {
                 (Some((t, body)), _) => {
-                    let mut base = scale_of(current);
+                    let mut base = scale_of(ctx.def, current);
                     base["metadata"]
                         .as_object_mut()
                         .map(|m| m.remove("resourceVersion"));
@@ -120,7 +129,10 @@ async fn scale_write(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
                 ));
             }
             let mut next = current.clone();
-            next["spec"]["replicas"] = json!(n);
+            match ctx.def.custom.as_ref().and_then(|c| c.scale.as_ref()) {
+                Some(paths) => paths.set_replicas(&mut next, n),
+                None => next["spec"]["replicas"] = json!(n),
+            }
             let rv = scale["metadata"]["resourceVersion"]
                 .as_str()
                 .filter(|s| !s.is_empty());
@@ -136,7 +148,7 @@ async fn scale_write(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
     let object = match updated {
         update::Updated::Stored(o) | update::Updated::Deleted(o) => o,
     };
-    Ok(response::json(StatusCode::OK, &scale_of(&object)))
+    Ok(response::json(StatusCode::OK, &scale_of(ctx.def, &object)))
 }
 
 /// POST `pods/{name}/binding`: assigns the pod to a node, once.

@@ -62,7 +62,7 @@ pub(crate) async fn guaranteed_update(
             .ok_or_else(|| ApiError::not_found(&gr, name))?;
         let stored: Value = serde_json::from_slice(&kv.value)
             .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
-        let mut current = def.representation.served_from_storage(stored);
+        let mut current = def.served_from_storage(stored);
         let rv = kv.mod_revision.to_string();
         meta::metadata(&mut current).insert("resourceVersion".into(), json!(rv));
         let mut new = change(&current)?;
@@ -98,7 +98,7 @@ pub(crate) async fn guaranteed_update(
             };
         }
         match scope {
-            Scope::Main if def.strategy.has_status() => new["status"] = current["status"].clone(),
+            Scope::Main if def.has_status() => new["status"] = current["status"].clone(),
             Scope::Main | Scope::Full => {}
             Scope::Status => {
                 let status = new["status"].clone();
@@ -122,8 +122,8 @@ pub(crate) async fn guaranteed_update(
                 map.remove("status");
             }
         }
-        def.strategy.prepare_update(&mut new);
-        if def.strategy.has_generation() && new["spec"] != current["spec"] {
+        def.prepare_update(&mut new);
+        if def.generation_changed(&new, &current) {
             let g = current["metadata"]["generation"].as_i64().unwrap_or(1);
             meta::metadata(&mut new).insert("generation".into(), json!(g + 1));
         }
@@ -131,7 +131,7 @@ pub(crate) async fn guaranteed_update(
         // past the rules that stop clients changing immutable fields: `pods/binding` sets
         // `spec.nodeName`, which no client update may.
         let old = (scope != Scope::Full).then_some(&current);
-        let mut causes = def.strategy.validate(&new, old);
+        let mut causes = def.validate(&new, old);
         let old_finalizers = meta::finalizers(&current);
         let new_finalizers = meta::finalizers(&new);
         let deleting = !current["metadata"]["deletionTimestamp"].is_null();
@@ -175,7 +175,7 @@ pub(crate) async fn guaranteed_update(
                 Err(e) => return Err(store_error_for(def, name, e)),
             }
         }
-        let stored = def.representation.to_storage(new.clone());
+        let stored = def.to_storage(new.clone());
         let bytes = Bytes::from(serde_json::to_vec(&stored).expect("serializes"));
         match api
             .store
@@ -262,6 +262,13 @@ pub(crate) async fn patch(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
 /// PATCH on the main resource or the status subresource.
 pub(crate) async fn patch_scoped(ctx: &Ctx<'_>, scope: Scope) -> Result<Response<Body>, ApiError> {
     let patch_type = patch_type(&ctx.content_type)?;
+    if ctx.def.custom.is_some() && patch_type == PatchType::StrategicMerge {
+        // Custom resources have no patch strategies, so kube-apiserver refuses these.
+        return Err(ApiError::new(
+            Reason::UnsupportedMediaType,
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+        ));
+    }
     let patch: Value = serde_json::from_slice(&ctx.body)
         .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
     let validation = field_validation(ctx)?;

@@ -67,7 +67,7 @@ pub(crate) async fn watch(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
                 .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds {t:?}")))?,
         ),
     };
-    let cache = ctx.api.cache(ctx.def).clone();
+    let cache = ctx.api.cache(ctx.def)?;
     let (initial, start) = match options.rv {
         RvMatch::MostRecent => {
             ctx.api.consistent(ctx.def).await?;
@@ -170,6 +170,7 @@ impl Stream {
                         }
                         return Some(out.freeze());
                     }
+                    Err(_) if self.watcher.is_stopped() => return None,
                     Err(e) => {
                         self.done = true;
                         let mut out = BytesMut::new();

@@ -120,7 +120,7 @@ pub(crate) fn typed(
             )))
         }
     }
-    let normalized = def.strategy.normalize(&object).map_err(|e| {
+    let normalized = def.normalize(&object).map_err(|e| {
         ApiError::bad_request(format!(
             "{kind} in version {v:?} cannot be handled as a {kind}: {e}",
             kind = def.gvk.kind,
@@ -224,13 +224,13 @@ pub(crate) async fn create_object(
         }
         meta.insert("uid".into(), json!(meta::new_uid()));
         meta.insert("creationTimestamp".into(), json!(meta::now()));
-        if def.strategy.has_generation() {
+        if def.has_generation() {
             meta.insert("generation".into(), json!(1));
         } else {
             meta.remove("generation");
         }
     }
-    def.strategy.prepare_create(&mut object);
+    def.prepare_create(&mut object);
     if def.strategy == Kind::Service {
         super::cluster_ip::assign(api, def, &mut object).await?;
     }
@@ -263,7 +263,7 @@ pub(crate) async fn create_object(
             .into_iter()
             .map(|p| Cause::invalid("metadata.name", &json!(name), &p))
             .collect();
-        causes.extend(def.strategy.validate(&object, None));
+        causes.extend(def.validate(&object, None));
         if !causes.is_empty() {
             return Err(invalid(def, &name, causes));
         }
@@ -271,7 +271,7 @@ pub(crate) async fn create_object(
             return Ok(object);
         }
         let key = def.key(namespace, &name);
-        let stored = def.representation.to_storage(object.clone());
+        let stored = def.to_storage(object.clone());
         let bytes = Bytes::from(serde_json::to_vec(&stored).expect("serializes"));
         match api.store.create(Bytes::from(key), bytes).await {
             Ok(kv) => {
@@ -314,7 +314,7 @@ async fn check_namespace(
         e.details = Some(Box::new(setpoint_core::Details {
             name: name.to_owned(),
             group: def.gvk.group.clone(),
-            kind: def.plural.to_owned(),
+            kind: def.plural.clone(),
             causes: vec![Cause::new(
                 "NamespaceTerminating",
                 "metadata.namespace",

@@ -16,6 +16,7 @@ use k8s_openapi::api::autoscaling::v1 as autoscaling;
 use k8s_openapi::api::coordination::v1 as coordination;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::events::v1 as events;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::schemars::generate::{SchemaGenerator, SchemaSettings};
 use k8s_openapi::schemars::{JsonSchema, Schema};
@@ -75,6 +76,7 @@ const KINDS: &[BuiltinKind] = &[
     kind::<apps::Deployment>(),
     kind::<apps::ReplicaSet>(),
     kind::<autoscaling::Scale>(),
+    kind::<apiextensions::CustomResourceDefinition>(),
 ];
 
 /// Every built-in definition, by name, and the definition name of each of [`KINDS`].
@@ -148,7 +150,8 @@ fn unrequire_metadata(schema: &mut serde_json::Map<String, Value>) {
 ///
 /// Kinds: core `v1` `Namespace`, `Pod`, `Node`, `ConfigMap`, `Secret`, `ServiceAccount`,
 /// `Service`, `Event`, `Binding`; `events.k8s.io/v1` `Event`; `coordination.k8s.io/v1`
-/// `Lease`; `apps/v1` `Deployment`, `ReplicaSet`; `autoscaling/v1` `Scale`.
+/// `Lease`; `apps/v1` `Deployment`, `ReplicaSet`; `autoscaling/v1` `Scale`;
+/// `apiextensions.k8s.io/v1` `CustomResourceDefinition`.
 pub(crate) fn builtin_schema(group: &str, version: &str, kind: &str) -> Option<Value> {
     let name = builtin_definition_name(group, version, kind)?;
     registry().definitions.get(name).cloned()

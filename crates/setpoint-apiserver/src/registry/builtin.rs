@@ -6,7 +6,7 @@ use setpoint_core::GroupVersionKind;
 use super::strategy::Kind;
 use super::{Representation, ResourceDef, Subresource};
 
-const ALL_VERBS: &[&str] = &[
+pub(crate) const ALL_VERBS: &[&str] = &[
     "create",
     "delete",
     "deletecollection",
@@ -19,7 +19,7 @@ const ALL_VERBS: &[&str] = &[
 const NAMESPACE_VERBS: &[&str] = &[
     "create", "delete", "get", "list", "patch", "update", "watch",
 ];
-const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
+pub(crate) const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
 
 fn gvk(group: &str, version: &str, kind: &str) -> GroupVersionKind {
     GroupVersionKind::new(group, version, kind)
@@ -60,9 +60,14 @@ impl Def {
         subresources: impl FnOnce(&GroupVersionKind) -> Vec<Subresource>,
     ) -> ResourceDef {
         let gvk = gvk(self.group, self.version, self.kind);
-        // Storage keys as kube-apiserver lays them out: `/registry/<plural>/`, one storage for
+        // Storage keys as kube-apiserver lays them out: `/registry/<plural>/` (CRDs under their
+        // group, `/registry/apiextensions.k8s.io/customresourcedefinitions/`), one storage for
         // both Event APIs (events.k8s.io/v1 objects are converted to and from core/v1).
-        let key_prefix = format!("/registry/{}/", self.plural);
+        let key_prefix = if self.group == "apiextensions.k8s.io" {
+            format!("/registry/{}/{}/", self.group, self.plural)
+        } else {
+            format!("/registry/{}/", self.plural)
+        };
         let representation = if self.group == "events.k8s.io" {
             Representation::EventsV1
         } else {
@@ -71,15 +76,16 @@ impl Def {
         ResourceDef {
             subresources: subresources(&gvk),
             gvk,
-            plural: self.plural,
-            singular: self.singular,
-            short_names: self.short_names,
-            categories: self.categories,
+            plural: self.plural.to_owned(),
+            singular: self.singular.to_owned(),
+            short_names: self.short_names.iter().map(|s| (*s).to_owned()).collect(),
+            categories: self.categories.iter().map(|s| (*s).to_owned()).collect(),
             namespaced: self.namespaced,
             verbs: self.verbs,
             key_prefix,
             strategy: self.strategy,
             representation,
+            custom: None,
         }
     }
 }
@@ -266,5 +272,18 @@ pub(crate) fn builtin_resources() -> Vec<ResourceDef> {
             strategy: Kind::ReplicaSet,
         }
         .build(|g| vec![scale(), status(g)]),
+        Def {
+            group: "apiextensions.k8s.io",
+            version: "v1",
+            kind: "CustomResourceDefinition",
+            plural: "customresourcedefinitions",
+            singular: "customresourcedefinition",
+            short_names: &["crd", "crds"],
+            categories: &["api-extensions"],
+            namespaced: false,
+            verbs: ALL_VERBS,
+            strategy: Kind::CustomResourceDefinition,
+        }
+        .build(|g| vec![status(g)]),
     ]
 }

@@ -55,9 +55,13 @@ fn kind_fields(kind: Kind) -> &'static [(&'static str, &'static str)] {
             ("source", "/source/component"),
             ("type", "/type"),
         ],
-        Kind::ConfigMap | Kind::ServiceAccount | Kind::Event | Kind::Lease | Kind::Deployment => {
-            &[]
-        }
+        Kind::ConfigMap
+        | Kind::ServiceAccount
+        | Kind::Event
+        | Kind::Lease
+        | Kind::Deployment
+        | Kind::CustomResourceDefinition
+        | Kind::Custom => &[],
     }
 }
 

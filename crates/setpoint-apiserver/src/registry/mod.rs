@@ -11,9 +11,12 @@ pub(crate) mod table;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use setpoint_core::{GroupResource, GroupVersionKind};
+use serde_json::Value;
+use setpoint_core::{Cause, GroupResource, GroupVersionKind};
 
-pub(crate) use builtin::builtin_resources;
+use crate::crd::CustomResource;
+
+pub(crate) use builtin::{builtin_resources, ALL_VERBS, STATUS_VERBS};
 pub(crate) use fields::{field_set, selectable};
 pub(crate) use representation::Representation;
 
@@ -30,10 +33,10 @@ pub(crate) struct Subresource {
 #[derive(Debug)]
 pub(crate) struct ResourceDef {
     pub(crate) gvk: GroupVersionKind,
-    pub(crate) plural: &'static str,
-    pub(crate) singular: &'static str,
-    pub(crate) short_names: &'static [&'static str],
-    pub(crate) categories: &'static [&'static str],
+    pub(crate) plural: String,
+    pub(crate) singular: String,
+    pub(crate) short_names: Vec<String>,
+    pub(crate) categories: Vec<String>,
     pub(crate) namespaced: bool,
     pub(crate) verbs: &'static [&'static str],
     pub(crate) subresources: Vec<Subresource>,
@@ -43,11 +46,14 @@ pub(crate) struct ResourceDef {
     pub(crate) strategy: strategy::Kind,
     /// How they are stored (another resource's form, for events.k8s.io Events).
     pub(crate) representation: Representation,
+    /// For a custom resource (`strategy` is [`strategy::Kind::Custom`]): what its CRD
+    /// defines for this version.
+    pub(crate) custom: Option<Arc<CustomResource>>,
 }
 
 impl ResourceDef {
     pub(crate) fn group_resource(&self) -> GroupResource {
-        GroupResource::new(&self.gvk.group, self.plural)
+        GroupResource::new(&self.gvk.group, &self.plural)
     }
 
     pub(crate) fn has_subresource(&self, name: &str) -> bool {
@@ -76,7 +82,127 @@ impl ResourceDef {
 
     /// `<Kind>List`.
     pub(crate) fn list_kind(&self) -> String {
-        format!("{}List", self.gvk.kind)
+        match &self.custom {
+            Some(c) => c.list_kind.clone(),
+            None => format!("{}List", self.gvk.kind),
+        }
+    }
+
+    /// Whether the resource has a `status` subresource: status is then kept out of
+    /// main-resource writes, and the subresource writes only status.
+    pub(crate) fn has_status(&self) -> bool {
+        match &self.custom {
+            Some(c) => c.status,
+            None => self.strategy.has_status(),
+        }
+    }
+
+    /// Whether `metadata.generation` is kept (every custom resource has one).
+    pub(crate) fn has_generation(&self) -> bool {
+        self.custom.is_some() || self.strategy.has_generation()
+    }
+
+    /// Whether a change from `old` to `new` bumps `metadata.generation`: a spec change for
+    /// built-in kinds; for custom resources any change outside `metadata` (and `status`, when
+    /// it has its own subresource), as kube-apiserver does.
+    pub(crate) fn generation_changed(&self, new: &Value, old: &Value) -> bool {
+        if !self.has_generation() {
+            return false;
+        }
+        if self.custom.is_none() {
+            return new["spec"] != old["spec"];
+        }
+        let strip = |v: &Value| {
+            let mut v = v.clone();
+            if let Some(map) = v.as_object_mut() {
+                map.remove("metadata");
+                if self.has_status() {
+                    map.remove("status");
+                }
+            }
+            v
+        };
+        strip(new) != strip(old)
+    }
+
+    /// The object as the typed struct (or, for a custom resource, its schema) sees it: fields
+    /// of the wrong type are an error (built-ins), unknown fields are dropped.
+    pub(crate) fn normalize(&self, value: &Value) -> Result<Value, String> {
+        match &self.custom {
+            Some(c) => c.prune(value.clone()),
+            None => self.strategy.normalize(value),
+        }
+    }
+
+    /// Sets what a new object starts with and applies the defaults.
+    pub(crate) fn prepare_create(&self, object: &mut Value) {
+        match &self.custom {
+            Some(c) => {
+                if c.status {
+                    if let Some(map) = object.as_object_mut() {
+                        map.remove("status");
+                    }
+                }
+                c.apply_defaults(object);
+            }
+            None => self.strategy.prepare_create(object),
+        }
+    }
+
+    /// Applies the defaults to an updated object.
+    pub(crate) fn prepare_update(&self, object: &mut Value) {
+        match &self.custom {
+            Some(c) => c.apply_defaults(object),
+            None => self.strategy.prepare_update(object),
+        }
+    }
+
+    /// Validates an object (and, for an update, what changed from `old`).
+    pub(crate) fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<Cause> {
+        match &self.custom {
+            Some(c) => c.validate(object, old),
+            None => self.strategy.validate(object, old),
+        }
+    }
+
+    /// The field labels field selectors may use on this resource.
+    pub(crate) fn selectable(&self) -> setpoint_core::SelectableFields {
+        match &self.custom {
+            Some(c) if !c.selectable.is_empty() => {
+                let mut labels = vec!["metadata.name".to_owned()];
+                if self.namespaced {
+                    labels.push("metadata.namespace".to_owned());
+                }
+                labels.extend(c.selectable.iter().map(|(label, _)| label.clone()));
+                setpoint_core::SelectableFields::for_kind(labels)
+            }
+            _ => selectable(self.strategy, self.namespaced),
+        }
+    }
+
+    /// The values of every selectable field of `object`.
+    pub(crate) fn field_set(&self, object: &Value) -> BTreeMap<String, String> {
+        let mut fields = field_set(self.strategy, object);
+        if let Some(c) = &self.custom {
+            fields.extend(c.selectable_values(object));
+        }
+        fields
+    }
+
+    /// The object as stored, from the object as served.
+    pub(crate) fn to_storage(&self, object: Value) -> Value {
+        match &self.custom {
+            Some(c) => c.to_storage(object),
+            None => self.representation.to_storage(object),
+        }
+    }
+
+    /// The object as served, from the object as stored.
+    pub(crate) fn served_from_storage(&self, object: Value) -> Value {
+        match &self.custom {
+            Some(c) => c.served_from_storage(object),
+            None => self.representation.served_from_storage(object),
+        }
     }
 }
 
@@ -88,7 +214,7 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
-    pub(crate) fn new(resources: Vec<ResourceDef>) -> Registry {
+    pub(crate) fn new(resources: Vec<Arc<ResourceDef>>) -> Registry {
         let mut by_gvr = BTreeMap::new();
         let mut groups: Vec<(String, Vec<String>)> = Vec::new();
         for def in resources {
@@ -99,7 +225,7 @@ impl Registry {
                 Some(_) => {}
                 None => groups.push((g.clone(), vec![v.clone()])),
             }
-            by_gvr.insert((g, v, def.plural.to_owned()), Arc::new(def));
+            by_gvr.insert((g, v, def.plural.clone()), def);
         }
         Registry { by_gvr, groups }
     }

@@ -109,6 +109,14 @@ pub(crate) fn columns(kind: Option<Kind>) -> Vec<Column> {
             col("Message", 0),
         ],
         Kind::Lease => vec![NAME, col("Holder", 0), col("Age", 0)],
+        Kind::CustomResourceDefinition => vec![
+            NAME,
+            Column {
+                format: "date-time",
+                ..col("Created At", 0)
+            },
+        ],
+        Kind::Custom => vec![NAME, col("Age", 0)],
         Kind::Deployment => vec![
             NAME,
             col("Ready", 0),
@@ -324,6 +332,8 @@ pub(crate) fn cells(kind: Option<Kind>, o: &Value, now: DateTime<Utc>) -> Vec<Va
                 json!(message.as_str().unwrap_or("").trim()),
             ]
         }
+        Kind::CustomResourceDefinition => vec![name, o["metadata"]["creationTimestamp"].clone()],
+        Kind::Custom => vec![name, age_cell],
         Kind::Lease => vec![
             name,
             json!(o["spec"]["holderIdentity"].as_str().unwrap_or("")),

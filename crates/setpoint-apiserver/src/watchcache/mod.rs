@@ -39,6 +39,9 @@ pub(crate) struct WatchCache {
     /// Bumped whenever the state changes; watchers and readers waiting for a revision wait on it.
     notify: watch::Sender<Revision>,
     window: usize,
+    /// Cancelled when the resource stops being served (its CRD changed or went away): the
+    /// feed ends and watchers finish.
+    stopped: tokio_util::sync::CancellationToken,
 }
 
 struct CacheState {
@@ -71,24 +74,44 @@ impl WatchCache {
             }),
             notify: watch::Sender::new(Revision::ZERO),
             window: window.max(1),
+            stopped: tokio_util::sync::CancellationToken::new(),
         });
         let weak = Arc::downgrade(&cache);
+        let stopped = cache.stopped.clone();
         tokio::spawn(async move {
             let mut backoff = Duration::from_millis(50);
             loop {
                 let Some(cache) = weak.upgrade() else { return };
-                match cache.feed(store.as_ref()).await {
+                let fed = tokio::select! {
+                    () = stopped.cancelled() => return,
+                    fed = cache.feed(store.as_ref()) => fed,
+                };
+                match fed {
                     Ok(()) => return, // the store closed
                     Err(error) => {
                         tracing::warn!(resource = %cache.def.group_resource(), %error, "watch cache relisting");
                     }
                 }
                 drop(cache);
-                tokio::time::sleep(backoff).await;
+                tokio::select! {
+                    () = stopped.cancelled() => return,
+                    () = tokio::time::sleep(backoff) => {}
+                }
                 backoff = (backoff * 2).min(Duration::from_secs(2));
             }
         });
         cache
+    }
+
+    /// Stops feeding the cache and ends its watchers: the resource is no longer served.
+    pub(crate) fn stop(&self) {
+        self.stopped.cancel();
+        self.notify.send_modify(|_| {});
+    }
+
+    /// Whether [`WatchCache::stop`] was called.
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.stopped.is_cancelled()
     }
 
     /// Lists the store, then follows its watch until the store closes (`Ok`) or the watch

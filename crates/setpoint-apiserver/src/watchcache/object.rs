@@ -8,7 +8,7 @@ use serde_json::Value;
 use setpoint_core::Revision;
 use setpoint_store::{Event, EventKind};
 
-use crate::registry::{field_set, ResourceDef};
+use crate::registry::ResourceDef;
 
 /// One object as the cache keeps it.
 #[derive(Debug)]
@@ -62,7 +62,7 @@ impl CachedObject {
         revision: Revision,
     ) -> Result<CachedObject, String> {
         let stored: Value = serde_json::from_slice(value).map_err(|e| e.to_string())?;
-        let mut object = def.representation.served_from_storage(stored);
+        let mut object = def.served_from_storage(stored);
         Ok(Self::from_value(def, key.clone(), &mut object, revision))
     }
 
@@ -87,7 +87,7 @@ impl CachedObject {
                     .collect()
             })
             .unwrap_or_default();
-        let fields = field_set(def.strategy, object);
+        let fields = def.field_set(object);
         CachedObject {
             key,
             namespace: object["metadata"]["namespace"].as_str().map(str::to_owned),

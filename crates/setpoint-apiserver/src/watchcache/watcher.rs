@@ -58,6 +58,11 @@ impl Watcher {
         }
     }
 
+    /// Whether the watched resource stopped being served (the watch just ends).
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.cache.is_stopped()
+    }
+
     /// The last revision delivered (or skipped as not matching).
     pub(crate) fn cursor(&self) -> Revision {
         self.cursor
@@ -77,6 +82,12 @@ impl Watcher {
             if reached > self.cursor {
                 self.cursor = reached;
                 return Ok(Vec::new());
+            }
+            if self.cache.is_stopped() {
+                return Err(ApiError::new(
+                    setpoint_core::Reason::NotFound,
+                    "the resource is no longer served",
+                ));
             }
             if self.wake.changed().await.is_err() {
                 return Err(ApiError::unavailable("the watch cache stopped"));

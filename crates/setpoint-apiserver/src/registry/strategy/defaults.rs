@@ -89,7 +89,9 @@ pub(super) fn apply(kind: Kind, object: &mut Value) {
         | Kind::ServiceAccount
         | Kind::CoreEvent
         | Kind::Event
-        | Kind::Lease => {}
+        | Kind::Lease
+        | Kind::Custom => {}
+        Kind::CustomResourceDefinition => crate::crd::default_definition(object),
     }
 }
 

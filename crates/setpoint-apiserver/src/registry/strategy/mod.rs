@@ -32,6 +32,11 @@ pub(crate) enum Kind {
     Lease,
     Deployment,
     ReplicaSet,
+    /// apiextensions.k8s.io/v1 CustomResourceDefinition.
+    CustomResourceDefinition,
+    /// A custom resource: its definition's schema does the work (see
+    /// [`crate::crd::CustomResource`]), reached through the resource's `custom` field.
+    Custom,
 }
 
 /// Decodes `value` as `T` and encodes it again: the typed view of the object.
@@ -58,12 +63,17 @@ impl Kind {
             Kind::Lease => round_trip::<coordination::v1::Lease>(value),
             Kind::Deployment => round_trip::<apps::v1::Deployment>(value),
             Kind::ReplicaSet => round_trip::<apps::v1::ReplicaSet>(value),
+            Kind::CustomResourceDefinition => round_trip::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>(value),
+            Kind::Custom => Ok(value.clone()),
         }
     }
 
     /// Whether `metadata.generation` tracks changes to the spec.
     pub(crate) fn has_generation(self) -> bool {
-        matches!(self, Kind::Deployment | Kind::ReplicaSet)
+        matches!(
+            self,
+            Kind::Deployment | Kind::ReplicaSet | Kind::CustomResourceDefinition | Kind::Custom
+        )
     }
 
     /// Whether the kind has a `status` subresource: status is then kept out of main-resource
@@ -77,6 +87,7 @@ impl Kind {
                 | Kind::Service
                 | Kind::Deployment
                 | Kind::ReplicaSet
+                | Kind::CustomResourceDefinition
         )
     }
 

@@ -65,7 +65,11 @@ pub(super) fn validate(kind: Kind, object: &Value, old: Option<&Value>) -> Vec<C
         | Kind::ServiceAccount
         | Kind::CoreEvent
         | Kind::Event
-        | Kind::Lease => {}
+        | Kind::Lease
+        | Kind::Custom => {}
+        Kind::CustomResourceDefinition => {
+            causes.extend(crate::crd::validate_definition(object, old));
+        }
     }
     causes
 }

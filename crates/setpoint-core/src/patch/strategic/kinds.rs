@@ -126,6 +126,7 @@ const KINDS: &[(&str, &str)] = &[
     ("apps/v1", "Deployment"),
     ("apps/v1", "ReplicaSet"),
     ("autoscaling/v1", "Scale"),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
 ];
 
 fn table(api_version: &str, kind: &str) -> Table {
@@ -164,7 +165,8 @@ fn table(api_version: &str, kind: &str) -> Table {
             t.metadata("spec.template").pod_spec("spec.template.spec");
             t.mount("status", &[("conditions", FieldStrategy::by("type"))]);
         }
-        // ConfigMap, Secret, both Events, Lease, Scale: only their metadata has tags.
+        // ConfigMap, Secret, both Events, Lease, Scale, CustomResourceDefinition: only their
+        // metadata has tags.
         _ => {}
     }
     t

@@ -1,0 +1,209 @@
+//! CEL validation rules (`x-kubernetes-validations`), evaluated with the `cel` crate: each
+//! rule sees the value at its schema node as `self` and, when the rule mentions it, the same
+//! place before an update as `oldSelf`. A rule that mentions `oldSelf` is a transition rule:
+//! it runs only on updates where the old value exists (unless `optionalOldSelf`, which is
+//! not supported: such rules run only when there is an old value too).
+//!
+//! A rule that is false, or that fails to evaluate, becomes a cause at the node's path (or
+//! at `fieldPath` below it) with the rule's `message` (else `failed rule: <rule>`) and its
+//! `reason` (default `FieldValueInvalid`). Kubernetes' CEL libraries beyond the standard one
+//! (`quantity`, `url`, `isSorted`, …) and `messageExpression` are not available, and no
+//! cost budget is enforced.
+
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use cel::{Context, Env, Program};
+use serde_json::{json, Value};
+use setpoint_core::Cause;
+
+/// One compiled rule.
+pub(crate) struct Rule {
+    source: String,
+    program: Program,
+    message: Option<String>,
+    reason: String,
+    /// A path below the node to report at, e.g. `.spec.replicas` → `<node>.spec.replicas`.
+    field_path: Option<String>,
+    /// Whether the rule reads `oldSelf`.
+    transition: bool,
+}
+
+impl fmt::Debug for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rule")
+            .field("rule", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+fn env() -> Arc<Env> {
+    static ENV: OnceLock<Arc<Env>> = OnceLock::new();
+    ENV.get_or_init(|| Arc::new(Env::stdlib())).clone()
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+impl Rule {
+    /// Compiles one `x-kubernetes-validations` entry; `path` names it in errors.
+    pub(crate) fn compile(v: &Value, path: &str) -> Result<Rule, String> {
+        let source = v
+            .get("rule")
+            .and_then(Value::as_str)
+            .filter(|r| !r.trim().is_empty())
+            .ok_or_else(|| format!("{path}.rule: Required value"))?
+            .to_owned();
+        let program = env().compile(&source).map_err(|e| {
+            format!("{path}.rule: Invalid value: {source:?}: compilation failed: {e}")
+        })?;
+        let transition = program.references().has_variable("oldSelf");
+        let reason = match v.get("reason").and_then(Value::as_str) {
+            None | Some("FieldValueInvalid") => "FieldValueInvalid",
+            Some("FieldValueForbidden") => "FieldValueForbidden",
+            Some("FieldValueRequired") => "FieldValueRequired",
+            Some("FieldValueDuplicate") => "FieldValueDuplicate",
+            Some(other) => {
+                return Err(format!("{path}.reason: Unsupported value: {other:?}: supported values: \"FieldValueDuplicate\", \"FieldValueForbidden\", \"FieldValueInvalid\", \"FieldValueRequired\""))
+            }
+        };
+        Ok(Rule {
+            source,
+            program,
+            message: v
+                .get("message")
+                .and_then(Value::as_str)
+                .filter(|m| !m.is_empty())
+                .map(str::to_owned),
+            reason: reason.to_owned(),
+            field_path: v
+                .get("fieldPath")
+                .and_then(Value::as_str)
+                .filter(|p| !p.is_empty())
+                .map(str::to_owned),
+            transition,
+        })
+    }
+
+    /// Evaluates the rule on `value` (and `old`); `Ok(true)` if it holds, `Ok(false)` if it
+    /// does not, `Err` if it could not be evaluated. A transition rule without an old value
+    /// holds.
+    pub(crate) fn evaluate(&self, value: &Value, old: Option<&Value>) -> Result<bool, String> {
+        if self.transition && old.is_none() {
+            return Ok(true);
+        }
+        let mut context = Context::with_env(env());
+        let this = cel::to_value(value).map_err(|e| e.to_string())?;
+        context.add_variable_from_value("self", this);
+        if let Some(old) = old {
+            let before = cel::to_value(old).map_err(|e| e.to_string())?;
+            context.add_variable_from_value("oldSelf", before);
+        }
+        match self.program.execute(&context) {
+            Ok(cel::Value::Bool(b)) => Ok(b),
+            Ok(other) => Err(format!("rule returned {other:?}, not a bool")),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// The cause to report when the rule does not hold for the value at `path`.
+    pub(crate) fn check(&self, value: &Value, old: Option<&Value>, path: &str) -> Option<Cause> {
+        let field = match &self.field_path {
+            Some(p) if p.starts_with('.') || p.starts_with('[') => format!("{path}{p}"),
+            Some(p) => format!("{path}.{p}"),
+            None => path.to_owned(),
+        };
+        let detail = match self.evaluate(value, old) {
+            Ok(true) => return None,
+            Ok(false) => self
+                .message
+                .clone()
+                .unwrap_or_else(|| format!("failed rule: {}", self.source)),
+            Err(e) => format!("rule evaluation error: {}: {e}", self.source),
+        };
+        let shown = json!(type_name(value));
+        Some(match self.reason.as_str() {
+            "FieldValueForbidden" => Cause::forbidden(field, &detail),
+            "FieldValueRequired" => Cause::new(
+                "FieldValueRequired",
+                field.clone(),
+                format!("{field}: Required value: {detail}"),
+            ),
+            "FieldValueDuplicate" => Cause::new(
+                "FieldValueDuplicate",
+                field.clone(),
+                format!("{field}: Duplicate value: {detail}"),
+            ),
+            _ => Cause::invalid(field, &shown, &detail),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(v: Value) -> Rule {
+        Rule::compile(&v, "r").unwrap()
+    }
+
+    #[test]
+    fn rules_should_see_self_and_report_their_message() {
+        let r = rule(
+            json!({"rule": "self.replicas <= self.maxReplicas", "message": "replicas must not exceed maxReplicas"}),
+        );
+        assert!(r
+            .check(&json!({"replicas": 2, "maxReplicas": 3}), None, "spec")
+            .is_none());
+        let cause = r
+            .check(&json!({"replicas": 5, "maxReplicas": 3}), None, "spec")
+            .unwrap();
+        assert_eq!(cause.field, "spec");
+        assert_eq!(
+            cause.message,
+            "spec: Invalid value: \"object\": replicas must not exceed maxReplicas"
+        );
+        let plain = rule(json!({"rule": "self.name.startsWith('a')"}));
+        let cause = plain.check(&json!({"name": "bob"}), None, "spec").unwrap();
+        assert!(
+            cause
+                .message
+                .ends_with("failed rule: self.name.startsWith('a')"),
+            "{}",
+            cause.message
+        );
+        let sized = rule(json!({"rule": "size(self) < 3 && self.all(x, x > 0)"}));
+        assert!(sized.evaluate(&json!([1, 2]), None).unwrap());
+        assert!(!sized.evaluate(&json!([1, 0]), None).unwrap());
+    }
+
+    #[test]
+    fn transition_rules_should_compare_with_the_old_value_only_on_update() {
+        let r = rule(
+            json!({"rule": "self == oldSelf", "message": "is immutable", "reason": "FieldValueForbidden", "fieldPath": ".mode"}),
+        );
+        assert!(r.check(&json!("a"), None, "spec.mode").is_none());
+        assert!(r
+            .check(&json!("a"), Some(&json!("a")), "spec.mode")
+            .is_none());
+        let cause = r.check(&json!("b"), Some(&json!("a")), "spec").unwrap();
+        assert_eq!(cause.reason, "FieldValueForbidden");
+        assert_eq!(cause.field, "spec.mode");
+    }
+
+    #[test]
+    fn rules_that_do_not_compile_should_be_refused() {
+        let e = Rule::compile(&json!({"rule": "self.a ==="}), "x").unwrap_err();
+        assert!(e.starts_with("x.rule: Invalid value"), "{e}");
+        assert!(Rule::compile(&json!({"message": "m"}), "x").is_err());
+    }
+}

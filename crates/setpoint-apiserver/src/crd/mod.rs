@@ -1,0 +1,131 @@
+//! CustomResourceDefinitions (`apiextensions.k8s.io/v1`), as kube-apiserver's
+//! apiextensions-apiserver serves them.
+//!
+//! - A CRD is a built-in object (`registry::strategy::Kind::CustomResourceDefinition`):
+//!   defaulted and validated by [`definition`] (names, scope, versions, one storage version,
+//!   compilable schemas and CEL rules, scale paths).
+//! - [`controller`] turns each stored CRD into served resources ([`build`]): one
+//!   `ResourceDef` per served version, carrying a [`CustomResource`] with the version's
+//!   compiled [`schema`]. It checks the names against other CRDs of the group, sets the
+//!   `NamesAccepted` and `Established` conditions, `acceptedNames` and `storedVersions`, and
+//!   swaps the API's registry so discovery, OpenAPI and the REST paths change at once. On
+//!   deletion it holds the CRD with the `customresourcecleanup.apiextensions.k8s.io`
+//!   finalizer, deletes every custom object, then lets the CRD go.
+//! - Objects of every version are stored once, under `/registry/<group>/<plural>/`, in the
+//!   storage version's `apiVersion`; other versions are served by rewriting `apiVersion`
+//!   (conversion strategy `None`).
+
+mod build;
+mod cel;
+pub(crate) mod controller;
+mod definition;
+mod jsonpath;
+pub(crate) mod scale;
+mod schema;
+pub(crate) mod table;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::{json, Value};
+use setpoint_core::Cause;
+
+pub(crate) use build::compare_versions;
+pub(crate) use definition::{default_definition, validate_definition};
+use schema::Schema;
+
+/// What a CRD defines for one served version of its resource.
+#[derive(Debug)]
+pub(crate) struct CustomResource {
+    /// The CRD's name, `<plural>.<group>`.
+    pub(crate) crd_name: String,
+    /// `<group>/<version>` of this version.
+    pub(crate) api_version: String,
+    /// `<group>/<version>` objects are stored in.
+    pub(crate) storage_api_version: String,
+    /// `spec.names.listKind`.
+    pub(crate) list_kind: String,
+    /// The compiled `openAPIV3Schema`.
+    schema: Schema,
+    /// The schema as written, for the OpenAPI documents.
+    pub(crate) raw_schema: Value,
+    /// Whether the `status` subresource is enabled.
+    pub(crate) status: bool,
+    /// The `scale` subresource's paths, if enabled.
+    pub(crate) scale: Option<scale::ScalePaths>,
+    /// The table columns, `Name` excepted.
+    pub(crate) columns: Vec<table::PrinterColumn>,
+    /// `selectableFields`: field label (`spec.color`) and where its value is.
+    pub(crate) selectable: Vec<(String, jsonpath::JsonPath)>,
+    /// The CRD's `spec` this was built from: a different spec means a new definition.
+    pub(crate) spec: Value,
+    /// Set once the CRD is being deleted: no new objects may be created.
+    terminating: AtomicBool,
+}
+
+impl CustomResource {
+    /// The values of the `selectableFields` of `object`, as field selectors compare them.
+    pub(crate) fn selectable_values(&self, object: &Value) -> Vec<(String, String)> {
+        self.selectable
+            .iter()
+            .map(|(label, path)| {
+                let value = match path.select(object).first() {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(Value::Null) | None => String::new(),
+                    Some(other) => other.to_string(),
+                };
+                (label.clone(), value)
+            })
+            .collect()
+    }
+
+    /// Whether the CRD is being deleted.
+    pub(crate) fn terminating(&self) -> bool {
+        self.terminating.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_terminating(&self) {
+        self.terminating.store(true, Ordering::Relaxed);
+    }
+
+    /// The object with what the schema does not declare dropped, and `metadata` as
+    /// `ObjectMeta` sees it (unknown fields dropped, wrong types an error).
+    pub(crate) fn prune(&self, mut object: Value) -> Result<Value, String> {
+        self.schema.prune(&mut object, true);
+        if let Some(meta) = object.get_mut("metadata").filter(|m| !m.is_null()) {
+            let typed: ObjectMeta =
+                serde_json::from_value(meta.clone()).map_err(|e| format!("metadata: {e}"))?;
+            *meta = serde_json::to_value(typed).map_err(|e| e.to_string())?;
+        }
+        Ok(object)
+    }
+
+    /// Fills in the schema's defaults.
+    pub(crate) fn apply_defaults(&self, object: &mut Value) {
+        self.schema.apply_defaults(object);
+    }
+
+    /// Validates an object against the schema and its rules (`old` on updates).
+    pub(crate) fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<Cause> {
+        let mut causes = Vec::new();
+        self.schema.validate(object, old, "", &mut causes);
+        causes
+    }
+
+    /// The stored form: the storage version's `apiVersion`.
+    pub(crate) fn to_storage(&self, mut object: Value) -> Value {
+        if object.is_object() {
+            object["apiVersion"] = json!(self.storage_api_version);
+        }
+        object
+    }
+
+    /// The served form: this version's `apiVersion`, with the schema's defaults.
+    pub(crate) fn served_from_storage(&self, mut object: Value) -> Value {
+        if object.is_object() {
+            object["apiVersion"] = json!(self.api_version);
+        }
+        self.schema.apply_defaults(&mut object);
+        object
+    }
+}
