@@ -5,6 +5,7 @@ mod cluster_ip;
 mod delete;
 mod discovery;
 mod meta;
+mod metrics;
 mod openapi;
 mod params;
 mod pod_log;
@@ -158,6 +159,9 @@ impl Api {
             .get(http::header::ACCEPT)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        if let Some(answer) = metrics::serve(self, &target, &query).await {
+            return answer;
+        }
         match target {
             Target::CoreGroup => Ok(discovery::core_group(self, accept.as_deref())),
             Target::Groups => Ok(discovery::groups(self, accept.as_deref())),

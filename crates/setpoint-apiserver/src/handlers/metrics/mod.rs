@@ -1,0 +1,288 @@
+//! The resource metrics API, `metrics.k8s.io/v1beta1` (what metrics-server serves, for
+//! `kubectl top` and later the HPA): `pods` (namespaced, or across namespaces) and `nodes`
+//! (cluster-scoped), verbs `get` and `list`, with label and field selectors on lists.
+//!
+//! Nothing is stored: each request reads the pods or nodes it is about from the watch caches
+//! (a consistent read), asks the agents of the nodes involved for their latest reports (the
+//! `pods/log` path: the node's `InternalIP` and daemon port, the API server's client
+//! certificate; see [`agent`]) and answers with what came back. A pod is matched by namespace,
+//! name and UID; a node whose agent cannot be asked (unreachable, a simulated node without an
+//! endpoint, no report yet) is missing from lists, and a `get` of a pod or node without
+//! metrics is `404 NotFound` (`podmetrics.metrics.k8s.io "ns/name" not found`), as
+//! metrics-server answers.
+//!
+//! Self-contained: the registry does not know this group; [`serve`] claims its requests before
+//! resource routing, and discovery adds [`api_group`] and [`aggregated_group`].
+
+mod agent;
+mod discovery;
+mod objects;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
+
+use bytes::Bytes;
+
+use http::{Response, StatusCode};
+use serde_json::{Map, Value};
+use setpoint_core::{ApiError, FieldSelector, GroupResource, LabelSelector, Reason};
+
+use super::response::{self, Body};
+use super::Api;
+use crate::node_client::NodeClient;
+use crate::registry::{selectable, ResourceDef};
+use crate::request::{ResourceRequest, Target, Verb};
+use crate::watchcache::Filter;
+pub(super) use discovery::{aggregated_group, api_group};
+use discovery::{GROUP, VERSION};
+
+/// Answers `target` if it belongs to `metrics.k8s.io`; `None` leaves it to the rest of the API.
+pub(super) async fn serve(
+    api: &Api,
+    target: &Target,
+    query: &BTreeMap<String, String>,
+) -> Option<Result<Response<Body>, ApiError>> {
+    match target {
+        Target::Group(group) if group == GROUP => {
+            let mut body = api_group();
+            body["kind"] = "APIGroup".into();
+            body["apiVersion"] = "v1".into();
+            Some(Ok(response::json(StatusCode::OK, &body)))
+        }
+        Target::GroupVersion { group, version } if group == GROUP && version == VERSION => Some(
+            Ok(response::json(StatusCode::OK, &discovery::resource_list())),
+        ),
+        Target::Resource(r) if r.group == GROUP => Some(resource(api, r, query).await),
+        _ => None,
+    }
+}
+
+/// Which metrics a request is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Pods,
+    Nodes,
+}
+
+impl Kind {
+    /// The group-resource errors name (metrics-server's).
+    fn error_resource(self) -> GroupResource {
+        match self {
+            Kind::Pods => GroupResource::new(GROUP, "podmetrics"),
+            Kind::Nodes => GroupResource::new(GROUP, "nodemetrics"),
+        }
+    }
+
+    /// The objects measured: pods or nodes.
+    fn measured(self) -> &'static str {
+        match self {
+            Kind::Pods => "pods",
+            Kind::Nodes => "nodes",
+        }
+    }
+}
+
+async fn resource(
+    api: &Api,
+    r: &ResourceRequest,
+    query: &BTreeMap<String, String>,
+) -> Result<Response<Body>, ApiError> {
+    let not_found = || {
+        ApiError::new(
+            Reason::NotFound,
+            "the server could not find the requested resource",
+        )
+    };
+    let kind = match (r.version.as_str(), r.resource.as_str(), &r.namespace) {
+        (VERSION, "pods", _) => Kind::Pods,
+        (VERSION, "nodes", None) => Kind::Nodes,
+        _ => return Err(not_found()),
+    };
+    if r.subresource.is_some() {
+        return Err(not_found());
+    }
+    if !matches!(r.verb, Verb::Get | Verb::List) {
+        return Err(ApiError::method_not_supported(
+            &GroupResource::new(GROUP, &r.resource),
+            r.verb.as_str(),
+        ));
+    }
+    let client = api.node_client.get().ok_or_else(|| {
+        ApiError::new(
+            Reason::ServiceUnavailable,
+            "metrics.k8s.io is unavailable: this API server has no credentials to call node agents",
+        )
+    })?;
+    let def = api
+        .registry
+        .get("", "v1", kind.measured())
+        .cloned()
+        .ok_or_else(|| ApiError::internal(format!("no {} resource", kind.measured())))?;
+    let filter = Filter {
+        namespace: r.namespace.clone(),
+        labels: match query.get("labelSelector").map(String::as_str) {
+            None | Some("") => LabelSelector::everything(),
+            Some(s) => LabelSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?,
+        },
+        fields: match query.get("fieldSelector").map(String::as_str) {
+            None | Some("") => FieldSelector::everything(),
+            Some(s) => FieldSelector::parse(s)
+                .and_then(|f| f.resolve(&selectable(def.strategy, def.namespaced)))
+                .map_err(|e| ApiError::bad_request(e.to_string()))?,
+        },
+    };
+    let measured = measured_objects(api, &def, &filter, r.name.as_deref()).await?;
+    let items = match kind {
+        Kind::Pods => pod_items(api, client, &measured).await?,
+        Kind::Nodes => node_items(api, client, &measured).await?,
+    };
+    match &r.name {
+        Some(name) => {
+            let item = items.into_iter().next().ok_or_else(|| {
+                let shown = match &r.namespace {
+                    Some(ns) => format!("{ns}/{name}"),
+                    None => name.clone(),
+                };
+                ApiError::not_found(&kind.error_resource(), &shown)
+            })?;
+            Ok(response::json(StatusCode::OK, &item))
+        }
+        None => {
+            let list_kind = match kind {
+                Kind::Pods => "PodMetrics",
+                Kind::Nodes => "NodeMetrics",
+            };
+            Ok(response::json(
+                StatusCode::OK,
+                &objects::list(list_kind, items),
+            ))
+        }
+    }
+}
+
+/// A pod or node the request is about.
+struct Measured {
+    /// The decoded object.
+    object: Value,
+    /// Its labels, as the metrics objects carry them.
+    labels: Map<String, Value>,
+}
+
+/// The objects of `def` the filter (and `name`, for a get) selects, in key order (namespace,
+/// then name), from a consistent read of the watch cache.
+async fn measured_objects(
+    api: &Api,
+    def: &ResourceDef,
+    filter: &Filter,
+    name: Option<&str>,
+) -> Result<Vec<Measured>, ApiError> {
+    api.consistent(def).await?;
+    let (objects, _) = api.cache(def).snapshot();
+    let selected: Vec<_> = match name {
+        Some(name) => objects
+            .get(def.key(filter.namespace.as_deref(), name).as_bytes())
+            .into_iter()
+            .filter(|o| filter.matches(o))
+            .cloned()
+            .collect(),
+        None => {
+            let prefix = Bytes::from(def.collection_prefix(filter.namespace.as_deref()));
+            let end = setpoint_store::prefix_end(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
+            objects
+                .range((Bound::Included(prefix), end))
+                .filter(|(_, o)| filter.matches(o))
+                .map(|(_, o)| o.clone())
+                .collect()
+        }
+    };
+    Ok(selected
+        .into_iter()
+        .filter_map(|o| {
+            let object: Value = serde_json::from_slice(&o.json).ok()?;
+            let labels = o
+                .labels
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect();
+            Some(Measured { object, labels })
+        })
+        .collect())
+}
+
+/// The reports of the agents of `nodes`, by node name.
+async fn reports_of(
+    api: &Api,
+    client: &NodeClient,
+    nodes: BTreeSet<String>,
+) -> Result<BTreeMap<String, agent::AgentReport>, ApiError> {
+    let def = api
+        .registry
+        .get("", "v1", "nodes")
+        .cloned()
+        .ok_or_else(|| ApiError::internal("no nodes resource"))?;
+    let (objects, _) = api.cache(&def).snapshot();
+    let addresses = nodes
+        .into_iter()
+        .filter_map(|name| {
+            let node = objects.get(def.key(None, &name).as_bytes())?;
+            let node: Value = serde_json::from_slice(&node.json).ok()?;
+            let address = super::pod_log::agent_address(&node, &name).ok()?;
+            Some((name, address))
+        })
+        .collect();
+    Ok(agent::reports(client, addresses)
+        .await
+        .into_iter()
+        .collect())
+}
+
+/// `PodMetrics` of the `pods` whose agents reported them.
+async fn pod_items(
+    api: &Api,
+    client: &NodeClient,
+    pods: &[Measured],
+) -> Result<Vec<Value>, ApiError> {
+    let node_of = |pod: &Value| pod["spec"]["nodeName"].as_str().map(str::to_owned);
+    let nodes: BTreeSet<String> = pods.iter().filter_map(|p| node_of(&p.object)).collect();
+    if nodes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let reports = reports_of(api, client, nodes).await?;
+    Ok(pods
+        .iter()
+        .filter_map(|pod| {
+            let report = reports.get(&node_of(&pod.object)?)?;
+            let meta = &pod.object["metadata"];
+            let usage = report.pods.iter().find(|u| {
+                meta["uid"] == u.uid.as_str()
+                    && meta["name"] == u.name.as_str()
+                    && meta["namespace"] == u.namespace.as_str()
+            })?;
+            Some(objects::pod_metrics(usage, &pod.labels))
+        })
+        .collect())
+}
+
+/// `NodeMetrics` of the `nodes` whose agents reported their usage.
+async fn node_items(
+    api: &Api,
+    client: &NodeClient,
+    nodes: &[Measured],
+) -> Result<Vec<Value>, ApiError> {
+    let names: BTreeSet<String> = nodes
+        .iter()
+        .filter_map(|n| n.object["metadata"]["name"].as_str().map(str::to_owned))
+        .collect();
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    let reports = reports_of(api, client, names).await?;
+    Ok(nodes
+        .iter()
+        .filter_map(|node| {
+            let name = node.object["metadata"]["name"].as_str()?;
+            let usage = reports.get(name)?.node.as_ref()?;
+            Some(objects::node_metrics(name, usage, &node.labels))
+        })
+        .collect())
+}
