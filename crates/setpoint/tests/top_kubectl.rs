@@ -244,3 +244,48 @@ fn kubectl_top_should_show_a_busy_pod_and_the_node() {
 
     s.ok(&["delete", "pods", "--all", "--wait=true", "--timeout=60s"]);
 }
+
+#[test]
+fn kubectl_top_should_show_synthetic_usage_on_simulated_nodes() {
+    // Simulated nodes run no processes and have no reachable agent: their pods use what they
+    // request, and the node the sum.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let s = Server::start_with(
+        &tmp.path().join("data"),
+        "127.0.0.1:0",
+        &["--no-agent", "--simulated-nodes", "1"],
+    );
+    let pod = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: steady}
+spec:
+  nodeName: sim-0
+  containers:
+  - name: app
+    image: busybox
+    resources: {requests: {cpu: 250m, memory: 64Mi}}
+"#;
+    let out = s.kubectl_stdin(&["apply", "-f", "-"], pod);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let top = wait_output(&s, &["top", "pods", "--no-headers"], |t| {
+        row(t, "steady").is_some()
+    });
+    assert_eq!(
+        row(&top, "steady"),
+        Some(vec!["steady", "250m", "64Mi"]),
+        "{top}"
+    );
+    let nodes = wait_output(&s, &["top", "nodes", "--no-headers"], |t| {
+        row(t, "sim-0").is_some_and(|r| r.get(1) == Some(&"250m"))
+    });
+    assert_eq!(
+        row(&nodes, "sim-0").and_then(|r| r.get(3).copied()),
+        Some("64Mi"),
+        "{nodes}"
+    );
+}

@@ -6,10 +6,10 @@
 //! (a consistent read), asks the agents of the nodes involved for their latest reports (the
 //! `pods/log` path: the node's `InternalIP` and daemon port, the API server's client
 //! certificate; see [`agent`]) and answers with what came back. A pod is matched by namespace,
-//! name and UID; a node whose agent cannot be asked (unreachable, a simulated node without an
-//! endpoint, no report yet) is missing from lists, and a `get` of a pod or node without
-//! metrics is `404 NotFound` (`podmetrics.metrics.k8s.io "ns/name" not found`), as
-//! metrics-server answers.
+//! name and UID; a node whose agent cannot be asked (unreachable, no report yet) is missing
+//! from lists, and a `get` of a pod or node without metrics is `404 NotFound`
+//! (`podmetrics.metrics.k8s.io "ns/name" not found`), as metrics-server answers. Simulated nodes have no agent to ask: their usage is made up from
+//! their pods' requests ([`simulated`]).
 //!
 //! Self-contained: the registry does not know this group; [`serve`] claims its requests before
 //! resource routing, and discovery adds [`api_group`] and [`aggregated_group`].
@@ -17,6 +17,7 @@
 mod agent;
 mod discovery;
 mod objects;
+mod simulated;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
@@ -113,11 +114,7 @@ async fn resource(
             "metrics.k8s.io is unavailable: this API server has no credentials to call node agents",
         )
     })?;
-    let def = api
-        .registry
-        .get("", "v1", kind.measured())
-        .cloned()
-        .ok_or_else(|| ApiError::internal(format!("no {} resource", kind.measured())))?;
+    let def = builtin(api, kind.measured())?;
     let filter = Filter {
         namespace: r.namespace.clone(),
         labels: match query.get("labelSelector").map(String::as_str) {
@@ -209,31 +206,63 @@ async fn measured_objects(
         .collect())
 }
 
-/// The reports of the agents of `nodes`, by node name.
+/// The reports of the agents of `nodes` (made up for simulated nodes), by node name.
 async fn reports_of(
     api: &Api,
     client: &NodeClient,
     nodes: BTreeSet<String>,
 ) -> Result<BTreeMap<String, agent::AgentReport>, ApiError> {
-    let def = api
-        .registry
-        .get("", "v1", "nodes")
-        .cloned()
-        .ok_or_else(|| ApiError::internal("no nodes resource"))?;
+    let def = builtin(api, "nodes")?;
     let (objects, _) = api.cache(&def).snapshot();
-    let addresses = nodes
-        .into_iter()
-        .filter_map(|name| {
-            let node = objects.get(def.key(None, &name).as_bytes())?;
-            let node: Value = serde_json::from_slice(&node.json).ok()?;
-            let address = super::pod_log::agent_address(&node, &name).ok()?;
-            Some((name, address))
-        })
-        .collect();
-    Ok(agent::reports(client, addresses)
+    let mut addresses = Vec::new();
+    let mut simulated_nodes = BTreeSet::new();
+    for name in nodes {
+        let Some(node) = objects
+            .get(def.key(None, &name).as_bytes())
+            .and_then(|n| serde_json::from_slice::<Value>(&n.json).ok())
+        else {
+            continue;
+        };
+        if simulated::is_simulated(&node) {
+            simulated_nodes.insert(name);
+        } else if let Ok(address) = super::pod_log::agent_address(&node, &name) {
+            addresses.push((name, address));
+        }
+    }
+    let mut reports: BTreeMap<String, agent::AgentReport> = agent::reports(client, addresses)
         .await
         .into_iter()
-        .collect())
+        .collect();
+    if !simulated_nodes.is_empty() {
+        let pods_def = builtin(api, "pods")?;
+        api.consistent(&pods_def).await?;
+        let (pods, _) = api.cache(&pods_def).snapshot();
+        let mut bound: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
+        for pod in pods.values() {
+            let Some(node) = pod.fields.get("spec.nodeName") else {
+                continue;
+            };
+            let Some(node) = simulated_nodes.get(node.as_str()) else {
+                continue;
+            };
+            if let Ok(object) = serde_json::from_slice(&pod.json) {
+                bound.entry(node.as_str()).or_default().push(object);
+            }
+        }
+        for name in &simulated_nodes {
+            let pods: Vec<&Value> = bound.get(name.as_str()).into_iter().flatten().collect();
+            reports.insert(name.clone(), simulated::synthetic_report(&pods));
+        }
+    }
+    Ok(reports)
+}
+
+/// A built-in core/v1 resource.
+fn builtin(api: &Api, plural: &str) -> Result<std::sync::Arc<ResourceDef>, ApiError> {
+    api.registry
+        .get("", "v1", plural)
+        .cloned()
+        .ok_or_else(|| ApiError::internal(format!("no {plural} resource")))
 }
 
 /// `PodMetrics` of the `pods` whose agents reported them.
