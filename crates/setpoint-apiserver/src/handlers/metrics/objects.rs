@@ -84,7 +84,7 @@ pub(super) fn cpu_quantity(nano_cores: u64) -> String {
         return "0".to_owned();
     }
     for (divisor, suffix) in [(1_000_000_000, ""), (1_000_000, "m"), (1_000, "u")] {
-        if nano_cores % divisor == 0 {
+        if nano_cores.is_multiple_of(divisor) {
             return format!("{}{suffix}", nano_cores / divisor);
         }
     }
@@ -99,7 +99,7 @@ pub(super) fn memory_quantity(bytes: u64) -> String {
     }
     let mut value = bytes;
     let mut unit = 0;
-    while value % 1024 == 0 && unit < 6 {
+    while value.is_multiple_of(1024) && unit < 6 {
         value /= 1024;
         unit += 1;
     }
