@@ -220,6 +220,16 @@ fn kubectl_top_should_show_a_busy_pod_and_the_node() {
             .expect("JSON");
     assert_eq!(node["kind"], "NodeMetrics");
     assert!(node["usage"]["memory"].is_string(), "{node}");
+    // `kubectl get` prints metrics-server's table columns.
+    let table = s.ok(&["get", "podmetrics", "burn"]);
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(header, vec!["NAME", "CPU", "MEMORY", "WINDOW"], "{table}");
+    assert!(row(&table, "burn").is_some_and(|r| r.len() == 4), "{table}");
 
     // No metrics: 404 as metrics-server answers; watch is not served.
     let err = s.fails(&["top", "pod", "nope"]);
@@ -287,5 +297,11 @@ spec:
         row(&nodes, "sim-0").and_then(|r| r.get(3).copied()),
         Some("64Mi"),
         "{nodes}"
+    );
+    let table = s.ok(&["get", "nodemetrics", "sim-0", "--no-headers"]);
+    assert_eq!(
+        row(&table, "sim-0"),
+        Some(vec!["sim-0", "250m", "64Mi", "10s"]),
+        "{table}"
     );
 }

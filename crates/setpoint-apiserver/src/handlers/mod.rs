@@ -159,7 +159,7 @@ impl Api {
             .get(http::header::ACCEPT)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        if let Some(answer) = metrics::serve(self, &target, &query).await {
+        if let Some(answer) = metrics::serve(self, &target, &query, accept.as_deref()).await {
             return answer;
         }
         match target {

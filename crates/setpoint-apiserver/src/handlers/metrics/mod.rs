@@ -1,6 +1,7 @@
 //! The resource metrics API, `metrics.k8s.io/v1beta1` (what metrics-server serves, for
 //! `kubectl top` and later the HPA): `pods` (namespaced, or across namespaces) and `nodes`
-//! (cluster-scoped), verbs `get` and `list`, with label and field selectors on lists.
+//! (cluster-scoped), verbs `get` and `list`, with label and field selectors on lists, as JSON
+//! or as a `Table` (`kubectl get podmetrics`).
 //!
 //! Nothing is stored: each request reads the pods or nodes it is about from the watch caches
 //! (a consistent read), asks the agents of the nodes involved for their latest reports (the
@@ -18,6 +19,7 @@ mod agent;
 mod discovery;
 mod objects;
 mod simulated;
+mod table;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
@@ -28,7 +30,7 @@ use http::{Response, StatusCode};
 use serde_json::{Map, Value};
 use setpoint_core::{ApiError, FieldSelector, GroupResource, LabelSelector, Reason};
 
-use super::response::{self, Body};
+use super::response::{self, Body, Form};
 use super::Api;
 use crate::node_client::NodeClient;
 use crate::registry::{selectable, ResourceDef};
@@ -36,12 +38,14 @@ use crate::request::{ResourceRequest, Target, Verb};
 use crate::watchcache::Filter;
 pub(super) use discovery::{aggregated_group, api_group};
 use discovery::{GROUP, VERSION};
+use table::Item;
 
 /// Answers `target` if it belongs to `metrics.k8s.io`; `None` leaves it to the rest of the API.
 pub(super) async fn serve(
     api: &Api,
     target: &Target,
     query: &BTreeMap<String, String>,
+    accept: Option<&str>,
 ) -> Option<Result<Response<Body>, ApiError>> {
     match target {
         Target::Group(group) if group == GROUP => {
@@ -53,7 +57,7 @@ pub(super) async fn serve(
         Target::GroupVersion { group, version } if group == GROUP && version == VERSION => Some(
             Ok(response::json(StatusCode::OK, &discovery::resource_list())),
         ),
-        Target::Resource(r) if r.group == GROUP => Some(resource(api, r, query).await),
+        Target::Resource(r) if r.group == GROUP => Some(resource(api, r, query, accept).await),
         _ => None,
     }
 }
@@ -74,6 +78,14 @@ impl Kind {
         }
     }
 
+    /// The kind of the metrics objects.
+    fn kind(self) -> &'static str {
+        match self {
+            Kind::Pods => "PodMetrics",
+            Kind::Nodes => "NodeMetrics",
+        }
+    }
+
     /// The objects measured: pods or nodes.
     fn measured(self) -> &'static str {
         match self {
@@ -87,6 +99,7 @@ async fn resource(
     api: &Api,
     r: &ResourceRequest,
     query: &BTreeMap<String, String>,
+    accept: Option<&str>,
 ) -> Result<Response<Body>, ApiError> {
     let not_found = || {
         ApiError::new(
@@ -133,28 +146,28 @@ async fn resource(
         Kind::Pods => pod_items(api, client, &measured).await?,
         Kind::Nodes => node_items(api, client, &measured).await?,
     };
-    match &r.name {
-        Some(name) => {
-            let item = items.into_iter().next().ok_or_else(|| {
-                let shown = match &r.namespace {
-                    Some(ns) => format!("{ns}/{name}"),
-                    None => name.clone(),
-                };
-                ApiError::not_found(&kind.error_resource(), &shown)
-            })?;
-            Ok(response::json(StatusCode::OK, &item))
-        }
-        None => {
-            let list_kind = match kind {
-                Kind::Pods => "PodMetrics",
-                Kind::Nodes => "NodeMetrics",
-            };
-            Ok(response::json(
-                StatusCode::OK,
-                &objects::list(list_kind, items),
-            ))
-        }
+    if let (Some(name), true) = (&r.name, items.is_empty()) {
+        let shown = match &r.namespace {
+            Some(ns) => format!("{ns}/{name}"),
+            None => name.clone(),
+        };
+        return Err(ApiError::not_found(&kind.error_resource(), &shown));
     }
+    let body = match (response::form(accept), &r.name) {
+        (Form::Table { v1beta1 }, _) => {
+            let include = query
+                .get("includeObject")
+                .map_or("Metadata", String::as_str);
+            table::table(&items, v1beta1, include)
+        }
+        (_, Some(_)) => items
+            .into_iter()
+            .map(|i| i.object)
+            .next()
+            .unwrap_or_default(),
+        (_, None) => objects::list(kind.kind(), items.into_iter().map(|i| i.object).collect()),
+    };
+    Ok(response::json(StatusCode::OK, &body))
 }
 
 /// A pod or node the request is about.
@@ -270,7 +283,7 @@ async fn pod_items(
     api: &Api,
     client: &NodeClient,
     pods: &[Measured],
-) -> Result<Vec<Value>, ApiError> {
+) -> Result<Vec<Item>, ApiError> {
     let node_of = |pod: &Value| pod["spec"]["nodeName"].as_str().map(str::to_owned);
     let nodes: BTreeSet<String> = pods.iter().filter_map(|p| node_of(&p.object)).collect();
     if nodes.is_empty() {
@@ -287,7 +300,15 @@ async fn pod_items(
                     && meta["name"] == u.name.as_str()
                     && meta["namespace"] == u.namespace.as_str()
             })?;
-            Some(objects::pod_metrics(usage, &pod.labels))
+            Some(Item {
+                object: objects::pod_metrics(usage, &pod.labels),
+                cpu_nano_cores: usage.containers.iter().map(|c| c.cpu_nano_cores).sum(),
+                memory_bytes: usage
+                    .containers
+                    .iter()
+                    .map(|c| c.memory_working_set_bytes)
+                    .sum(),
+            })
         })
         .collect())
 }
@@ -297,7 +318,7 @@ async fn node_items(
     api: &Api,
     client: &NodeClient,
     nodes: &[Measured],
-) -> Result<Vec<Value>, ApiError> {
+) -> Result<Vec<Item>, ApiError> {
     let names: BTreeSet<String> = nodes
         .iter()
         .filter_map(|n| n.object["metadata"]["name"].as_str().map(str::to_owned))
@@ -311,7 +332,11 @@ async fn node_items(
         .filter_map(|node| {
             let name = node.object["metadata"]["name"].as_str()?;
             let usage = reports.get(name)?.node.as_ref()?;
-            Some(objects::node_metrics(name, usage, &node.labels))
+            Some(Item {
+                object: objects::node_metrics(name, usage, &node.labels),
+                cpu_nano_cores: usage.cpu_nano_cores,
+                memory_bytes: usage.memory_working_set_bytes,
+            })
         })
         .collect())
 }
