@@ -52,6 +52,10 @@ pub(crate) struct LocalAgentArgs {
     /// simulated nodes).
     #[arg(long)]
     pub(crate) no_agent: bool,
+    /// How often the local agent samples the node's and its containers' CPU and memory (for
+    /// `kubectl top`): `10s`, `15s`, `500ms`.
+    #[arg(long = "metrics-interval", value_name = "DURATION", default_value = "10s", value_parser = crate::cli::parse_duration)]
+    pub(crate) metrics_interval: std::time::Duration,
 }
 
 /// Runs `setpoint agent` until SIGINT or SIGTERM.
@@ -106,7 +110,7 @@ pub(crate) fn start_local(
             .with_context(|| format!("reading the cluster CA {}", ca_path.display()))?,
         shim: shim_command()?,
         capacity_override: BTreeMap::new(),
-        metrics_interval: setpoint_agent::DEFAULT_METRICS_INTERVAL,
+        metrics_interval: args.metrics_interval,
     };
     Ok(Some(tokio::spawn(async move {
         setpoint_agent::run(client, config, shutdown)
