@@ -107,12 +107,13 @@ impl Sampler {
         state.report.clone()
     }
 
-    /// Takes a sample and, with the one before, makes the report.
+    /// Takes a sample and, with the one before, makes the report. Cancel-safe: the state
+    /// changes only once the sample is taken.
     async fn sample_into(&self, state: &mut State) {
-        let previous = state.latest.take();
         let root = self.root.clone();
         let units = self.units;
-        let previous_containers = previous
+        let previous_containers = state
+            .latest
             .as_ref()
             .map(|p| p.containers.clone())
             .unwrap_or_default();
@@ -123,11 +124,10 @@ impl Sampler {
             Ok(sample) => sample,
             Err(e) => {
                 tracing::warn!(error = %e, "resource sampling failed");
-                state.latest = previous;
                 return;
             }
         };
-        if let Some(previous) = &previous {
+        if let Some(previous) = &state.latest {
             state.report = Some(Arc::new(report::report(&self.node_name, previous, &sample)));
         }
         state.latest = Some(sample);
