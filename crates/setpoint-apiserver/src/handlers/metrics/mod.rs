@@ -35,7 +35,7 @@ use super::Api;
 use crate::node_client::NodeClient;
 use crate::registry::{selectable, ResourceDef};
 use crate::request::{ResourceRequest, Target, Verb};
-use crate::watchcache::Filter;
+use crate::watchcache::{Filter, Objects};
 pub(super) use discovery::{aggregated_group, api_group};
 use discovery::{GROUP, VERSION};
 use table::Item;
@@ -186,8 +186,7 @@ async fn measured_objects(
     filter: &Filter,
     name: Option<&str>,
 ) -> Result<Vec<Measured>, ApiError> {
-    api.consistent(def).await?;
-    let (objects, _) = api.cache(def).snapshot();
+    let objects = snapshot(api, def, true).await?;
     let selected: Vec<_> = match name {
         Some(name) => objects
             .get(def.key(filter.namespace.as_deref(), name).as_bytes())
@@ -226,7 +225,7 @@ async fn reports_of(
     nodes: BTreeSet<String>,
 ) -> Result<BTreeMap<String, agent::AgentReport>, ApiError> {
     let def = builtin(api, "nodes")?;
-    let (objects, _) = api.cache(&def).snapshot();
+    let objects = snapshot(api, &def, false).await?;
     let mut addresses = Vec::new();
     let mut simulated_nodes = BTreeSet::new();
     for name in nodes {
@@ -248,8 +247,7 @@ async fn reports_of(
         .collect();
     if !simulated_nodes.is_empty() {
         let pods_def = builtin(api, "pods")?;
-        api.consistent(&pods_def).await?;
-        let (pods, _) = api.cache(&pods_def).snapshot();
+        let pods = snapshot(api, &pods_def, true).await?;
         let mut bound: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
         for pod in pods.values() {
             let Some(node) = pod.fields.get("spec.nodeName") else {
@@ -268,6 +266,16 @@ async fn reports_of(
         }
     }
     Ok(reports)
+}
+
+/// The objects of `def` in its watch cache, after it has caught up with the store if
+/// `consistent`. (With `builtin`, the only places this module reaches into the registry and
+/// the caches.)
+async fn snapshot(api: &Api, def: &ResourceDef, consistent: bool) -> Result<Objects, ApiError> {
+    if consistent {
+        api.consistent(def).await?;
+    }
+    Ok(api.cache(def).snapshot().0)
 }
 
 /// A built-in core/v1 resource.
