@@ -73,7 +73,8 @@ impl Sampler {
         })
     }
 
-    /// Samples every `interval` until `shutdown`.
+    /// Samples every `interval` until `shutdown` (skipping a tick that comes less than half an
+    /// interval after an on-demand sample, so windows stay long).
     pub(crate) fn spawn(self: &Arc<Self>, shutdown: CancellationToken) {
         let sampler = self.clone();
         tokio::spawn(async move {
@@ -85,21 +86,27 @@ impl Sampler {
                     _ = ticks.tick() => {}
                 }
                 let mut state = sampler.state.lock().await;
-                sampler.sample_into(&mut state).await;
+                let recent = state
+                    .latest
+                    .as_ref()
+                    .is_some_and(|s| s.instant.elapsed() < sampler.interval / 2);
+                if !recent {
+                    sampler.sample_into(&mut state).await;
+                }
             }
         });
     }
 
-    /// The latest report, sampling first if the latest sample is older than the interval (the
-    /// sampling task is late or stopped) or there is no report yet and the first sample is at
-    /// least [`MIN_WINDOW`] old. `None` until two samples exist. Cancel-safe.
+    /// The latest report, sampling first if the latest sample is older than twice the interval
+    /// (the sampling task is stuck), or there is no report yet and the first sample is at least
+    /// [`MIN_WINDOW`] old. `None` until two samples exist. Cancel-safe.
     pub(crate) async fn current(&self) -> Option<Arc<ResourceReport>> {
         let mut state = self.state.lock().await;
         let age = state.latest.as_ref().map(|s| s.instant.elapsed());
         let stale = match age {
             None => true,
             Some(age) if state.report.is_none() => age >= MIN_WINDOW,
-            Some(age) => age >= self.interval,
+            Some(age) => age >= self.interval * 2,
         };
         if stale {
             self.sample_into(&mut state).await;
