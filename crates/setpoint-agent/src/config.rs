@@ -30,4 +30,8 @@ pub struct AgentConfig {
     pub shim: Vec<OsString>,
     /// Resources to report instead of the machine's own (`cpu`, `memory`, `pods`, …).
     pub capacity_override: BTreeMap<String, Quantity>,
+    /// How often the node's and its containers' CPU and memory are sampled for
+    /// `/metrics/resource` (`kubectl top`); [`DEFAULT_METRICS_INTERVAL`](crate::DEFAULT_METRICS_INTERVAL)
+    /// unless there is a reason to change it.
+    pub metrics_interval: std::time::Duration,
 }

@@ -2,7 +2,8 @@
 //! condition, and runs the pods bound to it as real local processes — there is no container
 //! runtime: a container's `command`+`args`, `env` and `workingDir` become a process group, and
 //! `image` is recorded, not pulled. Logs go to files that the API server serves through
-//! `pods/log`.
+//! `pods/log`; the CPU and memory of the node and of each container are sampled from `/proc`
+//! and served for the API server's `metrics.k8s.io` (`kubectl top`).
 //!
 //! [`run`] runs the agent for one node; [`run_simulated`] runs many simulated nodes whose pods
 //! become `Running` without processes (as KWOK does), for scale tests.
@@ -13,6 +14,7 @@
 mod config;
 mod error;
 mod logs;
+mod metrics;
 mod node;
 mod pods;
 mod probes;
@@ -24,6 +26,7 @@ mod simulated;
 
 pub use config::AgentConfig;
 pub use error::AgentError;
+pub use metrics::DEFAULT_METRICS_INTERVAL;
 pub use run::run;
 pub use shim::shim_main;
 pub use simulated::{run_simulated, SimulatedNodes, SIMULATED_LABEL};

@@ -1,6 +1,6 @@
-//! The agent's main loop: the HTTPS endpoint (container logs), the Node's registration and
-//! Lease, and a worker per pod bound to the node, fed by one pod informer
-//! (`spec.nodeName=<node>`).
+//! The agent's main loop: the HTTPS endpoint (container logs, resource metrics) and its
+//! resource sampler, the Node's registration and Lease, and a worker per pod bound to the
+//! node, fed by one pod informer (`spec.nodeName=<node>`).
 //!
 //! Stopping the agent (cancelling `shutdown`) stops its tasks and leaves the containers
 //! running, as stopping the kubelet does: the next agent started with the same root
@@ -29,10 +29,17 @@ pub async fn run(
         what: format!("creating {}", pods_dir.display()),
         source,
     })?;
+    let metrics = crate::metrics::Sampler::new(
+        &config.node_name,
+        config.root_dir.clone(),
+        config.metrics_interval,
+    );
+    metrics.spawn(shutdown.child_token());
     let endpoint = crate::server::serve(
         config.listen,
         &config.client_ca_pem,
         config.root_dir.clone(),
+        metrics,
         shutdown.child_token(),
     )
     .await

@@ -55,6 +55,7 @@ impl Harness {
             client_ca_pem: test_ca_pem(),
             shim: vec![env!("CARGO_BIN_EXE_setpoint-agent-shim").into()],
             capacity_override: BTreeMap::new(),
+            metrics_interval: setpoint_agent::DEFAULT_METRICS_INTERVAL,
         };
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(setpoint_agent::run(

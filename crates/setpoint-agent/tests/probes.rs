@@ -49,6 +49,7 @@ impl Harness {
             client_ca_pem: test_ca_pem(),
             shim: vec![env!("CARGO_BIN_EXE_setpoint-agent-shim").into()],
             capacity_override: BTreeMap::new(),
+            metrics_interval: setpoint_agent::DEFAULT_METRICS_INTERVAL,
         };
         tokio::spawn(setpoint_agent::run(
             client.clone(),

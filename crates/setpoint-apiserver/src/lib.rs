@@ -17,7 +17,8 @@
 //!   panicking handler gets 500; streaming response bodies are sent chunk by chunk; shutdown
 //!   is graceful within a grace period.
 //! - **Node agents** ([`NodeClient`]): `pods/log` is proxied to the pod's node agent over
-//!   HTTPS with the admin client certificate; [`serve`] hands the credentials to the handler
+//!   HTTPS with the admin client certificate, and `metrics.k8s.io` (`kubectl top`) is
+//!   answered from the agents' resource reports; [`serve`] hands the credentials to the handler
 //!   ([`Handler::credentials_loaded`]). An [`Api`] never served has none and answers 503.
 //!
 //! ```no_run
@@ -89,7 +90,7 @@ impl Handler for Api {
                 self.set_node_client(client);
             }
             Err(error) => {
-                tracing::warn!(%error, "pods/log will be unavailable: the admin certificate cannot be used to call node agents");
+                tracing::warn!(%error, "pods/log and metrics.k8s.io will be unavailable: the admin certificate cannot be used to call node agents");
             }
         }
     }

@@ -36,6 +36,10 @@ pub(crate) struct AgentArgs {
     /// Resources to report instead of the machine's own, e.g. `pods=250,cpu=8` (repeatable).
     #[arg(long, value_name = "NAME=QUANTITY", value_delimiter = ',')]
     pub(crate) capacity: Vec<String>,
+    /// How often the node's and its containers' CPU and memory are sampled (for
+    /// `kubectl top`): `10s`, `15s`, `500ms`.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::cli::parse_duration)]
+    pub(crate) metrics_interval: std::time::Duration,
     /// Simulate the node instead: its pods become Running without processes.
     #[arg(long)]
     pub(crate) simulated: bool,
@@ -48,6 +52,10 @@ pub(crate) struct LocalAgentArgs {
     /// simulated nodes).
     #[arg(long)]
     pub(crate) no_agent: bool,
+    /// How often the local agent samples the node's and its containers' CPU and memory (for
+    /// `kubectl top`): `10s`, `15s`, `500ms`.
+    #[arg(long = "metrics-interval", value_name = "DURATION", default_value = "10s", value_parser = crate::cli::parse_duration)]
+    pub(crate) metrics_interval: std::time::Duration,
 }
 
 /// Runs `setpoint agent` until SIGINT or SIGTERM.
@@ -72,6 +80,7 @@ pub(crate) async fn agent(args: AgentArgs) -> Result<()> {
             client_ca_pem: kubeconfig_ca(&args.kubeconfig)?,
             shim: shim_command()?,
             capacity_override: capacity_overrides(&args.capacity)?,
+            metrics_interval: args.metrics_interval,
         };
         tokio::spawn(setpoint_agent::run(client, config, shutdown.clone()))
     };
@@ -101,6 +110,7 @@ pub(crate) fn start_local(
             .with_context(|| format!("reading the cluster CA {}", ca_path.display()))?,
         shim: shim_command()?,
         capacity_override: BTreeMap::new(),
+        metrics_interval: args.metrics_interval,
     };
     Ok(Some(tokio::spawn(async move {
         setpoint_agent::run(client, config, shutdown)

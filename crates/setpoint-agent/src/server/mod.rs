@@ -1,5 +1,6 @@
 //! The agent's HTTPS endpoint, which the API server calls for `pods/log` (the kubelet's
-//! `/containerLogs/{namespace}/{pod}/{container}`).
+//! `/containerLogs/{namespace}/{pod}/{container}`) and for resource metrics
+//! (`/metrics/resource`, our own JSON shape, for `metrics.k8s.io`).
 //!
 //! Promises: TLS 1.2 or 1.3 only; every client must present a certificate issued by the CA
 //! given to [`serve`] (the cluster CA; the API server presents its client certificate), or the
@@ -25,16 +26,20 @@ use rustls::{RootCertStore, ServerConfig};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::metrics::Sampler;
+
 /// ALPN protocols offered, most preferred first.
 const ALPN: [&[u8]; 2] = [b"h2", b"http/1.1"];
 
 /// Starts the endpoint on `listen` (port 0 picks a free port), serving the logs under
-/// `root_dir` to clients whose certificates `client_ca_pem` issued, until `shutdown`. Returns
-/// the address it listens on. Fails if the CA or the address cannot be used.
+/// `root_dir` and the reports of `metrics` to clients whose certificates `client_ca_pem`
+/// issued, until `shutdown`. Returns the address it listens on. Fails if the CA or the address
+/// cannot be used.
 pub(crate) async fn serve(
     listen: SocketAddr,
     client_ca_pem: &str,
     root_dir: PathBuf,
+    metrics: Arc<Sampler>,
     shutdown: CancellationToken,
 ) -> io::Result<SocketAddr> {
     let config = tls_config(client_ca_pem)?;
@@ -58,6 +63,7 @@ pub(crate) async fn serve(
             };
             let acceptor = acceptor.clone();
             let root = root.clone();
+            let metrics = metrics.clone();
             let shutdown = shutdown.clone();
             tokio::spawn(async move {
                 let tls = match acceptor.accept(tcp).await {
@@ -69,8 +75,11 @@ pub(crate) async fn serve(
                 };
                 let service = hyper::service::service_fn(move |request| {
                     let root = root.clone();
+                    let metrics = metrics.clone();
                     async move {
-                        Ok::<_, std::convert::Infallible>(routes::handle(&root, request).await)
+                        Ok::<_, std::convert::Infallible>(
+                            routes::handle(&root, &metrics, request).await,
+                        )
                     }
                 });
                 let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());

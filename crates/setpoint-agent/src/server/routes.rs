@@ -1,5 +1,7 @@
 //! The endpoint's routes: `GET /containerLogs/{namespace}/{pod}/{container}?…` streams a
-//! container's log as `text/plain`; `GET /healthz` answers `ok`; anything else is a `Status`.
+//! container's log as `text/plain`; `GET /metrics/resource` answers the latest
+//! resource-usage report as JSON (503 until two samples exist); `GET /healthz` answers `ok`;
+//! anything else is a `Status`.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -12,12 +14,17 @@ use http_body_util::{BodyExt as _, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
 
 use crate::logs::{pod_dir, query_pairs, read_logs, LogError, LogOptions};
+use crate::metrics::Sampler;
 
 /// A response body: a whole `Status`, or a streamed log.
 pub(super) type Body = BoxBody<Bytes, io::Error>;
 
 /// Answers one request.
-pub(super) async fn handle(root: &Path, request: Request<Incoming>) -> Response<Body> {
+pub(super) async fn handle(
+    root: &Path,
+    metrics: &Sampler,
+    request: Request<Incoming>,
+) -> Response<Body> {
     if request.method() != Method::GET {
         return status(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -28,6 +35,9 @@ pub(super) async fn handle(root: &Path, request: Request<Incoming>) -> Response<
     let path = request.uri().path();
     if path == "/healthz" {
         return text(Bytes::from_static(b"ok"));
+    }
+    if path == "/metrics/resource" {
+        return resource_metrics(metrics).await;
     }
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     match segments.as_slice() {
@@ -104,6 +114,35 @@ async fn newest_pod_dir(root: &Path, namespace: &str, pod: &str) -> Option<PathB
         }
     }
     best.map(|(_, path)| path)
+}
+
+async fn resource_metrics(metrics: &Sampler) -> Response<Body> {
+    let Some(report) = metrics.current().await else {
+        return status(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailable",
+            "resource usage has not been sampled twice yet",
+        );
+    };
+    match serde_json::to_vec(&*report) {
+        Ok(body) => {
+            let mut response = Response::new(
+                Full::new(Bytes::from(body))
+                    .map_err(|never| match never {})
+                    .boxed(),
+            );
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static("application/json"),
+            );
+            response
+        }
+        Err(e) => status(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "InternalError",
+            &format!("encoding the resource report: {e}"),
+        ),
+    }
 }
 
 fn log_error(error: &LogError) -> Response<Body> {

@@ -85,6 +85,7 @@ async fn start(root: &Path, ca: &Ca) -> (SocketAddr, CancellationToken) {
         "127.0.0.1:0".parse().expect("addr"),
         &ca.pem,
         root.to_owned(),
+        crate::metrics::Sampler::new("n", root.to_owned(), std::time::Duration::from_secs(10)),
         shutdown.clone(),
     )
     .await
@@ -200,9 +201,52 @@ async fn serve_should_refuse_a_ca_that_is_not_pem() {
         "127.0.0.1:0".parse().expect("addr"),
         "not a certificate",
         dir.path().to_owned(),
+        crate::metrics::Sampler::new(
+            "n",
+            dir.path().to_owned(),
+            std::time::Duration::from_secs(10),
+        ),
         CancellationToken::new(),
     )
     .await
     .expect_err("no CA");
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+}
+
+#[tokio::test]
+async fn metrics_should_be_unavailable_until_two_samples_then_report_the_node() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = ca();
+    let (addr, shutdown) = start(dir.path(), &ca).await;
+    let first = get(addr, Some(client_identity(&ca)), "/metrics/resource")
+        .await
+        .expect("served");
+    assert!(first.starts_with("HTTP/1.0 503"), "{first}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let body = loop {
+        let response = get(addr, Some(client_identity(&ca)), "/metrics/resource")
+            .await
+            .expect("served");
+        if let Some(body) = response
+            .starts_with("HTTP/1.0 200")
+            .then(|| response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()))
+            .flatten()
+        {
+            break body;
+        }
+        assert!(std::time::Instant::now() < deadline, "{response}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    let report: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(report["node"]["name"], "n", "{report}");
+    assert!(
+        report["node"]["memoryWorkingSetBytes"].as_u64() > Some(0),
+        "{report}"
+    );
+    assert!(
+        report["node"]["windowMillis"].as_u64() >= Some(500),
+        "{report}"
+    );
+    assert_eq!(report["pods"], serde_json::json!([]), "{report}");
+    shutdown.cancel();
 }

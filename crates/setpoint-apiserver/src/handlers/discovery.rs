@@ -2,6 +2,8 @@
 //! `APIResourceList`) and aggregated discovery (`APIGroupDiscoveryList`), negotiated by
 //! `Accept` exactly as kube-apiserver does: the first aggregated version the client lists that
 //! we serve (`v2`, then `v2beta1`), with its exact `Content-Type`; otherwise legacy JSON.
+//! `/apis` lists the registry's groups and then `metrics.k8s.io`, which the registry does not
+//! hold (its own documents are served by the `metrics` module).
 
 use http::{header, HeaderValue, Response, StatusCode};
 use serde_json::{json, Value};
@@ -151,13 +153,19 @@ pub(super) fn groups(api: &Api, accept: Option<&str>) -> Response<Body> {
         .iter()
         .filter(|(g, _)| !g.is_empty());
     if let Some(v) = negotiate(accept) {
-        let items: Vec<Value> = named.map(|(g, vs)| group_discovery(api, g, vs)).collect();
+        let items: Vec<Value> = named
+            .map(|(g, vs)| group_discovery(api, g, vs))
+            .chain([super::metrics::aggregated_group()])
+            .collect();
         return aggregated_response(
             v,
             json!({"kind": "APIGroupDiscoveryList", "metadata": {}, "items": items}),
         );
     }
-    let groups: Vec<Value> = named.map(|(g, vs)| api_group(g, vs)).collect();
+    let groups: Vec<Value> = named
+        .map(|(g, vs)| api_group(g, vs))
+        .chain([super::metrics::api_group()])
+        .collect();
     response::json(
         StatusCode::OK,
         &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}),

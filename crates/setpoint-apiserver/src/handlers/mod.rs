@@ -15,6 +15,9 @@ pub(crate) mod update;
 mod watch;
 mod write;
 
+// Served beside the registry rather than from it (see its docs).
+mod metrics;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -244,6 +247,9 @@ impl Api {
             .get(http::header::ACCEPT)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        if let Some(answer) = metrics::serve(self, &target, &query, accept.as_deref()).await {
+            return answer;
+        }
         match target {
             Target::CoreGroup => Ok(discovery::core_group(self, accept.as_deref())),
             Target::Groups => Ok(discovery::groups(self, accept.as_deref())),

@@ -140,7 +140,7 @@ async fn read_node(ctx: &Ctx<'_>, node_name: &str) -> Result<Value, ApiError> {
 }
 
 /// The node's `InternalIP` and its agent's port.
-fn agent_address(node: &Value, node_name: &str) -> Result<SocketAddr, ApiError> {
+pub(super) fn agent_address(node: &Value, node_name: &str) -> Result<SocketAddr, ApiError> {
     let addresses = node["status"]["addresses"]
         .as_array()
         .cloned()
