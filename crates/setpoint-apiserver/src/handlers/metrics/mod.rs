@@ -275,12 +275,13 @@ async fn snapshot(api: &Api, def: &ResourceDef, consistent: bool) -> Result<Obje
     if consistent {
         api.consistent(def).await?;
     }
-    Ok(api.cache(def).snapshot().0)
+    Ok(api.cache(def)?.snapshot().0)
 }
 
 /// A built-in core/v1 resource.
 fn builtin(api: &Api, plural: &str) -> Result<std::sync::Arc<ResourceDef>, ApiError> {
-    api.registry
+    api.served()
+        .registry
         .get("", "v1", plural)
         .cloned()
         .ok_or_else(|| ApiError::internal(format!("no {plural} resource")))
