@@ -85,6 +85,7 @@ where
     pub(crate) fn new(
         label: String,
         source: ListWatch<K>,
+        store: Store<K>,
         config: WatcherConfig,
         transform: Option<TransformFn<K>>,
         default_resync: Option<Duration>,
@@ -92,7 +93,7 @@ where
         SharedInformer {
             inner: Arc::new(Inner {
                 label,
-                store: Store::new(),
+                store,
                 fanout: Arc::new(Mutex::new(Fanout::new())),
                 stats: Arc::default(),
                 events: AtomicU64::new(0),
@@ -246,22 +247,18 @@ where
                 .map(|o| Arc::new(transform(o)))
                 .collect();
             let fanout = inner.fanout.lock();
-            let mut old = inner.store.replace(objects, resource_version);
-            let mut changes = Vec::with_capacity(inner.store.len());
-            for new in inner.store.list() {
-                match old.remove(&ObjectKey::of(new.as_ref())) {
-                    Some(old) => changes.push(Notification::Update { old, new }),
-                    None => changes.push(Notification::Add {
-                        object: new,
-                        in_initial_list: first_list,
-                    }),
-                }
-            }
-            for (_, gone) in old {
+            let replaced = inner.store.replace(objects, resource_version);
+            for gone in replaced.vanished {
                 fanout.send(&Notification::Delete(Deleted::FinalStateUnknown(gone)));
             }
-            for change in &changes {
-                fanout.send(change);
+            for (new, old) in replaced.listed {
+                fanout.send(&match old {
+                    Some(old) => Notification::Update { old, new },
+                    None => Notification::Add {
+                        object: new,
+                        in_initial_list: first_list,
+                    },
+                });
             }
             if first_list {
                 fanout.send(&Notification::Synced);
@@ -288,7 +285,7 @@ where
             let removed = inner
                 .store
                 .remove(&key, object.meta().resource_version.clone());
-            if removed.is_some() {
+            if removed {
                 fanout.send(&Notification::Delete(Deleted::Final(Arc::new(object))));
             }
         }
@@ -313,6 +310,7 @@ mod tests {
         let informer = SharedInformer::new(
             "configmaps".into(),
             source,
+            Store::with_form(&options.cache),
             WatcherConfig::default(),
             options.transform,
             options.resync,
@@ -334,7 +332,16 @@ mod tests {
 
     #[tokio::test]
     async fn informer_should_emit_tombstones_and_updates_on_relist() {
-        let informer = informer(InformerOptions::default());
+        for options in [
+            InformerOptions::default(),
+            InformerOptions::default().compact(),
+        ] {
+            emit_tombstones_and_updates_on_relist(options).await;
+        }
+    }
+
+    async fn emit_tombstones_and_updates_on_relist(options: InformerOptions<ConfigMap>) {
+        let informer = informer(options);
         let (recorder, mut rx) = Recorder::new();
         let registration = informer.add_handler(recorder);
         apply(
@@ -380,7 +387,18 @@ mod tests {
 
     #[tokio::test]
     async fn informer_should_deliver_final_state_deletes_only_for_cached_objects() {
-        let informer = informer(InformerOptions::default());
+        for options in [
+            InformerOptions::default(),
+            InformerOptions::default().compact(),
+        ] {
+            deliver_final_state_deletes_only_for_cached_objects(options).await;
+        }
+    }
+
+    async fn deliver_final_state_deletes_only_for_cached_objects(
+        options: InformerOptions<ConfigMap>,
+    ) {
+        let informer = informer(options);
         let (recorder, mut rx) = Recorder::new();
         informer.add_handler(recorder);
         apply(&informer.inner, listed(vec![cm("a", "1")], "1"), true);
@@ -398,7 +416,16 @@ mod tests {
 
     #[tokio::test]
     async fn informer_should_transform_objects_before_caching_them() {
-        let informer = informer(InformerOptions::default().strip_managed_fields());
+        for options in [
+            InformerOptions::default(),
+            InformerOptions::default().compact(),
+        ] {
+            transform_objects_before_caching_them(options).await;
+        }
+    }
+
+    async fn transform_objects_before_caching_them(options: InformerOptions<ConfigMap>) {
+        let informer = informer(options.strip_managed_fields());
         let mut object = cm("a", "1");
         object.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
             manager: Some("kubectl".into()),
