@@ -494,29 +494,47 @@ async fn metadata_informer_should_cache_partial_object_metadata() {
 
 #[tokio::test]
 async fn informer_should_cache_transformed_objects() {
+    for options in [
+        InformerOptions::default(),
+        InformerOptions::default().compact(),
+    ] {
+        cache_transformed_objects(options).await;
+    }
+}
+
+async fn cache_transformed_objects(options: InformerOptions<ConfigMap>) {
     let env = TestEnv::start().await.expect("test env");
     let factory = InformerFactory::new(env.client());
     let api = namespace(&env.client(), "slim").await;
     create(&api, "a", &[]).await;
     let informer = factory.informer_with::<ConfigMap>(InformerOptions {
+        // Drops the annotations and marks the object each time it runs: once per object.
         transform: Some(Arc::new(|mut cm: ConfigMap| {
             cm.metadata.annotations = None;
+            cm.labels_mut()
+                .entry("transformed".into())
+                .or_default()
+                .push('x');
             cm
         })),
-        ..Default::default()
+        ..options
     });
     factory.start();
     synced(&informer).await;
     create(&api, "b", &[]).await;
     let store = informer.store();
     until("b is cached", || store.len() == 2).await;
-    assert!(
-        store
-            .list()
-            .iter()
-            .all(|cm| cm.metadata.annotations.is_none()),
-        "listed and watched objects are transformed"
-    );
+    for cm in store.list() {
+        assert!(
+            cm.metadata.annotations.is_none(),
+            "listed and watched objects are transformed"
+        );
+        assert_eq!(
+            cm.labels().get("transformed").map(String::as_str),
+            Some("x"),
+            "transformed exactly once"
+        );
+    }
     assert!(api
         .get("a")
         .await

@@ -162,8 +162,11 @@ where
         };
         let runtime = tokio::runtime::Handle::current();
         self.inner.fanout.lock().start(runtime.clone());
-        let stream =
-            Machine::new(source, self.inner.config.clone(), self.inner.stats.clone()).into_stream();
+        // The watcher transforms objects as they arrive: a list never holds untransformed
+        // objects beyond the page (or event) being decoded.
+        let stream = Machine::new(source, self.inner.config.clone(), self.inner.stats.clone())
+            .with_transform(self.inner.transform.clone())
+            .into_stream();
         *run = Run::Running(runtime.spawn(run_informer(self.inner.clone(), stream)));
     }
 
@@ -233,19 +236,13 @@ fn apply<K>(inner: &Inner<K>, event: WatcherEvent<K>, first_list: bool)
 where
     K: Resource + Clone + Send + Sync + 'static,
 {
-    let transform = |object: K| match &inner.transform {
-        Some(transform) => transform(object),
-        None => object,
-    };
+    // Objects come transformed from the watcher.
     match event {
         WatcherEvent::Listed {
             objects,
             resource_version,
         } => {
-            let objects: Vec<Arc<K>> = objects
-                .into_iter()
-                .map(|o| Arc::new(transform(o)))
-                .collect();
+            let objects: Vec<Arc<K>> = objects.into_iter().map(Arc::new).collect();
             let fanout = inner.fanout.lock();
             let replaced = inner.store.replace(objects, resource_version);
             for gone in replaced.vanished {
@@ -266,7 +263,7 @@ where
         }
         WatcherEvent::Applied(object) => {
             inner.events.fetch_add(1, Ordering::Relaxed);
-            let new = Arc::new(transform(object));
+            let new = Arc::new(object);
             let fanout = inner.fanout.lock();
             let notification = match inner.store.apply(new.clone()) {
                 Some(old) => Notification::Update { old, new },
@@ -279,7 +276,6 @@ where
         }
         WatcherEvent::Deleted(object) => {
             inner.events.fetch_add(1, Ordering::Relaxed);
-            let object = transform(object);
             let key = ObjectKey::of(&object);
             let fanout = inner.fanout.lock();
             let removed = inner
@@ -295,7 +291,6 @@ where
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 
     use super::super::options::InformerOptions;
     use super::super::testing::{cm, take, Recorder};
@@ -412,32 +407,6 @@ mod tests {
         assert_eq!(take(&mut rx, 1).await, ["delete ns/a final"]);
         assert!(informer.store().is_empty());
         assert_eq!(informer.store().resource_version().as_deref(), Some("3"));
-    }
-
-    #[tokio::test]
-    async fn informer_should_transform_objects_before_caching_them() {
-        for options in [
-            InformerOptions::default(),
-            InformerOptions::default().compact(),
-        ] {
-            transform_objects_before_caching_them(options).await;
-        }
-    }
-
-    async fn transform_objects_before_caching_them(options: InformerOptions<ConfigMap>) {
-        let informer = informer(options.strip_managed_fields());
-        let mut object = cm("a", "1");
-        object.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
-            manager: Some("kubectl".into()),
-            ..Default::default()
-        }]);
-        apply(&informer.inner, listed(vec![object.clone()], "1"), true);
-        apply(&informer.inner, WatcherEvent::Applied(object), false);
-        let cached = informer
-            .store()
-            .get(&ObjectKey::namespaced("ns", "a"))
-            .expect("cached");
-        assert_eq!(cached.metadata.managed_fields, None);
     }
 
     #[tokio::test]
