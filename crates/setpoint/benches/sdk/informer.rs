@@ -255,18 +255,22 @@ pub(crate) async fn configmaps(settings: &Settings) -> Result<Table> {
     let in_process = server.in_process();
     let remote = server.remote().await?;
     let variants = [
-        ("in-process", &in_process, InitialList::List),
-        ("in-process", &in_process, InitialList::Stream),
-        ("remote (HTTPS)", &remote, InitialList::List),
-        ("remote (HTTPS)", &remote, InitialList::Stream),
+        ("in-process", &in_process, InitialList::List, false),
+        ("in-process", &in_process, InitialList::Stream, false),
+        ("in-process", &in_process, InitialList::Stream, true),
+        ("remote (HTTPS)", &remote, InitialList::List, false),
+        ("remote (HTTPS)", &remote, InitialList::Stream, false),
     ];
     let mut samples = vec![Vec::new(); variants.len()];
     for round in 0..settings.runs {
-        for (v, (transport, client, list)) in variants.iter().enumerate() {
-            let options = InformerOptions::<ConfigMap> {
+        for (v, (transport, client, list, compact)) in variants.iter().enumerate() {
+            let mut options = InformerOptions::<ConfigMap> {
                 initial_list: *list,
                 ..InformerOptions::default()
             };
+            if *compact {
+                options = options.compact();
+            }
             let sample = run(client, options, false).await?;
             if sample.len != n {
                 bail!(
@@ -274,18 +278,23 @@ pub(crate) async fn configmaps(settings: &Settings) -> Result<Table> {
                     sample.len
                 );
             }
-            println!("informer round {round}: {transport} {list:?}: {sample:?}");
+            println!("informer round {round}: {transport} {list:?} compact {compact}: {sample:?}");
             samples[v].push(sample);
         }
     }
     let rows = variants
         .iter()
         .zip(&samples)
-        .map(|((transport, _, list), samples)| {
-            let f = Figures::of(&format!("{transport} {list:?}"), samples);
+        .map(|((transport, _, list, compact), samples)| {
+            let f = Figures::of(&format!("{transport} {list:?} compact {compact}"), samples);
+            let list = list_name(*list);
             vec![
                 (*transport).to_owned(),
-                list_name(*list).to_owned(),
+                if *compact {
+                    format!("{list}, **compact cache**")
+                } else {
+                    list.to_owned()
+                },
                 f.cached.show(report::bytes),
                 format!("{:.2}×", f.cached.median / json_bytes as f64),
                 format!("{:.1}", f.allocations.median),
