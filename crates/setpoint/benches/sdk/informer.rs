@@ -69,7 +69,8 @@ struct Reads {
     cold: f64,
     /// Nanoseconds per `get` of the same 64 keys, again and again.
     warm: f64,
-    /// Heap after the reads minus before the informer (with what reads keep decoded).
+    /// Heap once settled after the reads, minus before the informer (with what reads keep
+    /// decoded).
     heap: Heap,
 }
 
@@ -78,8 +79,8 @@ const WARM_KEYS: usize = 64;
 /// Rounds over the warm keys.
 const WARM_ROUNDS: usize = 200;
 
-/// Times reads of `store`; see [`Reads`].
-fn reads<K: Resource>(store: &Store<K>, before: Heap) -> Reads {
+/// Times reads of `store`; see [`Reads`] (`heap` is left for the caller to fill in).
+fn reads<K: Resource>(store: &Store<K>) -> Reads {
     let started = Instant::now();
     let all = store.list();
     let list = started.elapsed().as_nanos() as f64 / all.len().max(1) as f64;
@@ -108,7 +109,10 @@ fn reads<K: Resource>(store: &Store<K>, before: Heap) -> Reads {
         list,
         cold,
         warm,
-        heap: heap::now() - before,
+        heap: Heap {
+            bytes: 0,
+            allocations: 0,
+        },
     }
 }
 
@@ -138,8 +142,11 @@ where
     let peak = sampler.stop();
     let len = informer.store().len();
     let after = heap::settled().await;
-    let reads = time_reads.then(|| reads(&informer.store(), before));
+    let mut reads = time_reads.then(|| reads(&informer.store()));
     let last = heap::settled().await;
+    if let Some(reads) = &mut reads {
+        reads.heap = last - before;
+    }
     factory.shut_down();
     drop(informer);
     drop(factory);
