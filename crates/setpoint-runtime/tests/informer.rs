@@ -240,6 +240,15 @@ async fn informer_should_not_let_a_slow_handler_delay_a_fast_one() {
 
 #[tokio::test]
 async fn informer_should_relist_and_emit_tombstones_after_falling_behind() {
+    relist_and_emit_tombstones_after_falling_behind(InformerOptions::default()).await;
+}
+
+#[tokio::test]
+async fn compact_informer_should_relist_and_emit_tombstones_after_falling_behind() {
+    relist_and_emit_tombstones_after_falling_behind(InformerOptions::default().compact()).await;
+}
+
+async fn relist_and_emit_tombstones_after_falling_behind(options: InformerOptions<ConfigMap>) {
     let env = TestEnv::start_with_watch_window(20)
         .await
         .expect("test env");
@@ -250,7 +259,7 @@ async fn informer_should_relist_and_emit_tombstones_after_falling_behind() {
         create(&api, name, &[]).await;
     }
     let factory = InformerFactory::new(client.clone());
-    let informer = factory.informer::<ConfigMap>();
+    let informer = factory.informer_with::<ConfigMap>(options);
     let (handler, mut rx) = recorder();
     informer.add_handler(handler);
     factory.start();
@@ -396,6 +405,15 @@ fn pod(name: &str, node: &str, app: &str) -> Pod {
 
 #[tokio::test]
 async fn informer_should_index_and_select_cached_objects() {
+    index_and_select_cached_objects(InformerOptions::default()).await;
+}
+
+#[tokio::test]
+async fn compact_informer_should_index_and_select_cached_objects() {
+    index_and_select_cached_objects(InformerOptions::default().compact()).await;
+}
+
+async fn index_and_select_cached_objects(options: InformerOptions<Pod>) {
     let env = TestEnv::start().await.expect("test env");
     let client = env.client();
     namespace(&client, "n1").await;
@@ -412,7 +430,7 @@ async fn informer_should_index_and_select_cached_objects() {
             .expect("pod created");
     }
     let factory = InformerFactory::new(client.clone());
-    let informer = factory.informer::<Pod>();
+    let informer = factory.informer_with::<Pod>(options);
     factory.start();
     synced(&informer).await;
     // Added after the objects are cached: they are indexed at once.
@@ -476,29 +494,47 @@ async fn metadata_informer_should_cache_partial_object_metadata() {
 
 #[tokio::test]
 async fn informer_should_cache_transformed_objects() {
+    for options in [
+        InformerOptions::default(),
+        InformerOptions::default().compact(),
+    ] {
+        cache_transformed_objects(options).await;
+    }
+}
+
+async fn cache_transformed_objects(options: InformerOptions<ConfigMap>) {
     let env = TestEnv::start().await.expect("test env");
     let factory = InformerFactory::new(env.client());
     let api = namespace(&env.client(), "slim").await;
     create(&api, "a", &[]).await;
     let informer = factory.informer_with::<ConfigMap>(InformerOptions {
+        // Drops the annotations and marks the object each time it runs: once per object.
         transform: Some(Arc::new(|mut cm: ConfigMap| {
             cm.metadata.annotations = None;
+            cm.labels_mut()
+                .entry("transformed".into())
+                .or_default()
+                .push('x');
             cm
         })),
-        ..Default::default()
+        ..options
     });
     factory.start();
     synced(&informer).await;
     create(&api, "b", &[]).await;
     let store = informer.store();
     until("b is cached", || store.len() == 2).await;
-    assert!(
-        store
-            .list()
-            .iter()
-            .all(|cm| cm.metadata.annotations.is_none()),
-        "listed and watched objects are transformed"
-    );
+    for cm in store.list() {
+        assert!(
+            cm.metadata.annotations.is_none(),
+            "listed and watched objects are transformed"
+        );
+        assert_eq!(
+            cm.labels().get("transformed").map(String::as_str),
+            Some("x"),
+            "transformed exactly once"
+        );
+    }
     assert!(api
         .get("a")
         .await
@@ -523,4 +559,57 @@ async fn dynamic_informer_should_cache_dynamic_objects() {
         .get(&ObjectKey::namespaced("dyn", "a"))
         .expect("cached");
     assert_eq!(cached.data["data"]["k"], "v");
+}
+
+#[tokio::test]
+async fn compact_informers_should_return_objects_as_the_server_has_them() {
+    let env = TestEnv::start().await.expect("test env");
+    let client = env.client();
+    let factory = InformerFactory::new(client.clone());
+    let api = namespace(&client, "compact").await;
+    let created = create(&api, "a", &[("app", "web")]).await;
+    let pods = client.namespaced_api::<Pod>("compact");
+    let pod = pods
+        .create(&PostParams::default(), &pod("p", "node1", "web"))
+        .await
+        .expect("pod created");
+    let resource = ApiResource::erase::<ConfigMap>(&());
+    let typed = factory.informer_with::<Pod>(InformerOptions::default().compact());
+    let dynamic = factory.dynamic_informer(&resource, InformerOptions::default().compact());
+    let metadata =
+        factory.dynamic_metadata_informer(&resource, InformerOptions::default().compact());
+    factory.start();
+    factory.wait_for_sync().await;
+    assert!(typed.store().is_compact() && dynamic.store().is_compact());
+    let key = ObjectKey::namespaced("compact", "a");
+    assert_eq!(
+        typed
+            .store()
+            .get(&ObjectKey::namespaced("compact", "p"))
+            .as_deref(),
+        Some(&pod)
+    );
+    let cached = dynamic.store().get(&key).expect("cached");
+    assert_eq!(cached.data["data"], serde_json::json!(created.data));
+    assert_eq!(cached.metadata, created.metadata);
+    let meta = metadata.store().get(&key).expect("cached");
+    assert_eq!(meta.metadata, created.metadata);
+    // A change arrives through the watch.
+    let mut changed = created.clone();
+    changed.data = Some(BTreeMap::from([("k".to_string(), "changed".to_string())]));
+    let changed = api
+        .replace("a", &PostParams::default(), &changed)
+        .await
+        .expect("replace");
+    let store = dynamic.store();
+    until("the change is cached", || {
+        store
+            .get(&key)
+            .is_some_and(|o| o.metadata.resource_version == changed.metadata.resource_version)
+    })
+    .await;
+    assert_eq!(
+        store.get(&key).expect("cached").data["data"]["k"],
+        "changed"
+    );
 }

@@ -127,7 +127,7 @@ impl LabelSelector {
     /// Whether an object with these labels is selected.
     #[must_use]
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.matches_lookup(|key| labels.get(key).map(String::as_str))
+        self.matches_with(|key| labels.get(key).map(String::as_str))
     }
 
     /// Whether a JSON object is selected by its `metadata.labels`. A missing or `null`
@@ -138,11 +138,12 @@ impl LabelSelector {
             .get("metadata")
             .and_then(|m| m.get("labels"))
             .and_then(Value::as_object);
-        self.matches_lookup(|key| labels.and_then(|l| l.get(key)).and_then(Value::as_str))
+        self.matches_with(|key| labels.and_then(|l| l.get(key)).and_then(Value::as_str))
     }
 
-    /// Whether the labels `label` looks up are selected.
-    fn matches_lookup<'a>(&self, label: impl Fn(&str) -> Option<&'a str>) -> bool {
+    /// Whether an object is selected, `label` giving the value of each label it is asked for
+    /// (`None`: the object has no such label). For labels held in a form other than a map.
+    pub fn matches_with<'a>(&self, label: impl Fn(&str) -> Option<&'a str>) -> bool {
         match &self.selects {
             Selects::Nothing => false,
             Selects::AllOf(requirements) => {

@@ -1,20 +1,27 @@
 //! [`Store`]: the read handle on an informer's indexed cache, and the writer methods the
 //! informer applies watch events with.
 //!
-//! Objects are held once, as `Arc<K>`, in a map ordered by [`ObjectKey`] (namespace, then
-//! name): that order is the built-in namespace index — a namespace's objects are one range of
-//! the map. User indexes ([`IndexFn`]) file keys, never copies of objects.
+//! Objects are held once, in a map ordered by [`ObjectKey`] (namespace, then name): that order
+//! is the built-in namespace index — a namespace's objects are one range of the map. Each is
+//! a [`Slot`]: the `Arc<K>` itself, or, in the compact [`CacheForm`], its encoded bytes with the
+//! labels and resource version reads filter on. User indexes ([`IndexFn`]) file keys, never
+//! copies of objects, and are computed when an object is cached, so no read decodes an object
+//! just to filter it out.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use kube::Resource;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use setpoint_core::LabelSelector;
 use tokio::sync::watch;
 
+use super::form::{CacheForm, Codec};
 use super::index::{Index, IndexFn};
+use super::recent::Recent;
+use super::slot::{Packed, Slot};
 use crate::ObjectKey;
 
 /// Errors reading a [`Store`].
@@ -25,11 +32,13 @@ pub enum CacheError {
     UnknownIndex(String),
 }
 
-/// A cloneable read handle on an indexed cache of `Arc<K>` keyed by [`ObjectKey`].
+/// A cloneable read handle on an indexed cache of objects keyed by [`ObjectKey`].
 ///
 /// Readers never see a half-applied relist: a complete list replaces the whole content under
-/// one write lock. Reads return `Arc`s sharing the cached objects — no copies; treat them as
-/// read-only snapshots (clone the object to modify it).
+/// one write lock, and every read copies what it returns out under one read lock. Reads return
+/// `Arc`s — in the decoded [`CacheForm`] sharing the cached objects, in the compact form
+/// decoded for the read (or kept from a recent one); treat them as read-only snapshots (clone
+/// the object to modify it).
 pub struct Store<K> {
     shared: Arc<Shared<K>>,
 }
@@ -46,6 +55,7 @@ impl<K> std::fmt::Debug for Store<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let state = self.shared.state.read();
         f.debug_struct("Store")
+            .field("compact", &self.shared.compact.is_some())
             .field("objects", &state.objects.len())
             .field("indexes", &state.indexes.keys().collect::<Vec<_>>())
             .field("resource_version", &state.resource_version)
@@ -58,16 +68,40 @@ struct Shared<K> {
     state: RwLock<State<K>>,
     /// False until the first complete list has been applied; never goes back to false.
     synced: watch::Sender<bool>,
+    /// Set in the compact form: new objects are packed.
+    compact: Option<Compact<K>>,
+}
+
+/// What a compact cache needs besides its content.
+struct Compact<K> {
+    codec: Codec<K>,
+    /// Decoded copies of recently read or written versions, by stamp.
+    recent: Mutex<Recent<K>>,
+    /// The stamp of the next packed version.
+    next_stamp: AtomicU64,
+    /// The first packed object was decoded back to check the codec round-trips `K`.
+    checked: AtomicBool,
+    /// It did not: objects are cached decoded from then on.
+    broken: AtomicBool,
 }
 
 /// The cache content.
 struct State<K> {
     /// Every cached object, by key: the namespace index is this map's order.
-    objects: BTreeMap<ObjectKey, Arc<K>>,
+    objects: BTreeMap<ObjectKey, Slot<K>>,
     /// User indexes by name. Each indexes exactly the objects in `objects`.
     indexes: HashMap<String, Index<K>>,
     /// The resource version the content is at: the last list's, or the last applied event's.
     resource_version: Option<String>,
+}
+
+/// What a complete list replaced, for the informer's notifications.
+pub(crate) struct Replaced<K> {
+    /// Each listed object, in key order, with the object it replaced (`None`: new). When its
+    /// resource version is unchanged, both are the same `Arc`.
+    pub(crate) listed: Vec<(Arc<K>, Option<Arc<K>>)>,
+    /// The objects cached before and missing from the list, in key order.
+    pub(crate) vanished: Vec<Arc<K>>,
 }
 
 /// The keys of `namespace`'s objects form this range of the key order.
@@ -81,54 +115,62 @@ fn namespace_range(namespace: &str) -> (Bound<ObjectKey>, Bound<ObjectKey>) {
 impl<K: Resource> Store<K> {
     /// The object with this key.
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<K>> {
-        self.shared.state.read().objects.get(key).cloned()
+        let slot = self.shared.state.read().objects.get(key).cloned()?;
+        self.shared.object(&slot, true)
     }
 
     /// Every object, in key order (cluster-scoped first, then by namespace and name).
     pub fn list(&self) -> Vec<Arc<K>> {
-        self.shared.state.read().objects.values().cloned().collect()
+        self.read(|state| state.objects.values().cloned().collect())
     }
 
     /// The objects in `namespace`, in name order (the built-in namespace index).
     pub fn list_namespace(&self, namespace: &str) -> Vec<Arc<K>> {
-        let state = self.shared.state.read();
-        state
-            .objects
-            .range(namespace_range(namespace))
-            .take_while(|(key, _)| key.namespace.as_deref() == Some(namespace))
-            .map(|(_, o)| o.clone())
-            .collect()
+        self.read(|state| {
+            state
+                .objects
+                .range(namespace_range(namespace))
+                .take_while(|(key, _)| key.namespace.as_deref() == Some(namespace))
+                .map(|(_, slot)| slot.clone())
+                .collect()
+        })
     }
 
     /// The objects (in `namespace`, or in all namespaces if `None`) whose labels match
     /// `selector`.
     pub fn list_selected(&self, namespace: Option<&str>, selector: &LabelSelector) -> Vec<Arc<K>> {
-        let state = self.shared.state.read();
-        let matches = |o: &&Arc<K>| selector.matches(kube::ResourceExt::labels(o.as_ref()));
-        match namespace {
+        self.read(|state| match namespace {
             Some(ns) => state
                 .objects
                 .range(namespace_range(ns))
                 .take_while(|(key, _)| key.namespace.as_deref() == Some(ns))
-                .map(|(_, o)| o)
-                .filter(matches)
+                .map(|(_, slot)| slot)
+                .filter(|slot| slot.matches(selector))
                 .cloned()
                 .collect(),
-            None => state.objects.values().filter(matches).cloned().collect(),
-        }
+            None => state
+                .objects
+                .values()
+                .filter(|slot| slot.matches(selector))
+                .cloned()
+                .collect(),
+        })
     }
 
     /// The objects filed under `value` in the index named `index`, in key order.
     pub fn by_index(&self, index: &str, value: &str) -> Result<Vec<Arc<K>>, CacheError> {
-        let state = self.shared.state.read();
-        let found = state
-            .indexes
-            .get(index)
-            .ok_or_else(|| CacheError::UnknownIndex(index.to_string()))?;
-        Ok(found
-            .keys(value)
-            .filter_map(|key| state.objects.get(key).cloned())
-            .collect())
+        let slots: Vec<Slot<K>> = {
+            let state = self.shared.state.read();
+            let found = state
+                .indexes
+                .get(index)
+                .ok_or_else(|| CacheError::UnknownIndex(index.to_string()))?;
+            found
+                .keys(value)
+                .filter_map(|key| state.objects.get(key).cloned())
+                .collect()
+        };
+        Ok(self.shared.objects(slots))
     }
 
     /// How many objects are cached.
@@ -139,6 +181,11 @@ impl<K: Resource> Store<K> {
     /// Whether the cache is empty.
     pub fn is_empty(&self) -> bool {
         self.shared.state.read().objects.is_empty()
+    }
+
+    /// Whether the cache holds its objects compact (see [`CacheForm`]).
+    pub fn is_compact(&self) -> bool {
+        self.shared.compact.is_some()
     }
 
     /// Whether the first complete list has been applied.
@@ -159,13 +206,107 @@ impl<K: Resource> Store<K> {
     pub fn resource_version(&self) -> Option<String> {
         self.shared.state.read().resource_version.clone()
     }
+
+    /// The objects of the slots `select` copies out under one read lock, decoded after it.
+    fn read(&self, select: impl FnOnce(&State<K>) -> Vec<Slot<K>>) -> Vec<Arc<K>> {
+        let slots = select(&self.shared.state.read());
+        self.shared.objects(slots)
+    }
+}
+
+impl<K: Resource> Shared<K> {
+    /// The slot to cache `object` in: packed if compact (and the codec works for `K`).
+    fn slot(&self, object: &Arc<K>) -> Slot<K> {
+        let Some(compact) = &self.compact else {
+            return Slot::Decoded(object.clone());
+        };
+        if compact.broken.load(Ordering::Relaxed) {
+            return Slot::Decoded(object.clone());
+        }
+        let bytes = match compact.codec.encode(object) {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                tracing::warn!(%error, "an object did not encode for the compact cache; it is cached decoded");
+                return Slot::Decoded(object.clone());
+            }
+        };
+        if !compact.checked.swap(true, Ordering::Relaxed) {
+            if let Err(error) = compact.codec.decode(&bytes) {
+                tracing::warn!(%error, "objects do not decode back from the compact form; this cache holds them decoded");
+                compact.broken.store(true, Ordering::Relaxed);
+                return Slot::Decoded(object.clone());
+            }
+        }
+        let stamp = compact.next_stamp.fetch_add(1, Ordering::Relaxed);
+        Slot::Packed(Arc::new(Packed::new(stamp, object.as_ref(), bytes)))
+    }
+
+    /// The object in `slot`, from the recent cache or decoded (then kept there if `keep`).
+    /// `None` only if a packed object fails to decode, which is logged.
+    fn object(&self, slot: &Slot<K>, keep: bool) -> Option<Arc<K>> {
+        let packed = match slot {
+            Slot::Decoded(object) => return Some(object.clone()),
+            Slot::Packed(packed) => packed,
+        };
+        let compact = self.compact.as_ref()?;
+        if let Some(object) = compact.recent.lock().get(packed.stamp) {
+            return Some(object);
+        }
+        match compact.codec.decode(&packed.bytes) {
+            Ok(object) => {
+                let object = Arc::new(object);
+                if keep {
+                    compact.recent.lock().insert(packed.stamp, object.clone());
+                }
+                Some(object)
+            }
+            Err(error) => {
+                tracing::error!(%error, "a cached object failed to decode; reads leave it out");
+                None
+            }
+        }
+    }
+
+    /// The objects of `slots`. A read of few objects (at most a quarter of the recent cache)
+    /// keeps what it decodes; a bigger one is a scan and would only evict what is hot.
+    fn objects(&self, slots: Vec<Slot<K>>) -> Vec<Arc<K>> {
+        let keep = self
+            .compact
+            .as_ref()
+            .is_some_and(|c| slots.len() * 4 <= c.recent.lock().capacity());
+        slots
+            .iter()
+            .filter_map(|slot| self.object(slot, keep))
+            .collect()
+    }
+
+    /// The object that was in `slot`, which the cache no longer holds; its decoded copy is
+    /// dropped from the recent cache.
+    fn evicted(&self, slot: &Slot<K>) -> Option<Arc<K>> {
+        let object = self.object(slot, false);
+        self.forget(slot);
+        object
+    }
+
+    /// Drops `slot`'s decoded copy from the recent cache.
+    fn forget(&self, slot: &Slot<K>) {
+        if let (Slot::Packed(packed), Some(compact)) = (slot, &self.compact) {
+            compact.recent.lock().remove(packed.stamp);
+        }
+    }
 }
 
 /// The writer side, used by the informer that owns the cache (a single writer), and
 /// [`Store::add_index`], which may be called from anywhere.
 impl<K: Resource> Store<K> {
-    /// An empty, unsynced cache.
+    /// An empty, unsynced cache of decoded objects.
+    #[cfg(test)]
     pub(crate) fn new() -> Store<K> {
+        Store::with_form(&CacheForm::decoded())
+    }
+
+    /// An empty, unsynced cache holding objects in `form`.
+    pub(crate) fn with_form(form: &CacheForm<K>) -> Store<K> {
         Store {
             shared: Arc::new(Shared {
                 state: RwLock::new(State {
@@ -174,89 +315,117 @@ impl<K: Resource> Store<K> {
                     resource_version: None,
                 }),
                 synced: watch::Sender::new(false),
+                compact: form.compact_parts().map(|(codec, recent)| Compact {
+                    codec,
+                    recent: Mutex::new(Recent::new(recent)),
+                    next_stamp: AtomicU64::new(0),
+                    checked: AtomicBool::new(false),
+                    broken: AtomicBool::new(false),
+                }),
             }),
         }
     }
 
-    /// Adds (or replaces) the index `name`, indexing the objects already cached.
+    /// Adds (or replaces) the index `name`, indexing the objects already cached (which, in
+    /// the compact form, decodes each of them once).
     pub(crate) fn add_index(&self, name: &str, func: IndexFn<K>) {
         let mut state = self.shared.state.write();
-        let index = Index::build(func, &state.objects);
+        let objects: Vec<(&ObjectKey, Arc<K>)> = state
+            .objects
+            .iter()
+            .filter_map(|(key, slot)| Some((key, self.shared.object(slot, false)?)))
+            .collect();
+        let index = Index::build(func, objects.iter().map(|(k, o)| (*k, o.as_ref())));
+        drop(objects);
         state.indexes.insert(name.to_string(), index);
     }
 
-    /// Caches `object` (added or modified), returning the object it replaces.
+    /// Caches `object` (added or modified), returning the object it replaces. In the compact
+    /// form `object` is also kept decoded among the recent ones: what a watch just changed is
+    /// what a controller reads next.
     pub(crate) fn apply(&self, object: Arc<K>) -> Option<Arc<K>> {
         let key = ObjectKey::of(object.as_ref());
-        let mut guard = self.shared.state.write();
-        let state = &mut *guard;
-        if let Some(rv) = object.meta().resource_version.clone() {
-            state.resource_version = Some(rv);
-        }
-        let old = state.objects.insert(key.clone(), object.clone());
-        for index in state.indexes.values_mut() {
-            if let Some(old) = &old {
-                index.remove(&key, old);
+        let slot = self.shared.slot(&object);
+        let old = {
+            let mut guard = self.shared.state.write();
+            let state = &mut *guard;
+            if let Some(rv) = object.meta().resource_version.clone() {
+                state.resource_version = Some(rv);
             }
-            index.insert(&key, &object);
+            for index in state.indexes.values_mut() {
+                index.insert(&key, &object);
+            }
+            state.objects.insert(key, slot.clone())
+        };
+        if let (Slot::Packed(packed), Some(compact)) = (&slot, &self.shared.compact) {
+            compact.recent.lock().insert(packed.stamp, object);
         }
-        old
+        old.and_then(|old| self.shared.evicted(&old))
     }
 
-    /// Removes the object with `key`, returning it; `resource_version` is the deletion's.
-    pub(crate) fn remove(
-        &self,
-        key: &ObjectKey,
-        resource_version: Option<String>,
-    ) -> Option<Arc<K>> {
-        let mut guard = self.shared.state.write();
-        let state = &mut *guard;
-        if resource_version.is_some() {
-            state.resource_version = resource_version;
-        }
-        let old = state.objects.remove(key)?;
-        for index in state.indexes.values_mut() {
-            index.remove(key, &old);
-        }
-        Some(old)
+    /// Removes the object with `key`, saying whether it was cached; `resource_version` is the
+    /// deletion's.
+    pub(crate) fn remove(&self, key: &ObjectKey, resource_version: Option<String>) -> bool {
+        let old = {
+            let mut guard = self.shared.state.write();
+            let state = &mut *guard;
+            if resource_version.is_some() {
+                state.resource_version = resource_version;
+            }
+            let Some(old) = state.objects.remove(key) else {
+                return false;
+            };
+            for index in state.indexes.values_mut() {
+                index.remove(key);
+            }
+            old
+        };
+        self.shared.forget(&old);
+        true
     }
 
     /// Replaces the whole content with `objects` at `resource_version` and marks the cache
-    /// synced, returning the replaced objects.
+    /// synced, returning what it replaced.
     ///
-    /// An object whose resource version equals the cached one's keeps the cached `Arc` (the
-    /// new copy is dropped), so an unchanged object is never held twice. The replacement and
-    /// its indexes are built beside the current content, then swapped in under the write
-    /// lock: readers see the old set or the new one, never a mix.
-    pub(crate) fn replace(
-        &self,
-        objects: Vec<Arc<K>>,
-        resource_version: String,
-    ) -> BTreeMap<ObjectKey, Arc<K>> {
-        let (new_objects, mut new_indexes) = {
+    /// An object whose resource version equals the cached one's keeps the cached slot (the
+    /// new copy is not cached: in the decoded form it is dropped and the cached `Arc` is the
+    /// one reported; compact, the cached bytes are kept), so an unchanged object is never
+    /// held twice. The replacement and its indexes are built beside the current content, then
+    /// swapped in under the write lock: readers see the old set or the new one, never a mix.
+    pub(crate) fn replace(&self, objects: Vec<Arc<K>>, resource_version: String) -> Replaced<K> {
+        // Key → (slot to cache, object to report, whether the cached slot was kept).
+        let mut entries: BTreeMap<ObjectKey, (Slot<K>, Arc<K>, bool)> = BTreeMap::new();
+        let mut new_indexes: HashMap<String, Index<K>> = {
             let state = self.shared.state.read();
-            let mut new_objects = BTreeMap::new();
             for object in objects {
                 let key = ObjectKey::of(object.as_ref());
                 let kept = state.objects.get(&key).filter(|old| {
-                    old.meta().resource_version.is_some()
-                        && old.meta().resource_version == object.meta().resource_version
+                    old.resource_version().is_some()
+                        && old.resource_version() == object.meta().resource_version.as_deref()
                 });
-                new_objects.insert(key, kept.cloned().unwrap_or(object));
+                let entry = match kept {
+                    Some(Slot::Decoded(old)) => (Slot::Decoded(old.clone()), old.clone(), true),
+                    Some(old) => (old.clone(), object, true),
+                    None => (self.shared.slot(&object), object, false),
+                };
+                entries.insert(key, entry);
             }
-            let new_indexes: HashMap<String, Index<K>> = state
+            state
                 .indexes
                 .iter()
                 .map(|(name, index)| {
-                    (
-                        name.clone(),
-                        Index::build(index.func().clone(), &new_objects),
-                    )
+                    let objects = entries.iter().map(|(k, (_, o, _))| (k, o.as_ref()));
+                    (name.clone(), Index::build(index.func().clone(), objects))
                 })
-                .collect();
-            (new_objects, new_indexes)
+                .collect()
         };
-        let old = {
+        let mut new_objects = BTreeMap::new();
+        let mut reported = Vec::with_capacity(entries.len());
+        for (key, (slot, object, kept)) in entries {
+            reported.push((key.clone(), object, kept));
+            new_objects.insert(key, slot);
+        }
+        let mut old = {
             let mut guard = self.shared.state.write();
             let state = &mut *guard;
             // An index added since the read above must index the new set too.
@@ -265,10 +434,8 @@ impl<K: Resource> Store<K> {
                     .get(name)
                     .is_some_and(|built| Arc::ptr_eq(built.func(), index.func()));
                 if !current {
-                    new_indexes.insert(
-                        name.clone(),
-                        Index::build(index.func().clone(), &new_objects),
-                    );
+                    let objects = reported.iter().map(|(k, o, _)| (k, o.as_ref()));
+                    new_indexes.insert(name.clone(), Index::build(index.func().clone(), objects));
                 }
             }
             state.indexes = new_indexes;
@@ -276,7 +443,22 @@ impl<K: Resource> Store<K> {
             std::mem::replace(&mut state.objects, new_objects)
         };
         self.mark_synced();
-        old
+        let listed = reported
+            .into_iter()
+            .map(|(key, object, kept)| {
+                let replaced = match old.remove(&key) {
+                    None => None,
+                    Some(_) if kept => Some(object.clone()),
+                    Some(slot) => self.shared.evicted(&slot),
+                };
+                (object, replaced)
+            })
+            .collect();
+        let vanished = old
+            .into_values()
+            .filter_map(|slot| self.shared.evicted(&slot))
+            .collect();
+        Replaced { listed, vanished }
     }
 
     /// Marks the cache synced (idempotent).
@@ -286,16 +468,26 @@ impl<K: Resource> Store<K> {
             .send_if_modified(|synced| !std::mem::replace(synced, true));
     }
 
-    /// Checks the invariants: every index files exactly the cached objects.
+    /// Checks the invariants: every index files exactly the cached objects, and every cached
+    /// object decodes.
     #[cfg(test)]
     pub(crate) fn check_invariants(&self) {
         let state = self.shared.state.read();
+        let objects: Vec<(&ObjectKey, Arc<K>)> = state
+            .objects
+            .iter()
+            .map(|(key, slot)| (key, self.shared.object(slot, false).expect("decodes")))
+            .collect();
         for (name, index) in &state.indexes {
-            let rebuilt = Index::build(index.func().clone(), &state.objects);
-            for (key, object) in &state.objects {
+            index.check_invariants();
+            let rebuilt = Index::build(
+                index.func().clone(),
+                objects.iter().map(|(k, o)| (*k, o.as_ref())),
+            );
+            for (key, object) in &objects {
                 for value in (index.func())(object) {
                     assert!(
-                        index.keys(&value).any(|k| k == key),
+                        index.keys(&value).any(|k| k == *key),
                         "index {name}: {key} missing under {value}"
                     );
                 }
@@ -310,268 +502,5 @@ impl<K: Resource> Store<K> {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::collections::BTreeMap;
-    use std::sync::atomic::{AtomicBool, Ordering};
-
-    use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodSpec};
-    use kube::api::ObjectMeta;
-
-    use super::*;
-
-    fn cm(ns: Option<&str>, name: &str, rv: &str, labels: &[(&str, &str)]) -> Arc<ConfigMap> {
-        Arc::new(ConfigMap {
-            metadata: ObjectMeta {
-                namespace: ns.map(String::from),
-                name: Some(name.into()),
-                resource_version: Some(rv.into()),
-                labels: Some(
-                    labels
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
-                        .collect::<BTreeMap<_, _>>(),
-                ),
-                ..Default::default()
-            },
-            ..Default::default()
-        })
-    }
-
-    fn pod(ns: &str, name: &str, node: &str) -> Arc<Pod> {
-        Arc::new(Pod {
-            metadata: ObjectMeta {
-                namespace: Some(ns.into()),
-                name: Some(name.into()),
-                resource_version: Some("1".into()),
-                ..Default::default()
-            },
-            spec: Some(PodSpec {
-                node_name: Some(node.into()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        })
-    }
-
-    fn by_node() -> IndexFn<Pod> {
-        Arc::new(|p: &Pod| {
-            p.spec
-                .as_ref()
-                .and_then(|s| s.node_name.clone())
-                .into_iter()
-                .collect()
-        })
-    }
-
-    fn names<K: Resource>(objects: &[Arc<K>]) -> Vec<String> {
-        objects
-            .iter()
-            .map(|o| ObjectKey::of(o.as_ref()).to_string())
-            .collect()
-    }
-
-    #[test]
-    fn store_should_get_by_key_and_list_by_namespace() {
-        let store = Store::new();
-        for (ns, name) in [("b", "x"), ("a", "y"), ("a", "x"), ("ab", "z")] {
-            store.apply(cm(Some(ns), name, "1", &[]));
-        }
-        store.apply(cm(None, "cluster", "1", &[]));
-        assert_eq!(store.len(), 5);
-        assert!(store.get(&ObjectKey::namespaced("a", "y")).is_some());
-        assert!(store.get(&ObjectKey::namespaced("a", "z")).is_none());
-        assert_eq!(names(&store.list_namespace("a")), ["a/x", "a/y"]);
-        assert_eq!(names(&store.list_namespace("ab")), ["ab/z"]);
-        assert_eq!(names(&store.list_namespace("c")), Vec::<String>::new());
-        assert_eq!(
-            names(&store.list()),
-            ["cluster", "a/x", "a/y", "ab/z", "b/x"]
-        );
-    }
-
-    #[test]
-    fn store_should_list_by_label_selector_in_a_namespace_or_everywhere() {
-        let store = Store::new();
-        store.apply(cm(Some("a"), "web", "1", &[("app", "web")]));
-        store.apply(cm(Some("a"), "db", "1", &[("app", "db")]));
-        store.apply(cm(Some("b"), "web", "1", &[("app", "web"), ("tier", "1")]));
-        let web = LabelSelector::parse("app=web").expect("valid selector");
-        assert_eq!(names(&store.list_selected(None, &web)), ["a/web", "b/web"]);
-        assert_eq!(names(&store.list_selected(Some("b"), &web)), ["b/web"]);
-        let not_web = LabelSelector::parse("app!=web").expect("valid selector");
-        assert_eq!(names(&store.list_selected(None, &not_web)), ["a/db"]);
-    }
-
-    #[test]
-    fn store_should_keep_a_custom_index_current_through_updates_and_deletes() {
-        let store = Store::new();
-        store.add_index("node", by_node());
-        store.apply(pod("ns", "p1", "n1"));
-        store.apply(pod("ns", "p2", "n1"));
-        store.apply(pod("ns", "p3", "n2"));
-        assert_eq!(
-            names(&store.by_index("node", "n1").expect("index exists")),
-            ["ns/p1", "ns/p2"]
-        );
-        // p2 moves to n2, p1 goes.
-        store.apply(pod("ns", "p2", "n2"));
-        store.remove(&ObjectKey::namespaced("ns", "p1"), None);
-        assert_eq!(
-            names(&store.by_index("node", "n1").expect("index exists")),
-            Vec::<String>::new()
-        );
-        assert_eq!(
-            names(&store.by_index("node", "n2").expect("index exists")),
-            ["ns/p2", "ns/p3"]
-        );
-        store.check_invariants();
-    }
-
-    #[test]
-    fn store_should_index_objects_cached_before_the_index_was_added() {
-        let store = Store::new();
-        store.apply(pod("ns", "p1", "n1"));
-        store.apply(pod("ns", "p2", "n2"));
-        assert_eq!(
-            store.by_index("node", "n1").map(|v| v.len()),
-            Err(CacheError::UnknownIndex("node".into()))
-        );
-        store.add_index("node", by_node());
-        assert_eq!(
-            names(&store.by_index("node", "n2").expect("index exists")),
-            ["ns/p2"]
-        );
-        store.check_invariants();
-    }
-
-    #[test]
-    fn store_should_replace_content_and_indexes_and_return_the_old_set() {
-        let store = Store::new();
-        store.add_index("node", by_node());
-        store.apply(pod("ns", "old", "n1"));
-        let old = store.replace(vec![pod("ns", "new", "n1")], "7".into());
-        assert_eq!(
-            old.keys().map(ToString::to_string).collect::<Vec<_>>(),
-            ["ns/old"]
-        );
-        assert_eq!(names(&store.list()), ["ns/new"]);
-        assert_eq!(
-            names(&store.by_index("node", "n1").expect("index exists")),
-            ["ns/new"]
-        );
-        assert_eq!(store.resource_version().as_deref(), Some("7"));
-        assert!(store.is_synced());
-        store.check_invariants();
-    }
-
-    #[test]
-    fn store_should_keep_the_cached_arc_when_a_relisted_object_is_unchanged() {
-        let store = Store::new();
-        let same = cm(Some("ns"), "same", "5", &[]);
-        let changed = cm(Some("ns"), "changed", "5", &[]);
-        store.apply(same.clone());
-        store.apply(changed.clone());
-        store.replace(
-            vec![
-                cm(Some("ns"), "same", "5", &[]),
-                cm(Some("ns"), "changed", "6", &[]),
-            ],
-            "6".into(),
-        );
-        let cached_same = store
-            .get(&ObjectKey::namespaced("ns", "same"))
-            .expect("cached");
-        let cached_changed = store
-            .get(&ObjectKey::namespaced("ns", "changed"))
-            .expect("cached");
-        assert!(Arc::ptr_eq(&cached_same, &same), "unchanged: one copy only");
-        assert!(!Arc::ptr_eq(&cached_changed, &changed));
-    }
-
-    #[test]
-    fn store_should_never_show_a_reader_a_half_applied_relist() {
-        // Two sets with disjoint keys, swapped back and forth while readers list: every read
-        // must be exactly one of them.
-        let set = |prefix: &str| -> Vec<Arc<ConfigMap>> {
-            (0..200)
-                .map(|i| {
-                    cm(
-                        Some("ns"),
-                        &format!("{prefix}{i:03}"),
-                        "1",
-                        &[("set", prefix)],
-                    )
-                })
-                .collect()
-        };
-        let store = Store::new();
-        store.add_index(
-            "set",
-            Arc::new(|c: &ConfigMap| {
-                c.metadata
-                    .labels
-                    .iter()
-                    .flatten()
-                    .map(|(_, v)| v.clone())
-                    .collect()
-            }),
-        );
-        store.replace(set("a"), "1".into());
-        let done = Arc::new(AtomicBool::new(false));
-        let readers: Vec<_> = (0..2)
-            .map(|_| {
-                let store = store.clone();
-                let done = done.clone();
-                std::thread::spawn(move || {
-                    let mut reads = 0u64;
-                    while !done.load(Ordering::Relaxed) || reads < 100 {
-                        let all = store.list();
-                        let first = all[0].metadata.name.clone().unwrap_or_default();
-                        let prefix = &first[..1];
-                        assert_eq!(all.len(), 200, "a whole set");
-                        assert!(
-                            all.iter().all(|o| o
-                                .metadata
-                                .name
-                                .as_deref()
-                                .is_some_and(|n| n.starts_with(prefix))),
-                            "a read mixed two lists"
-                        );
-                        let indexed = store.by_index("set", prefix).expect("index exists");
-                        assert!(
-                            indexed.len() == 200 || indexed.is_empty(),
-                            "an index mixed two lists"
-                        );
-                        reads += 1;
-                    }
-                })
-            })
-            .collect();
-        for round in 0..200 {
-            let prefix = if round % 2 == 0 { "b" } else { "a" };
-            store.replace(set(prefix), round.to_string());
-        }
-        done.store(true, Ordering::Relaxed);
-        for reader in readers {
-            reader.join().expect("no reader saw a mixed list");
-        }
-        store.check_invariants();
-    }
-
-    #[tokio::test]
-    async fn store_should_resolve_wait_until_synced_after_the_first_list() {
-        let store: Store<ConfigMap> = Store::new();
-        let waiter = {
-            let store = store.clone();
-            tokio::spawn(async move { store.wait_until_synced().await })
-        };
-        tokio::task::yield_now().await;
-        assert!(!waiter.is_finished());
-        assert!(!store.is_synced());
-        store.replace(Vec::new(), "1".into());
-        waiter.await.expect("waiter resolves");
-        assert!(store.is_synced());
-        // Already synced: resolves at once.
-        store.wait_until_synced().await;
-    }
-}
+#[path = "store_tests.rs"]
+mod tests;

@@ -16,6 +16,7 @@ use serde::de::DeserializeOwned;
 use super::metrics::InformerMetrics;
 use super::options::InformerOptions;
 use super::shared::SharedInformer;
+use crate::cache::Store;
 use crate::watcher::{ListWatch, WatchBackoff, WatcherConfig};
 use crate::Client;
 
@@ -246,8 +247,15 @@ impl InformerFactory {
             backoff: state.backoff,
         };
         let source = ListWatch::new(self.inner.client.kube().clone(), url, K::metadata_api());
-        let informer =
-            SharedInformer::new(label, source, config, options.transform, options.resync);
+        let store = Store::with_form(&options.cache);
+        let informer = SharedInformer::new(
+            label,
+            source,
+            store,
+            config,
+            options.transform,
+            options.resync,
+        );
         if state.phase == Phase::Started {
             informer.start();
         }

@@ -85,6 +85,7 @@ where
     pub(crate) fn new(
         label: String,
         source: ListWatch<K>,
+        store: Store<K>,
         config: WatcherConfig,
         transform: Option<TransformFn<K>>,
         default_resync: Option<Duration>,
@@ -92,7 +93,7 @@ where
         SharedInformer {
             inner: Arc::new(Inner {
                 label,
-                store: Store::new(),
+                store,
                 fanout: Arc::new(Mutex::new(Fanout::new())),
                 stats: Arc::default(),
                 events: AtomicU64::new(0),
@@ -161,8 +162,11 @@ where
         };
         let runtime = tokio::runtime::Handle::current();
         self.inner.fanout.lock().start(runtime.clone());
-        let stream =
-            Machine::new(source, self.inner.config.clone(), self.inner.stats.clone()).into_stream();
+        // The watcher transforms objects as they arrive: a list never holds untransformed
+        // objects beyond the page (or event) being decoded.
+        let stream = Machine::new(source, self.inner.config.clone(), self.inner.stats.clone())
+            .with_transform(self.inner.transform.clone())
+            .into_stream();
         *run = Run::Running(runtime.spawn(run_informer(self.inner.clone(), stream)));
     }
 
@@ -232,36 +236,26 @@ fn apply<K>(inner: &Inner<K>, event: WatcherEvent<K>, first_list: bool)
 where
     K: Resource + Clone + Send + Sync + 'static,
 {
-    let transform = |object: K| match &inner.transform {
-        Some(transform) => transform(object),
-        None => object,
-    };
+    // Objects come transformed from the watcher.
     match event {
         WatcherEvent::Listed {
             objects,
             resource_version,
         } => {
-            let objects: Vec<Arc<K>> = objects
-                .into_iter()
-                .map(|o| Arc::new(transform(o)))
-                .collect();
+            let objects: Vec<Arc<K>> = objects.into_iter().map(Arc::new).collect();
             let fanout = inner.fanout.lock();
-            let mut old = inner.store.replace(objects, resource_version);
-            let mut changes = Vec::with_capacity(inner.store.len());
-            for new in inner.store.list() {
-                match old.remove(&ObjectKey::of(new.as_ref())) {
-                    Some(old) => changes.push(Notification::Update { old, new }),
-                    None => changes.push(Notification::Add {
-                        object: new,
-                        in_initial_list: first_list,
-                    }),
-                }
-            }
-            for (_, gone) in old {
+            let replaced = inner.store.replace(objects, resource_version);
+            for gone in replaced.vanished {
                 fanout.send(&Notification::Delete(Deleted::FinalStateUnknown(gone)));
             }
-            for change in &changes {
-                fanout.send(change);
+            for (new, old) in replaced.listed {
+                fanout.send(&match old {
+                    Some(old) => Notification::Update { old, new },
+                    None => Notification::Add {
+                        object: new,
+                        in_initial_list: first_list,
+                    },
+                });
             }
             if first_list {
                 fanout.send(&Notification::Synced);
@@ -269,7 +263,7 @@ where
         }
         WatcherEvent::Applied(object) => {
             inner.events.fetch_add(1, Ordering::Relaxed);
-            let new = Arc::new(transform(object));
+            let new = Arc::new(object);
             let fanout = inner.fanout.lock();
             let notification = match inner.store.apply(new.clone()) {
                 Some(old) => Notification::Update { old, new },
@@ -282,13 +276,12 @@ where
         }
         WatcherEvent::Deleted(object) => {
             inner.events.fetch_add(1, Ordering::Relaxed);
-            let object = transform(object);
             let key = ObjectKey::of(&object);
             let fanout = inner.fanout.lock();
             let removed = inner
                 .store
                 .remove(&key, object.meta().resource_version.clone());
-            if removed.is_some() {
+            if removed {
                 fanout.send(&Notification::Delete(Deleted::Final(Arc::new(object))));
             }
         }
@@ -298,7 +291,6 @@ where
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 
     use super::super::options::InformerOptions;
     use super::super::testing::{cm, take, Recorder};
@@ -313,6 +305,7 @@ mod tests {
         let informer = SharedInformer::new(
             "configmaps".into(),
             source,
+            Store::with_form(&options.cache),
             WatcherConfig::default(),
             options.transform,
             options.resync,
@@ -334,7 +327,16 @@ mod tests {
 
     #[tokio::test]
     async fn informer_should_emit_tombstones_and_updates_on_relist() {
-        let informer = informer(InformerOptions::default());
+        for options in [
+            InformerOptions::default(),
+            InformerOptions::default().compact(),
+        ] {
+            emit_tombstones_and_updates_on_relist(options).await;
+        }
+    }
+
+    async fn emit_tombstones_and_updates_on_relist(options: InformerOptions<ConfigMap>) {
+        let informer = informer(options);
         let (recorder, mut rx) = Recorder::new();
         let registration = informer.add_handler(recorder);
         apply(
@@ -380,7 +382,18 @@ mod tests {
 
     #[tokio::test]
     async fn informer_should_deliver_final_state_deletes_only_for_cached_objects() {
-        let informer = informer(InformerOptions::default());
+        for options in [
+            InformerOptions::default(),
+            InformerOptions::default().compact(),
+        ] {
+            deliver_final_state_deletes_only_for_cached_objects(options).await;
+        }
+    }
+
+    async fn deliver_final_state_deletes_only_for_cached_objects(
+        options: InformerOptions<ConfigMap>,
+    ) {
+        let informer = informer(options);
         let (recorder, mut rx) = Recorder::new();
         informer.add_handler(recorder);
         apply(&informer.inner, listed(vec![cm("a", "1")], "1"), true);
@@ -394,23 +407,6 @@ mod tests {
         assert_eq!(take(&mut rx, 1).await, ["delete ns/a final"]);
         assert!(informer.store().is_empty());
         assert_eq!(informer.store().resource_version().as_deref(), Some("3"));
-    }
-
-    #[tokio::test]
-    async fn informer_should_transform_objects_before_caching_them() {
-        let informer = informer(InformerOptions::default().strip_managed_fields());
-        let mut object = cm("a", "1");
-        object.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
-            manager: Some("kubectl".into()),
-            ..Default::default()
-        }]);
-        apply(&informer.inner, listed(vec![object.clone()], "1"), true);
-        apply(&informer.inner, WatcherEvent::Applied(object), false);
-        let cached = informer
-            .store()
-            .get(&ObjectKey::namespaced("ns", "a"))
-            .expect("cached");
-        assert_eq!(cached.metadata.managed_fields, None);
     }
 
     #[tokio::test]

@@ -90,7 +90,7 @@ where
         params.continue_token = continue_token.clone();
         match self.source.list(&params).await {
             Ok(list) => {
-                objects.extend(list.items);
+                objects.extend(list.items.into_iter().map(|o| self.transformed(o)));
                 match list.metadata.continue_.filter(|token| !token.is_empty()) {
                     Some(token) => Step::Next(State::Paging {
                         objects,
@@ -154,6 +154,7 @@ where
             }
             Ok(Some(Ok(event))) => match event {
                 WatchEvent::Added(object) | WatchEvent::Modified(object) => {
+                    let object = self.transformed(object);
                     objects.insert(ObjectKey::of(&object), object);
                     Step::Next(State::StreamingList {
                         stream,

@@ -96,7 +96,13 @@ pub(crate) struct Machine<K> {
     /// a relist asks for data not older than this.
     pub(super) last_seen: Option<String>,
     state: State<K>,
+    /// Applied to each object as it is decoded, before a list collects it or an event
+    /// carries it, so a list never holds untransformed objects beyond the page being read.
+    transform: Option<Transform<K>>,
 }
+
+/// A function applied to every object a watcher yields.
+pub(crate) type Transform<K> = Arc<dyn Fn(K) -> K + Send + Sync>;
 
 impl<K> Machine<K>
 where
@@ -111,6 +117,21 @@ where
             stats,
             last_seen: None,
             state: State::Relist,
+            transform: None,
+        }
+    }
+
+    /// This watcher, passing every object through `transform` as it arrives.
+    pub(crate) fn with_transform(mut self, transform: Option<Transform<K>>) -> Self {
+        self.transform = transform;
+        self
+    }
+
+    /// `object` through the transform, if any.
+    pub(super) fn transformed(&self, object: K) -> K {
+        match &self.transform {
+            Some(transform) => transform(object),
+            None => object,
         }
     }
 
@@ -251,13 +272,13 @@ where
                 if let Some(rv) = &object.meta().resource_version {
                     resource_version.clone_from(rv);
                 }
-                WatcherEvent::Applied(object)
+                WatcherEvent::Applied(self.transformed(object))
             }
             WatchEvent::Deleted(object) => {
                 if let Some(rv) = &object.meta().resource_version {
                     resource_version.clone_from(rv);
                 }
-                WatcherEvent::Deleted(object)
+                WatcherEvent::Deleted(self.transformed(object))
             }
             WatchEvent::Bookmark(bookmark) => {
                 resource_version = bookmark.metadata.resource_version;

@@ -5,12 +5,15 @@
 //!   `SharedInformer<ConfigMap>` in-process and over HTTPS, with a paged list (500 per page)
 //!   and with a streaming list (`sendInitialEvents`).
 //! - `pods`: N realistic Pods (10,000; `--quick`: 2,000) cached whole, whole without
-//!   `managedFields` (the strip transform), and as metadata only.
+//!   `managedFields` (the strip transform), and as metadata only — each decoded (the default
+//!   cache form) and, for whole Pods, compact (`InformerOptions::compact`).
 //!
 //! Each run: settle the heap, start a fresh factory and informer, time it to synced (sampling
-//! the heap's peak meanwhile), settle, read the heap again, shut the factory down, drop it,
-//! settle, read once more. "Cached" is after-sync minus before; "freed" is after-sync minus
-//! after-drop; both are divided by the number of cached objects.
+//! the heap's peak meanwhile), settle, read the heap again; for `pods`, time reads (one whole
+//! `list`, a `get` of every key in turn, repeated `get`s of the last 64 keys) and read the heap
+//! once more; then shut the factory down, drop it, settle, read once more. "Cached" is
+//! after-sync minus before; "freed" is the last reading before the drop minus after-drop;
+//! both are divided by the number of cached objects.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -27,7 +30,7 @@ use kube::Resource;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use setpoint_apiserver::{full_body, Api};
-use setpoint_runtime::{Client, InformerFactory, InformerOptions, InitialList};
+use setpoint_runtime::{Client, InformerFactory, InformerOptions, InitialList, ObjectKey, Store};
 
 use crate::heap::{self, Heap, PeakSampler};
 use crate::objects;
@@ -53,10 +56,69 @@ struct Sample {
     freed: Heap,
     /// Highest heap during the sync minus before.
     peak: i64,
+    /// Read costs, if measured.
+    reads: Option<Reads>,
 }
 
-/// Caches `options`' objects once with `client`; see the module docs.
-async fn run<K>(client: &Client, options: InformerOptions<K>) -> Result<Sample>
+/// What reading a synced cache costs.
+#[derive(Clone, Copy, Debug)]
+struct Reads {
+    /// Nanoseconds per object of one whole `list()`.
+    list: f64,
+    /// Nanoseconds per `get` of each key in turn, once (compact: none recently read).
+    cold: f64,
+    /// Nanoseconds per `get` of the same 64 keys, again and again.
+    warm: f64,
+    /// Heap once settled after the reads, minus before the informer (with what reads keep
+    /// decoded).
+    heap: Heap,
+}
+
+/// Keys read again and again for the warm `get` figure (fewer than a compact cache keeps).
+const WARM_KEYS: usize = 64;
+/// Rounds over the warm keys.
+const WARM_ROUNDS: usize = 200;
+
+/// Times reads of `store`; see [`Reads`] (`heap` is left for the caller to fill in).
+fn reads<K: Resource>(store: &Store<K>) -> Reads {
+    let started = Instant::now();
+    let all = store.list();
+    let list = started.elapsed().as_nanos() as f64 / all.len().max(1) as f64;
+    let keys: Vec<ObjectKey> = all.iter().map(|o| ObjectKey::of(o.as_ref())).collect();
+    drop(all);
+    let started = Instant::now();
+    let mut found = 0usize;
+    for key in &keys {
+        found += usize::from(store.get(key).is_some());
+    }
+    let cold = started.elapsed().as_nanos() as f64 / keys.len().max(1) as f64;
+    let hot = &keys[keys.len().saturating_sub(WARM_KEYS)..];
+    let started = Instant::now();
+    for _ in 0..WARM_ROUNDS {
+        for key in hot {
+            found += usize::from(store.get(key).is_some());
+        }
+    }
+    let warm = started.elapsed().as_nanos() as f64 / (WARM_ROUNDS * hot.len()).max(1) as f64;
+    assert_eq!(
+        found,
+        keys.len() + WARM_ROUNDS * hot.len(),
+        "every key read"
+    );
+    Reads {
+        list,
+        cold,
+        warm,
+        heap: Heap {
+            bytes: 0,
+            allocations: 0,
+        },
+    }
+}
+
+/// Caches `options`' objects once with `client` (and times reads, if `time_reads`); see the
+/// module docs.
+async fn run<K>(client: &Client, options: InformerOptions<K>, time_reads: bool) -> Result<Sample>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default,
@@ -80,6 +142,11 @@ where
     let peak = sampler.stop();
     let len = informer.store().len();
     let after = heap::settled().await;
+    let mut reads = time_reads.then(|| reads(&informer.store()));
+    let last = heap::settled().await;
+    if let Some(reads) = &mut reads {
+        reads.heap = last - before;
+    }
     factory.shut_down();
     drop(informer);
     drop(factory);
@@ -88,8 +155,9 @@ where
         sync,
         len,
         cached: after - before,
-        freed: after - dropped,
+        freed: last - dropped,
         peak: peak - before.bytes,
+        reads,
     })
 }
 
@@ -112,6 +180,9 @@ struct Figures {
     sync: Spread,
     /// Peak heap over the baseline during the sync, in bytes.
     peak: Spread,
+    /// Read costs, if measured: ns per listed object, per cold and per warm `get`, and
+    /// bytes per object held after the reads.
+    reads: Option<[Spread; 4]>,
 }
 
 impl Figures {
@@ -125,11 +196,12 @@ impl Figures {
                 .collect()
         };
         let cached = Spread::of(&per(|s| s.cached.bytes));
+        let held = Spread::of(&per(|s| s.reads.map_or(s.cached, |r| r.heap).bytes));
         let freed = Spread::of(&per(|s| s.freed.bytes));
-        if (freed.median - cached.median).abs() > 0.02 * cached.median {
+        if (freed.median - held.median).abs() > 0.02 * held.median {
             println!(
-                "warning: {variant}: counted {} per object after sync but dropping freed {}",
-                report::bytes(cached.median),
+                "warning: {variant}: counted {} per object before the drop but dropping freed {}",
+                report::bytes(held.median),
                 report::bytes(freed.median)
             );
         }
@@ -138,6 +210,22 @@ impl Figures {
             allocations: Spread::of(&per(|s| s.cached.allocations)),
             sync: Spread::of(&samples.iter().map(|s| s.sync).collect::<Vec<_>>()),
             peak: Spread::of(&samples.iter().map(|s| s.peak as f64).collect::<Vec<_>>()),
+            reads: samples.iter().all(|s| s.reads.is_some()).then(|| {
+                let of = |f: fn(&Reads) -> f64| {
+                    Spread::of(
+                        &samples
+                            .iter()
+                            .filter_map(|s| s.reads.as_ref().map(f))
+                            .collect::<Vec<_>>(),
+                    )
+                };
+                [
+                    of(|r| r.list),
+                    of(|r| r.cold),
+                    of(|r| r.warm),
+                    Spread::of(&per(|s| s.reads.map_or(0, |r| r.heap.bytes))),
+                ]
+            }),
         }
     }
 }
@@ -174,37 +262,46 @@ pub(crate) async fn configmaps(settings: &Settings) -> Result<Table> {
     let in_process = server.in_process();
     let remote = server.remote().await?;
     let variants = [
-        ("in-process", &in_process, InitialList::List),
-        ("in-process", &in_process, InitialList::Stream),
-        ("remote (HTTPS)", &remote, InitialList::List),
-        ("remote (HTTPS)", &remote, InitialList::Stream),
+        ("in-process", &in_process, InitialList::List, false),
+        ("in-process", &in_process, InitialList::Stream, false),
+        ("in-process", &in_process, InitialList::Stream, true),
+        ("remote (HTTPS)", &remote, InitialList::List, false),
+        ("remote (HTTPS)", &remote, InitialList::Stream, false),
     ];
     let mut samples = vec![Vec::new(); variants.len()];
     for round in 0..settings.runs {
-        for (v, (transport, client, list)) in variants.iter().enumerate() {
-            let options = InformerOptions::<ConfigMap> {
+        for (v, (transport, client, list, compact)) in variants.iter().enumerate() {
+            let mut options = InformerOptions::<ConfigMap> {
                 initial_list: *list,
                 ..InformerOptions::default()
             };
-            let sample = run(client, options).await?;
+            if *compact {
+                options = options.compact();
+            }
+            let sample = run(client, options, false).await?;
             if sample.len != n {
                 bail!(
                     "{transport}: cached {} ConfigMaps, expected {n}",
                     sample.len
                 );
             }
-            println!("informer round {round}: {transport} {list:?}: {sample:?}");
+            println!("informer round {round}: {transport} {list:?} compact {compact}: {sample:?}");
             samples[v].push(sample);
         }
     }
     let rows = variants
         .iter()
         .zip(&samples)
-        .map(|((transport, _, list), samples)| {
-            let f = Figures::of(&format!("{transport} {list:?}"), samples);
+        .map(|((transport, _, list, compact), samples)| {
+            let f = Figures::of(&format!("{transport} {list:?} compact {compact}"), samples);
+            let list = list_name(*list);
             vec![
                 (*transport).to_owned(),
-                list_name(*list).to_owned(),
+                if *compact {
+                    format!("{list}, **compact cache**")
+                } else {
+                    list.to_owned()
+                },
                 f.cached.show(report::bytes),
                 format!("{:.2}×", f.cached.median / json_bytes as f64),
                 format!("{:.1}", f.allocations.median),
@@ -313,29 +410,44 @@ pub(crate) async fn pods(settings: &Settings) -> Result<Table> {
         initial_list: InitialList::List,
         ..o
     };
+    let compact_size = |transform: fn(Pod) -> Pod| -> Result<f64> {
+        let pod = transform(serde_json::from_slice::<Pod>(&json)?);
+        let encoded = serde_json::to_vec(&pod)?;
+        Ok(lz4_flex::block::compress_prepend_size(&encoded).len() as f64)
+    };
+    let compact = [
+        Decoded {
+            bytes: compact_size(|o| o)?,
+            inline: 0,
+        },
+        Decoded {
+            bytes: compact_size(strip)?,
+            inline: 0,
+        },
+    ];
     let names = [
         "Pod, as served (with managedFields)",
         "Pod, transform stripping managedFields",
+        "Pod, **compact**, as served",
+        "Pod, **compact**, transform stripping managedFields",
         "metadata only (PartialObjectMetadata), as served",
         "metadata only, transform stripping managedFields",
     ];
     let mut samples = vec![Vec::new(); names.len()];
     for round in 0..settings.runs {
         for (v, name) in names.iter().enumerate() {
+            let whole = InformerOptions::default();
             let sample = match v {
-                0 => run(&client, list(InformerOptions::default())).await?,
-                1 => {
-                    run(
-                        &client,
-                        list(InformerOptions::default().strip_managed_fields()),
-                    )
-                    .await?
-                }
-                2 => run(&client, meta_list(InformerOptions::default())).await?,
+                0 => run(&client, list(whole), true).await?,
+                1 => run(&client, list(whole.strip_managed_fields()), true).await?,
+                2 => run(&client, list(whole.compact()), true).await?,
+                3 => run(&client, list(whole.strip_managed_fields().compact()), true).await?,
+                4 => run(&client, meta_list(InformerOptions::default()), true).await?,
                 _ => {
                     run(
                         &client,
                         meta_list(InformerOptions::default().strip_managed_fields()),
+                        true,
                     )
                     .await?
                 }
@@ -347,14 +459,17 @@ pub(crate) async fn pods(settings: &Settings) -> Result<Table> {
             samples[v].push(sample);
         }
     }
+    let one = [
+        decoded[0], decoded[1], compact[0], compact[1], decoded[2], decoded[3],
+    ];
     let rows = names
         .iter()
         .zip(&samples)
-        .zip(&decoded)
+        .zip(&one)
         .enumerate()
-        .map(|(v, ((name, samples), decoded))| {
+        .map(|(v, ((name, samples), one))| {
             let f = Figures::of(name, samples);
-            let (target, verdict) = if v < 2 {
+            let (target, verdict) = if v < 4 {
                 (
                     format!("≤ {}", report::bytes(POD_TARGET_BYTES)),
                     Verdict::of(f.cached.median <= POD_TARGET_BYTES).label(),
@@ -362,17 +477,27 @@ pub(crate) async fn pods(settings: &Settings) -> Result<Table> {
             } else {
                 (String::new(), "")
             };
+            let one = if v == 2 || v == 3 {
+                format!("{} compressed JSON", report::bytes(one.bytes))
+            } else {
+                format!(
+                    "{} ({} inline)",
+                    report::bytes(one.bytes),
+                    report::bytes(one.inline as f64)
+                )
+            };
+            let [list_ns, cold, warm, held] = f.reads.unwrap_or([Spread::of(&[]); 4]);
             vec![
                 (*name).to_owned(),
                 f.cached.show(report::bytes),
-                format!(
-                    "{} ({} inline)",
-                    report::bytes(decoded.bytes),
-                    report::bytes(decoded.inline as f64)
-                ),
+                one,
                 format!("{:.0}", f.allocations.median),
                 f.sync.show(report::secs),
                 f.peak.show(report::mib),
+                cold.show(report::nanos),
+                warm.show(report::nanos),
+                list_ns.show(report::nanos),
+                held.show(report::bytes),
                 target,
                 verdict.to_owned(),
             ]
@@ -382,7 +507,7 @@ pub(crate) async fn pods(settings: &Settings) -> Result<Table> {
     server.stop().await?;
     Ok(Table {
         title: format!(
-            "**pods**: {} Pods as a Deployment's ReplicaSet creates them and the kubelet reports them ({} B of JSON as kube-apiserver would serve one, with its two managedFields entries; {} B without them), cached in-process from a paged list. Time to synced and peak heap include this benchmark's re-encoding of each listed page to add the managedFields:",
+            "**pods**: {} Pods as a Deployment's ReplicaSet creates them and the kubelet reports them ({} B of JSON as kube-apiserver would serve one, with its two managedFields entries; {} B without them), cached in-process from a paged list. Time to synced and peak heap include this benchmark's re-encoding of each listed page to add the managedFields. Reads after the sync: `get` of every key once (cold), `get` of the same 64 keys 200 times (warm), one whole `list()`:",
             report::int(n as f64),
             report::int(served_bytes as f64),
             report::int(without as f64),
@@ -394,6 +519,10 @@ pub(crate) async fn pods(settings: &Settings) -> Result<Table> {
             "allocations per Pod",
             "time to synced",
             "peak heap during sync (over baseline)",
+            "get, cold",
+            "get, warm",
+            "list, per Pod",
+            "heap per Pod after the reads",
             "target",
             "",
         ],

@@ -133,6 +133,15 @@ pub(crate) fn secs(s: f64) -> String {
     }
 }
 
+/// `850 ns` or `42.1 µs`.
+pub(crate) fn nanos(ns: f64) -> String {
+    if ns >= 1000.0 {
+        format!("{:.1} µs", ns / 1000.0)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
 /// `12,345/s`.
 pub(crate) fn rate(per_s: f64) -> String {
     format!("{}/s", int(per_s))
