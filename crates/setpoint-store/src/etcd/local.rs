@@ -1,0 +1,164 @@
+//! [`LocalEtcd`]: a throwaway single-member etcd on 127.0.0.1, for tests and benchmarks. It
+//! runs the `etcd` binary named by `SETPOINT_ETCD`, else the one on the `PATH` (Debian's
+//! `etcd-server` package; `scripts/check` installs it), in a temporary data directory, on free
+//! client and peer ports, and kills it when dropped.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::EtcdConfig;
+
+/// Why a local etcd could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalEtcdError {
+    /// The binary is not there.
+    #[error(
+        "cannot run etcd ({binary}): {source}; install it (Debian: `apt-get install etcd-server`, \
+         which scripts/check does) or point SETPOINT_ETCD at an etcd binary"
+    )]
+    NotInstalled {
+        /// The binary tried.
+        binary: String,
+        /// Why it did not start.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It started but did not become healthy.
+    #[error("etcd did not become healthy within {timeout:?}; its log ends with:\n{log}")]
+    Unhealthy {
+        /// How long it was given.
+        timeout: Duration,
+        /// The end of its log.
+        log: String,
+    },
+    /// A temporary directory, a free port or the log file could not be had.
+    #[error("preparing a local etcd failed: {0}")]
+    Setup(#[from] std::io::Error),
+}
+
+/// A running single-member etcd, killed (and its data deleted) on drop.
+pub struct LocalEtcd {
+    child: Child,
+    endpoint: String,
+    dir: tempfile::TempDir,
+}
+
+/// How long a local etcd gets to become healthy.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl LocalEtcd {
+    /// Starts a member for tests: fsync off (`--unsafe-no-fsync`: fast, not durable across a
+    /// machine crash) and progress notifications every 100 ms. Blocks until it is healthy.
+    pub fn start() -> Result<LocalEtcd, LocalEtcdError> {
+        LocalEtcd::start_with(false)
+    }
+
+    /// Starts a member; `durable` keeps etcd's fsyncs (for benchmarks). Blocks until healthy.
+    pub fn start_with(durable: bool) -> Result<LocalEtcd, LocalEtcdError> {
+        let binary = std::env::var("SETPOINT_ETCD").unwrap_or_else(|_| "etcd".into());
+        let dir = tempfile::Builder::new()
+            .prefix("setpoint-etcd-")
+            .tempdir()?;
+        let client = free_port()?;
+        let peer = free_port()?;
+        let client_url = format!("http://{client}");
+        let peer_url = format!("http://{peer}");
+        let log = std::fs::File::create(dir.path().join("etcd.log"))?;
+        let mut command = Command::new(&binary);
+        command
+            .arg("--name=setpoint")
+            .arg(format!("--data-dir={}", dir.path().join("data").display()))
+            .arg(format!("--listen-client-urls={client_url}"))
+            .arg(format!("--advertise-client-urls={client_url}"))
+            .arg(format!("--listen-peer-urls={peer_url}"))
+            .arg(format!("--initial-advertise-peer-urls={peer_url}"))
+            .arg(format!("--initial-cluster=setpoint={peer_url}"))
+            .arg("--initial-cluster-state=new")
+            .arg("--experimental-watch-progress-notify-interval=100ms")
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log.try_clone()?))
+            .stderr(Stdio::from(log));
+        if !durable {
+            command.arg("--unsafe-no-fsync");
+        }
+        let child = command
+            .spawn()
+            .map_err(|source| LocalEtcdError::NotInstalled { binary, source })?;
+        let mut etcd = LocalEtcd {
+            child,
+            endpoint: client_url,
+            dir,
+        };
+        etcd.wait_healthy(client)?;
+        Ok(etcd)
+    }
+
+    /// The client URL.
+    #[must_use]
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// A store configuration for this member.
+    #[must_use]
+    pub fn config(&self) -> EtcdConfig {
+        EtcdConfig::new([self.endpoint.clone()])
+    }
+
+    /// Where its log is written.
+    #[must_use]
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("etcd.log")
+    }
+
+    fn wait_healthy(&mut self, client: SocketAddr) -> Result<(), LocalEtcdError> {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if healthy(client) {
+                return Ok(());
+            }
+            let exited = matches!(self.child.try_wait(), Ok(Some(_)));
+            if exited || Instant::now() > deadline {
+                let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(20).collect();
+                return Err(LocalEtcdError::Unhealthy {
+                    timeout: START_TIMEOUT,
+                    log: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for LocalEtcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A port nobody listens on now (the OS's choice of a free one).
+fn free_port() -> std::io::Result<SocketAddr> {
+    TcpListener::bind("127.0.0.1:0")?.local_addr()
+}
+
+/// Whether etcd's `/health` answers `"health":"true"` (it has a leader and serves).
+fn healthy(client: SocketAddr) -> bool {
+    let Ok(mut stream) = TcpStream::connect_timeout(&client, Duration::from_millis(200)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    if stream
+        .write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer.contains("\"health\":\"true\"")
+}
