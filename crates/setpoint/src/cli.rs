@@ -21,7 +21,7 @@ pub(crate) struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Run the control plane: the Kubernetes API over HTTPS on the embedded store, the
+    /// Run the control plane: the Kubernetes API over HTTPS on the embedded store (or etcd), the
     /// built-in controllers, and a node agent for this machine.
     Server(ServerArgs),
     /// Run a node agent alone: register a Node and run the pods bound to it as processes.
@@ -50,6 +50,10 @@ pub(crate) struct ServerArgs {
     /// The address to serve HTTPS on.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:6443")]
     pub(crate) listen: std::net::SocketAddr,
+    /// Where objects live: the embedded store (in the data directory) or an etcd v3 cluster
+    /// (`--etcd-endpoints`; the data directory then holds only certificates and kubeconfig).
+    #[command(flatten)]
+    pub(crate) store: StoreArgs,
     /// Which built-in controllers run: comma-separated names, `*` for all, `-name` to leave
     /// one out (e.g. `*,-namespace`); empty for none.
     #[arg(long, value_name = "LIST", default_value = "*")]
@@ -70,6 +74,44 @@ pub(crate) struct ServerArgs {
     /// Simulated nodes.
     #[command(flatten)]
     pub(crate) simulated: crate::simulated::SimulatedArgs,
+}
+
+/// Which store backs the API, and how to reach etcd.
+#[derive(Debug, Args)]
+pub(crate) struct StoreArgs {
+    /// The store: `embedded` (in the data directory) or `etcd` (at `--etcd-endpoints`).
+    #[arg(
+        long = "store",
+        value_name = "KIND",
+        value_enum,
+        default_value = "embedded"
+    )]
+    pub(crate) kind: StoreKind,
+    /// The etcd cluster's client URLs, comma-separated (`http://` or `https://`).
+    #[arg(long, value_name = "URL,...", value_delimiter = ',')]
+    pub(crate) etcd_endpoints: Vec<String>,
+    /// The CA certificate (PEM) that signed the etcd members' certificates.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) etcd_cacert: Option<PathBuf>,
+    /// The client certificate (PEM) to present to etcd.
+    #[arg(long, value_name = "FILE", requires = "etcd_key")]
+    pub(crate) etcd_cert: Option<PathBuf>,
+    /// The key (PEM) of `--etcd-cert`.
+    #[arg(long, value_name = "FILE", requires = "etcd_cert")]
+    pub(crate) etcd_key: Option<PathBuf>,
+    /// How often to compact etcd's history (to the revision seen one interval earlier, taking
+    /// turns with other API servers); `0s` leaves compaction to etcd or to others.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pub(crate) etcd_compaction_interval: std::time::Duration,
+}
+
+/// The store kinds `--store` accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum StoreKind {
+    /// The embedded store, in the data directory.
+    Embedded,
+    /// An etcd v3 cluster.
+    Etcd,
 }
 
 /// Parses a duration as Kubernetes' flags write them: a number and a unit (`ms`, `s`, `m`,

@@ -113,6 +113,16 @@ impl EtcdStore {
         let compactor = config
             .compaction_interval
             .map(|interval| tokio::spawn(compactor::run(kv.clone(), config.clone(), interval)));
+        if !request_progress {
+            tracing::warn!(
+                version = %server_version,
+                "this etcd may answer a progress request ahead of a watch's events, so watches \
+                 learn their progress only from etcd's periodic notifications \
+                 (--experimental-watch-progress-notify-interval, 10m by default): set it to 1s \
+                 or less, or run etcd 3.4.31+ / 3.5.13+, or consistent lists of quiet resources \
+                 may time out"
+            );
+        }
         tracing::info!(
             endpoints = %config.endpoints.join(","),
             version = %server_version,
