@@ -138,7 +138,8 @@ pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 /// The `setpoint bench` subcommands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum BenchCommand {
-    /// Benchmark the embedded store on disk: durable writes, lists, watches and file size.
+    /// Benchmark the store on disk (embedded, or etcd): durable writes, lists, watches and file
+    /// size.
     Store(StoreBenchArgs),
     /// Benchmark the API server over HTTPS: creates, gets, lists, watch fan-out and memory.
     Api(ApiBenchArgs),
@@ -161,6 +162,11 @@ pub(crate) struct StoreBenchArgs {
     /// Run only these benchmarks (default: all).
     #[arg(long, value_name = "NAME", num_args = 1.., value_delimiter = ',')]
     pub(crate) only: Vec<StoreBench>,
+    /// The store measured: `embedded`, or `etcd` (a fresh local member per benchmark, fsyncs
+    /// on, with its data under `--dir`; needs the `etcd` binary, on the PATH or in
+    /// `SETPOINT_ETCD`).
+    #[arg(long, value_name = "KIND", value_enum, default_value = "embedded")]
+    pub(crate) store: StoreKind,
 }
 
 /// The benchmarks of `setpoint bench store`.

@@ -1,7 +1,9 @@
 //! [`LocalEtcd`]: a throwaway single-member etcd on 127.0.0.1, for tests and benchmarks. It
 //! runs the `etcd` binary named by `SETPOINT_ETCD`, else the one on the `PATH` (Debian's
 //! `etcd-server` package; `scripts/check` installs it), in a temporary data directory, on free
-//! client and peer ports, and kills it when dropped.
+//! client and peer ports, and kills it when dropped. Watch progress notifications come every
+//! 100 ms (`--experimental-watch-progress-notify-interval`), which etcd before 3.4.31/3.5.13
+//! needs for the API server's consistent reads (see `docs/design/storage.md`).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -51,17 +53,25 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl LocalEtcd {
     /// Starts a member for tests: fsync off (`--unsafe-no-fsync`: fast, not durable across a
-    /// machine crash) and progress notifications every 100 ms. Blocks until it is healthy.
+    /// machine crash), data in a temporary directory. Blocks until it is healthy.
     pub fn start() -> Result<LocalEtcd, LocalEtcdError> {
-        LocalEtcd::start_with(false)
-    }
-
-    /// Starts a member; `durable` keeps etcd's fsyncs (for benchmarks). Blocks until healthy.
-    pub fn start_with(durable: bool) -> Result<LocalEtcd, LocalEtcdError> {
-        let binary = std::env::var("SETPOINT_ETCD").unwrap_or_else(|_| "etcd".into());
         let dir = tempfile::Builder::new()
             .prefix("setpoint-etcd-")
             .tempdir()?;
+        LocalEtcd::start_with(dir, false)
+    }
+
+    /// Starts a durable member (etcd's fsyncs on, for benchmarks) with its data in a temporary
+    /// directory under `parent`. Blocks until it is healthy.
+    pub fn start_durable_in(parent: &std::path::Path) -> Result<LocalEtcd, LocalEtcdError> {
+        let dir = tempfile::Builder::new()
+            .prefix("setpoint-etcd-")
+            .tempdir_in(parent)?;
+        LocalEtcd::start_with(dir, true)
+    }
+
+    fn start_with(dir: tempfile::TempDir, durable: bool) -> Result<LocalEtcd, LocalEtcdError> {
+        let binary = std::env::var("SETPOINT_ETCD").unwrap_or_else(|_| "etcd".into());
         let client = free_port()?;
         let peer = free_port()?;
         let client_url = format!("http://{client}");
@@ -106,6 +116,12 @@ impl LocalEtcd {
     #[must_use]
     pub fn config(&self) -> EtcdConfig {
         EtcdConfig::new([self.endpoint.clone()])
+    }
+
+    /// Its data directory.
+    #[must_use]
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
     }
 
     /// Where its log is written.
