@@ -27,7 +27,9 @@ pub mod conformance;
 pub use embedded::{EmbeddedConfig, EmbeddedStore};
 pub use error::{Result, StoreError};
 #[cfg(feature = "etcd")]
-pub use etcd::{EtcdConfig, EtcdStore, EtcdTls, LocalEtcd, LocalEtcdError, COMPACT_REV_KEY};
+pub use etcd::{
+    EtcdConfig, EtcdStore, EtcdTls, LocalEtcd, LocalEtcdError, LocalEtcdTls, COMPACT_REV_KEY,
+};
 pub use model::ModelStore;
 pub use setpoint_core::Revision;
 pub use store::{prefix_end, Store, WatchStream};

@@ -41,6 +41,17 @@ pub enum LocalEtcdError {
     Setup(#[from] std::io::Error),
 }
 
+/// The PEM files of a TLS-serving [`LocalEtcd`].
+#[derive(Clone, Debug)]
+pub struct LocalEtcdTls {
+    /// The member's serving certificate (for 127.0.0.1).
+    pub cert: PathBuf,
+    /// Its key.
+    pub key: PathBuf,
+    /// The CA that clients' certificates must be signed by.
+    pub ca: PathBuf,
+}
+
 /// A running single-member etcd, killed (and its data deleted) on drop.
 pub struct LocalEtcd {
     child: Child,
@@ -70,18 +81,44 @@ impl LocalEtcd {
         LocalEtcd::start_with(dir, true)
     }
 
+    /// Starts a member for tests (as [`LocalEtcd::start`]) that serves clients over TLS only,
+    /// with `tls`'s certificate, and requires client certificates signed by its CA. (A plain
+    /// HTTP listener on another port serves only the health check used while starting.)
+    pub fn start_tls(tls: &LocalEtcdTls) -> Result<LocalEtcd, LocalEtcdError> {
+        let dir = tempfile::Builder::new()
+            .prefix("setpoint-etcd-")
+            .tempdir()?;
+        LocalEtcd::start_with_tls(dir, false, Some(tls))
+    }
+
     fn start_with(dir: tempfile::TempDir, durable: bool) -> Result<LocalEtcd, LocalEtcdError> {
+        LocalEtcd::start_with_tls(dir, durable, None)
+    }
+
+    fn start_with_tls(
+        dir: tempfile::TempDir,
+        durable: bool,
+        tls: Option<&LocalEtcdTls>,
+    ) -> Result<LocalEtcd, LocalEtcdError> {
         let binary = std::env::var("SETPOINT_ETCD").unwrap_or_else(|_| "etcd".into());
         let client = free_port()?;
         let peer = free_port()?;
-        let client_url = format!("http://{client}");
+        let health = free_port()?;
         let peer_url = format!("http://{peer}");
+        let (client_url, listen_urls) = match tls {
+            Some(_) => (
+                format!("https://{client}"),
+                format!("https://{client},http://{health}"),
+            ),
+            None => (format!("http://{client}"), format!("http://{client}")),
+        };
+        let health = if tls.is_some() { health } else { client };
         let log = std::fs::File::create(dir.path().join("etcd.log"))?;
         let mut command = Command::new(&binary);
         command
             .arg("--name=setpoint")
             .arg(format!("--data-dir={}", dir.path().join("data").display()))
-            .arg(format!("--listen-client-urls={client_url}"))
+            .arg(format!("--listen-client-urls={listen_urls}"))
             .arg(format!("--advertise-client-urls={client_url}"))
             .arg(format!("--listen-peer-urls={peer_url}"))
             .arg(format!("--initial-advertise-peer-urls={peer_url}"))
@@ -94,6 +131,13 @@ impl LocalEtcd {
         if !durable {
             command.arg("--unsafe-no-fsync");
         }
+        if let Some(tls) = tls {
+            command
+                .arg(format!("--cert-file={}", tls.cert.display()))
+                .arg(format!("--key-file={}", tls.key.display()))
+                .arg(format!("--trusted-ca-file={}", tls.ca.display()))
+                .arg("--client-cert-auth");
+        }
         let child = command
             .spawn()
             .map_err(|source| LocalEtcdError::NotInstalled { binary, source })?;
@@ -102,7 +146,7 @@ impl LocalEtcd {
             endpoint: client_url,
             dir,
         };
-        etcd.wait_healthy(client)?;
+        etcd.wait_healthy(health)?;
         Ok(etcd)
     }
 

@@ -18,7 +18,7 @@ mod watch;
 
 pub use compactor::COMPACT_REV_KEY;
 pub use config::{EtcdConfig, EtcdTls};
-pub use local::{LocalEtcd, LocalEtcdError};
+pub use local::{LocalEtcd, LocalEtcdError, LocalEtcdTls};
 
 use std::future::Future;
 use std::sync::Arc;
