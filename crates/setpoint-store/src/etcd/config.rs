@@ -25,7 +25,8 @@ pub struct EtcdConfig {
     /// several servers on one cluster take turns through `/registry/compact_rev_key`.
     pub compaction_interval: Option<Duration>,
     /// How often a watch asks etcd for a progress notification, on etcd versions that answer
-    /// such requests in order with the watch's events (see `docs/design/storage.md`).
+    /// such requests in order with the watch's events (see `docs/design/storage.md`). A
+    /// consistent list of a resource nobody writes waits up to this long for its watch cache.
     pub progress_interval: Duration,
 }
 
@@ -51,7 +52,7 @@ impl EtcdConfig {
             connect_timeout: Duration::from_secs(5),
             max_value_bytes: (3 << 19) - (16 << 10),
             compaction_interval: Some(Duration::from_secs(300)),
-            progress_interval: Duration::from_millis(250),
+            progress_interval: Duration::from_millis(100),
         }
     }
 

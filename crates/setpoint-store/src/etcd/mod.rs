@@ -37,6 +37,11 @@ use crate::error::{Result, StoreError};
 use crate::store::{Store, WatchStream};
 use crate::types::{Event, KeyValue, ListRequest, ListResult};
 
+/// How often an HTTP/2 ping checks the connection to etcd, and how long its answer may take.
+const KEEP_ALIVE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+/// See [`KEEP_ALIVE_INTERVAL`].
+const KEEP_ALIVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The largest gRPC message the backend accepts from etcd (a list of many objects is one).
 const MAX_RESPONSE_BYTES: usize = i32::MAX as usize;
 
@@ -80,7 +85,12 @@ impl EtcdStore {
         let mut options = ConnectOptions::new()
             .with_connect_timeout(config.connect_timeout)
             .with_timeout(config.request_timeout)
-            .with_keep_alive(config.request_timeout / 2, config.request_timeout / 2);
+            // HTTP/2 pings find a dead member under an idle watch; etcd refuses pings more
+            // often than every 5 s (`--grpc-keepalive-min-time`) and closes the connection.
+            .with_keep_alive(KEEP_ALIVE_INTERVAL, KEEP_ALIVE_TIMEOUT)
+            // etcd fails requests and ends watches at once when the member has no leader,
+            // instead of letting them wait for one.
+            .with_require_leader(true);
         if let Some(tls) = &config.tls {
             options = options.with_tls(tls_options(tls)?);
         }
