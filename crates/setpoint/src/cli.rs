@@ -26,6 +26,9 @@ pub(crate) enum Command {
     Server(ServerArgs),
     /// Run a node agent alone: register a Node and run the pods bound to it as processes.
     Agent(crate::agent::AgentArgs),
+    /// Copy every object between the embedded store and etcd (servers stopped), to move a
+    /// cluster from one to the other.
+    Migrate(MigrateArgs),
     /// Measure the performance of Setpoint's components on this machine.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -87,6 +90,18 @@ pub(crate) struct StoreArgs {
         default_value = "embedded"
     )]
     pub(crate) kind: StoreKind,
+    /// How to reach etcd.
+    #[command(flatten)]
+    pub(crate) etcd: EtcdArgs,
+    /// How often to compact etcd's history (to the revision seen one interval earlier, taking
+    /// turns with other API servers); `0s` leaves compaction to etcd or to others.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pub(crate) etcd_compaction_interval: std::time::Duration,
+}
+
+/// How to reach an etcd cluster.
+#[derive(Debug, Args)]
+pub(crate) struct EtcdArgs {
     /// The etcd cluster's client URLs, comma-separated (`http://` or `https://`).
     #[arg(long, value_name = "URL,...", value_delimiter = ',')]
     pub(crate) etcd_endpoints: Vec<String>,
@@ -99,10 +114,22 @@ pub(crate) struct StoreArgs {
     /// The key (PEM) of `--etcd-cert`.
     #[arg(long, value_name = "FILE", requires = "etcd_cert")]
     pub(crate) etcd_key: Option<PathBuf>,
-    /// How often to compact etcd's history (to the revision seen one interval earlier, taking
-    /// turns with other API servers); `0s` leaves compaction to etcd or to others.
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
-    pub(crate) etcd_compaction_interval: std::time::Duration,
+}
+
+/// Flags of `setpoint migrate`.
+#[derive(Debug, Args)]
+pub(crate) struct MigrateArgs {
+    /// The server's data directory, whose embedded store (`DIR/store`) is the source or the
+    /// destination. No server may be running on it.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) data_dir: PathBuf,
+    /// The destination: `etcd` copies the embedded store into etcd, `embedded` copies etcd into
+    /// the embedded store. The destination must hold no objects.
+    #[arg(long, value_name = "KIND", value_enum)]
+    pub(crate) to: StoreKind,
+    /// How to reach etcd.
+    #[command(flatten)]
+    pub(crate) etcd: EtcdArgs,
 }
 
 /// The store kinds `--store` accepts.

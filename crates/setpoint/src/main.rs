@@ -9,6 +9,7 @@ mod agent;
 mod bench;
 mod cli;
 mod debug;
+mod migrate;
 mod server;
 mod simulated;
 
@@ -43,6 +44,7 @@ fn main() -> Result<ExitCode> {
         match cli.command {
             Command::Server(args) => server::server(args).await,
             Command::Agent(args) => agent::agent(args).await,
+            Command::Migrate(args) => migrate::migrate(args).await,
             Command::Bench(command) => bench::bench(command).await,
             Command::Debug(command) => debug::debug(command).await,
             Command::AgentShim { .. } => Ok(()),

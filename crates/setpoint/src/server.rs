@@ -11,7 +11,7 @@ use setpoint_store::{EmbeddedConfig, EmbeddedStore, Store};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{ServerArgs, StoreArgs, StoreKind};
+use crate::cli::{EtcdArgs, ServerArgs, StoreArgs, StoreKind};
 
 /// Runs the server until asked to stop.
 pub(crate) async fn server(args: ServerArgs) -> Result<()> {
@@ -94,7 +94,7 @@ async fn open_store(
 ) -> Result<(Arc<dyn Store>, Option<EmbeddedStore>)> {
     match args.kind {
         StoreKind::Embedded => {
-            if !args.etcd_endpoints.is_empty() {
+            if !args.etcd.etcd_endpoints.is_empty() {
                 anyhow::bail!("--etcd-endpoints needs --store etcd");
             }
             let store_dir = data_dir.join("store");
@@ -102,15 +102,22 @@ async fn open_store(
                 .with_context(|| format!("opening the store in {}", store_dir.display()))?;
             Ok((Arc::new(store.clone()), Some(store)))
         }
-        StoreKind::Etcd => Ok((open_etcd(args).await?, None)),
+        StoreKind::Etcd => Ok((
+            open_etcd(&args.etcd, Some(args.etcd_compaction_interval)).await?,
+            None,
+        )),
     }
 }
 
+/// Connects to the etcd the flags name.
 #[cfg(feature = "etcd")]
-async fn open_etcd(args: &StoreArgs) -> Result<Arc<dyn Store>> {
+pub(crate) async fn open_etcd(
+    args: &EtcdArgs,
+    compaction_interval: Option<std::time::Duration>,
+) -> Result<Arc<dyn Store>> {
     use setpoint_store::{EtcdConfig, EtcdStore, EtcdTls};
     if args.etcd_endpoints.is_empty() {
-        anyhow::bail!("--store etcd needs --etcd-endpoints URL[,URL...]");
+        anyhow::bail!("etcd needs --etcd-endpoints URL[,URL...]");
     }
     let mut config = EtcdConfig::new(args.etcd_endpoints.iter().cloned());
     if args.etcd_cacert.is_some() || args.etcd_cert.is_some() {
@@ -120,8 +127,7 @@ async fn open_etcd(args: &StoreArgs) -> Result<Arc<dyn Store>> {
             client_key: args.etcd_key.clone(),
         });
     }
-    config.compaction_interval =
-        Some(args.etcd_compaction_interval).filter(|interval| !interval.is_zero());
+    config.compaction_interval = compaction_interval.filter(|interval| !interval.is_zero());
     let store = EtcdStore::connect(config)
         .await
         .with_context(|| format!("connecting to etcd at {}", args.etcd_endpoints.join(",")))?;
@@ -129,8 +135,12 @@ async fn open_etcd(args: &StoreArgs) -> Result<Arc<dyn Store>> {
     Ok(Arc::new(store))
 }
 
+/// Connects to the etcd the flags name.
 #[cfg(not(feature = "etcd"))]
-async fn open_etcd(_args: &StoreArgs) -> Result<Arc<dyn Store>> {
+pub(crate) async fn open_etcd(
+    _args: &EtcdArgs,
+    _compaction_interval: Option<std::time::Duration>,
+) -> Result<Arc<dyn Store>> {
     anyhow::bail!("this setpoint was built without the `etcd` feature")
 }
 

@@ -217,3 +217,72 @@ fn an_unreachable_etcd_should_be_an_error_not_a_hang() {
         "{stderr}"
     );
 }
+
+/// Runs `setpoint migrate` and checks that it succeeds.
+fn migrate(data_dir: &std::path::Path, to: &str, etcd: &LocalEtcd) {
+    let out = Command::new(env!("CARGO_BIN_EXE_setpoint"))
+        .args(["migrate", "--data-dir"])
+        .arg(data_dir)
+        .args(["--to", to, "--etcd-endpoints", etcd.endpoint()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "setpoint migrate --to {to} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn migrate_should_move_a_cluster_from_the_embedded_store_to_etcd_and_back() {
+    let etcd = start_etcd();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let mut s = Server::start_in(&dir);
+    s.ok(&["create", "namespace", "moved"]);
+    s.ok(&[
+        "create",
+        "configmap",
+        "c",
+        "-n",
+        "moved",
+        "--from-literal=k=v",
+    ]);
+    s.ok(&["create", "secret", "generic", "s", "--from-literal=p=q"]);
+    let before = json(&s, &["get", "cm", "c", "-n", "moved", "-o", "json"]);
+    s.kill();
+
+    migrate(&dir, "etcd", &etcd);
+    let mut s = start_server(&dir, &etcd);
+    let on_etcd = json(&s, &["get", "cm", "c", "-n", "moved", "-o", "json"]);
+    assert_eq!(on_etcd["data"], before["data"]);
+    assert_eq!(on_etcd["metadata"]["uid"], before["metadata"]["uid"]);
+    assert_eq!(
+        json(&s, &["get", "secret", "s", "-o", "json"])["data"]["p"],
+        "cQ=="
+    );
+    s.ok(&["label", "cm", "c", "-n", "moved", "on=etcd"]);
+    s.kill();
+
+    // A second migration into the same etcd is refused: it is not empty.
+    let out = Command::new(env!("CARGO_BIN_EXE_setpoint"))
+        .args(["migrate", "--data-dir"])
+        .arg(&dir)
+        .args(["--to", "etcd", "--etcd-endpoints", etcd.endpoint()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("already holds objects"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Back into a fresh data directory's embedded store, with the change made on etcd.
+    let back = tmp.path().join("back");
+    migrate(&back, "embedded", &etcd);
+    let s = Server::start_in(&back);
+    let again = json(&s, &["get", "cm", "c", "-n", "moved", "-o", "json"]);
+    assert_eq!(again["metadata"]["labels"]["on"], "etcd");
+    assert_eq!(again["metadata"]["uid"], before["metadata"]["uid"]);
+}
