@@ -100,10 +100,37 @@ impl LocalEtcd {
         durable: bool,
         tls: Option<&LocalEtcdTls>,
     ) -> Result<LocalEtcd, LocalEtcdError> {
+        // A port that was free when chosen may be taken before etcd binds it (by another test
+        // starting its own member): a member that exits at once is started again on new ports.
+        let mut attempt = 1;
+        loop {
+            match LocalEtcd::try_start(&dir, durable, tls) {
+                Ok((child, endpoint)) => {
+                    return Ok(LocalEtcd {
+                        child,
+                        endpoint,
+                        dir,
+                    })
+                }
+                Err(Attempt::Exited(_)) if attempt < START_ATTEMPTS => attempt += 1,
+                Err(Attempt::Exited(error) | Attempt::Failed(error)) => return Err(error),
+            }
+        }
+    }
+
+    /// One start on fresh ports and an empty data directory: the child and the client URL once
+    /// it is healthy.
+    fn try_start(
+        dir: &tempfile::TempDir,
+        durable: bool,
+        tls: Option<&LocalEtcdTls>,
+    ) -> Result<(Child, String), Attempt> {
         let binary = std::env::var("SETPOINT_ETCD").unwrap_or_else(|_| "etcd".into());
-        let client = free_port()?;
-        let peer = free_port()?;
-        let health = free_port()?;
+        let [client, peer, health] = free_ports().map_err(Attempt::setup)?;
+        let data = dir.path().join("data");
+        if data.exists() {
+            std::fs::remove_dir_all(&data).map_err(Attempt::setup)?;
+        }
         let peer_url = format!("http://{peer}");
         let (client_url, listen_urls) = match tls {
             Some(_) => (
@@ -113,11 +140,12 @@ impl LocalEtcd {
             None => (format!("http://{client}"), format!("http://{client}")),
         };
         let health = if tls.is_some() { health } else { client };
-        let log = std::fs::File::create(dir.path().join("etcd.log"))?;
+        let log_path = dir.path().join("etcd.log");
+        let log = std::fs::File::create(&log_path).map_err(Attempt::setup)?;
         let mut command = Command::new(&binary);
         command
             .arg("--name=setpoint")
-            .arg(format!("--data-dir={}", dir.path().join("data").display()))
+            .arg(format!("--data-dir={}", data.display()))
             .arg(format!("--listen-client-urls={listen_urls}"))
             .arg(format!("--advertise-client-urls={client_url}"))
             .arg(format!("--listen-peer-urls={peer_url}"))
@@ -126,7 +154,7 @@ impl LocalEtcd {
             .arg("--initial-cluster-state=new")
             .arg("--experimental-watch-progress-notify-interval=100ms")
             .stdin(Stdio::null())
-            .stdout(Stdio::from(log.try_clone()?))
+            .stdout(Stdio::from(log.try_clone().map_err(Attempt::setup)?))
             .stderr(Stdio::from(log));
         if !durable {
             command.arg("--unsafe-no-fsync");
@@ -138,16 +166,32 @@ impl LocalEtcd {
                 .arg(format!("--trusted-ca-file={}", tls.ca.display()))
                 .arg("--client-cert-auth");
         }
-        let child = command
+        let mut child = command
             .spawn()
-            .map_err(|source| LocalEtcdError::NotInstalled { binary, source })?;
-        let mut etcd = LocalEtcd {
-            child,
-            endpoint: client_url,
-            dir,
-        };
-        etcd.wait_healthy(health)?;
-        Ok(etcd)
+            .map_err(|source| Attempt::Failed(LocalEtcdError::NotInstalled { binary, source }))?;
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if healthy(health) {
+                return Ok((child, client_url));
+            }
+            let exited = matches!(child.try_wait(), Ok(Some(_)));
+            if exited || Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(20).collect();
+                let error = LocalEtcdError::Unhealthy {
+                    timeout: START_TIMEOUT,
+                    log: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+                };
+                return Err(if exited {
+                    Attempt::Exited(error)
+                } else {
+                    Attempt::Failed(error)
+                });
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// The client URL.
@@ -173,25 +217,6 @@ impl LocalEtcd {
     pub fn log_path(&self) -> PathBuf {
         self.dir.path().join("etcd.log")
     }
-
-    fn wait_healthy(&mut self, client: SocketAddr) -> Result<(), LocalEtcdError> {
-        let deadline = Instant::now() + START_TIMEOUT;
-        loop {
-            if healthy(client) {
-                return Ok(());
-            }
-            let exited = matches!(self.child.try_wait(), Ok(Some(_)));
-            if exited || Instant::now() > deadline {
-                let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
-                let tail: Vec<&str> = log.lines().rev().take(20).collect();
-                return Err(LocalEtcdError::Unhealthy {
-                    timeout: START_TIMEOUT,
-                    log: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
 }
 
 impl Drop for LocalEtcd {
@@ -201,10 +226,36 @@ impl Drop for LocalEtcd {
     }
 }
 
-/// A port nobody listens on now (the OS's choice of a free one).
-fn free_port() -> std::io::Result<SocketAddr> {
-    TcpListener::bind("127.0.0.1:0")?.local_addr()
+/// Three distinct ports nobody listens on now (the OS's choice of free ones).
+fn free_ports() -> std::io::Result<[SocketAddr; 3]> {
+    let listeners = [
+        TcpListener::bind("127.0.0.1:0")?,
+        TcpListener::bind("127.0.0.1:0")?,
+        TcpListener::bind("127.0.0.1:0")?,
+    ];
+    Ok([
+        listeners[0].local_addr()?,
+        listeners[1].local_addr()?,
+        listeners[2].local_addr()?,
+    ])
 }
+
+/// How a start attempt failed.
+enum Attempt {
+    /// etcd exited (a port taken meanwhile, say): worth another attempt.
+    Exited(LocalEtcdError),
+    /// Anything else.
+    Failed(LocalEtcdError),
+}
+
+impl Attempt {
+    fn setup(error: std::io::Error) -> Attempt {
+        Attempt::Failed(LocalEtcdError::Setup(error))
+    }
+}
+
+/// How many times a member that exits at once is started.
+const START_ATTEMPTS: u32 = 3;
 
 /// Whether etcd's `/health` answers `"health":"true"` (it has a leader and serves).
 fn healthy(client: SocketAddr) -> bool {
