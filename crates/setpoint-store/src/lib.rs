@@ -8,11 +8,15 @@
 //!   [`StoreError::Compacted`]).
 //! - [`EmbeddedStore`] is the default backend: an in-memory MVCC index made durable by a
 //!   checksummed write-ahead log with group commit and snapshots. See `docs/design/storage.md`.
+//! - With the `etcd` feature, [`EtcdStore`] runs on an etcd v3 cluster (and [`LocalEtcd`]
+//!   starts a throwaway etcd member for tests and benchmarks).
 //! - [`ModelStore`] is the reference model: obviously correct, slow, used to check the others.
 //! - With the `conformance` feature, [`conformance`] holds the suite every backend must pass.
 
 mod embedded;
 mod error;
+#[cfg(feature = "etcd")]
+mod etcd;
 mod model;
 mod store;
 mod types;
@@ -22,6 +26,10 @@ pub mod conformance;
 
 pub use embedded::{EmbeddedConfig, EmbeddedStore};
 pub use error::{Result, StoreError};
+#[cfg(feature = "etcd")]
+pub use etcd::{
+    EtcdConfig, EtcdStore, EtcdTls, LocalEtcd, LocalEtcdError, LocalEtcdTls, COMPACT_REV_KEY,
+};
 pub use model::ModelStore;
 pub use setpoint_core::Revision;
 pub use store::{prefix_end, Store, WatchStream};

@@ -65,3 +65,19 @@ async fn reopen(store: EmbeddedStore, config: EmbeddedConfig) -> EmbeddedStore {
     .expect("the reopen task")
     .unwrap_or_else(|e| panic!("reopen the store in {dir:?}: {e}"))
 }
+
+/// The etcd backend against the model, each seed on its own local etcd member (see
+/// `conformance_etcd.rs` for what it needs installed).
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_store_should_agree_with_the_model() {
+    for seed in seeds_from_env(1) {
+        println!("etcd vs model: seed {seed}");
+        let etcd = setpoint_store::LocalEtcd::start().unwrap_or_else(|e| panic!("{e}"));
+        let store = setpoint_store::EtcdStore::connect(etcd.config().without_auto_compaction())
+            .await
+            .unwrap_or_else(|e| panic!("connecting to the local etcd: {e}"));
+        ModelCheck::new(seed).steps(STEPS).run(store).await;
+        drop(etcd);
+    }
+}

@@ -21,11 +21,14 @@ pub(crate) struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Run the control plane: the Kubernetes API over HTTPS on the embedded store, the
+    /// Run the control plane: the Kubernetes API over HTTPS on the embedded store (or etcd), the
     /// built-in controllers, and a node agent for this machine.
     Server(ServerArgs),
     /// Run a node agent alone: register a Node and run the pods bound to it as processes.
     Agent(crate::agent::AgentArgs),
+    /// Copy every object between the embedded store and etcd (servers stopped), to move a
+    /// cluster from one to the other.
+    Migrate(MigrateArgs),
     /// Measure the performance of Setpoint's components on this machine.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -53,6 +56,10 @@ pub(crate) struct ServerArgs {
     /// The address to serve HTTPS on.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:6443")]
     pub(crate) listen: std::net::SocketAddr,
+    /// Where objects live: the embedded store (in the data directory) or an etcd v3 cluster
+    /// (`--etcd-endpoints`; the data directory then holds only certificates and kubeconfig).
+    #[command(flatten)]
+    pub(crate) store: StoreArgs,
     /// Which built-in controllers run: comma-separated names, `*` for all, `-name` to leave
     /// one out (e.g. `*,-namespace`); empty for none.
     #[arg(long, value_name = "LIST", default_value = "*")]
@@ -73,6 +80,68 @@ pub(crate) struct ServerArgs {
     /// Simulated nodes.
     #[command(flatten)]
     pub(crate) simulated: crate::simulated::SimulatedArgs,
+}
+
+/// Which store backs the API, and how to reach etcd.
+#[derive(Debug, Args)]
+pub(crate) struct StoreArgs {
+    /// The store: `embedded` (in the data directory) or `etcd` (at `--etcd-endpoints`).
+    #[arg(
+        long = "store",
+        value_name = "KIND",
+        value_enum,
+        default_value = "embedded"
+    )]
+    pub(crate) kind: StoreKind,
+    /// How to reach etcd.
+    #[command(flatten)]
+    pub(crate) etcd: EtcdArgs,
+    /// How often to compact etcd's history (to the revision seen one interval earlier, taking
+    /// turns with other API servers); `0s` leaves compaction to etcd or to others.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pub(crate) etcd_compaction_interval: std::time::Duration,
+}
+
+/// How to reach an etcd cluster.
+#[derive(Debug, Args)]
+pub(crate) struct EtcdArgs {
+    /// The etcd cluster's client URLs, comma-separated (`http://` or `https://`).
+    #[arg(long, value_name = "URL,...", value_delimiter = ',')]
+    pub(crate) etcd_endpoints: Vec<String>,
+    /// The CA certificate (PEM) that signed the etcd members' certificates.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) etcd_cacert: Option<PathBuf>,
+    /// The client certificate (PEM) to present to etcd.
+    #[arg(long, value_name = "FILE", requires = "etcd_key")]
+    pub(crate) etcd_cert: Option<PathBuf>,
+    /// The key (PEM) of `--etcd-cert`.
+    #[arg(long, value_name = "FILE", requires = "etcd_cert")]
+    pub(crate) etcd_key: Option<PathBuf>,
+}
+
+/// Flags of `setpoint migrate`.
+#[derive(Debug, Args)]
+pub(crate) struct MigrateArgs {
+    /// The server's data directory, whose embedded store (`DIR/store`) is the source or the
+    /// destination. No server may be running on it.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) data_dir: PathBuf,
+    /// The destination: `etcd` copies the embedded store into etcd, `embedded` copies etcd into
+    /// the embedded store. The destination must hold no objects.
+    #[arg(long, value_name = "KIND", value_enum)]
+    pub(crate) to: StoreKind,
+    /// How to reach etcd.
+    #[command(flatten)]
+    pub(crate) etcd: EtcdArgs,
+}
+
+/// The store kinds `--store` accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum StoreKind {
+    /// The embedded store, in the data directory.
+    Embedded,
+    /// An etcd v3 cluster.
+    Etcd,
 }
 
 /// Parses a duration as Kubernetes' flags write them: a number and a unit (`ms`, `s`, `m`,
@@ -99,7 +168,8 @@ pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 /// The `setpoint bench` subcommands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum BenchCommand {
-    /// Benchmark the embedded store on disk: durable writes, lists, watches and file size.
+    /// Benchmark the store on disk (embedded, or etcd): durable writes, lists, watches and file
+    /// size.
     Store(StoreBenchArgs),
     /// Benchmark the API server over HTTPS: creates, gets, lists, watch fan-out and memory.
     Api(ApiBenchArgs),
@@ -122,6 +192,11 @@ pub(crate) struct StoreBenchArgs {
     /// Run only these benchmarks (default: all).
     #[arg(long, value_name = "NAME", num_args = 1.., value_delimiter = ',')]
     pub(crate) only: Vec<StoreBench>,
+    /// The store measured: `embedded`, or `etcd` (a fresh local member per benchmark, fsyncs
+    /// on, with its data under `--dir`; needs the `etcd` binary, on the PATH or in
+    /// `SETPOINT_ETCD`).
+    #[arg(long, value_name = "KIND", value_enum, default_value = "embedded")]
+    pub(crate) store: StoreKind,
 }
 
 /// The benchmarks of `setpoint bench store`.

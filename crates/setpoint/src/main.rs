@@ -10,6 +10,7 @@ mod agent;
 mod bench;
 mod cli;
 mod debug;
+mod migrate;
 mod server;
 mod simulated;
 mod simulation;
@@ -50,6 +51,7 @@ fn main() -> Result<ExitCode> {
         match cli.command {
             Command::Server(args) => server::server(args).await,
             Command::Agent(args) => agent::agent(args).await,
+            Command::Migrate(args) => migrate::migrate(args).await,
             Command::Bench(command) => bench::bench(command).await,
             Command::Debug(command) => debug::debug(command).await,
             Command::AgentShim { .. } | Command::Simulate(_) => Ok(()),

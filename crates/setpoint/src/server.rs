@@ -1,4 +1,4 @@
-//! `setpoint server`: the embedded store, the Kubernetes API over it, the HTTPS transport, the
+//! `setpoint server`: the store (embedded, or etcd), the Kubernetes API over it, the HTTPS transport, the
 //! built-in controllers, the local node agent and any simulated nodes, until SIGINT or SIGTERM.
 
 use std::sync::Arc;
@@ -7,18 +7,16 @@ use anyhow::{Context, Result};
 use setpoint_apiserver::{serve, Api, TransportConfig};
 use setpoint_controllers::{LoopContext, LoopSettings};
 use setpoint_runtime::Client;
-use setpoint_store::{EmbeddedConfig, EmbeddedStore};
+use setpoint_store::{EmbeddedConfig, EmbeddedStore, Store};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::ServerArgs;
+use crate::cli::{EtcdArgs, ServerArgs, StoreArgs, StoreKind};
 
 /// Runs the server until asked to stop.
 pub(crate) async fn server(args: ServerArgs) -> Result<()> {
-    let store_dir = args.data_dir.join("store");
-    let store = EmbeddedStore::open(EmbeddedConfig::on_disk(&store_dir))
-        .with_context(|| format!("opening the store in {}", store_dir.display()))?;
-    let api = Api::with_watch_window(Arc::new(store.clone()), args.watch_cache_window as usize)
+    let (store, embedded) = open_store(&args.store, &args.data_dir).await?;
+    let api = Api::with_watch_window(store, args.watch_cache_window as usize)
         .await
         .context("starting the API")?;
     let shutdown = CancellationToken::new();
@@ -83,8 +81,67 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
         Err(e) => tracing::error!(error = %e, "the controllers' task failed"),
     }
     running.wait().await.context("stopping the server")?;
-    store.close();
+    if let Some(store) = embedded {
+        store.close();
+    }
     Ok(())
+}
+
+/// Opens the store the flags choose; the embedded one is also returned, to be closed at the end.
+async fn open_store(
+    args: &StoreArgs,
+    data_dir: &std::path::Path,
+) -> Result<(Arc<dyn Store>, Option<EmbeddedStore>)> {
+    match args.kind {
+        StoreKind::Embedded => {
+            if !args.etcd.etcd_endpoints.is_empty() {
+                anyhow::bail!("--etcd-endpoints needs --store etcd");
+            }
+            let store_dir = data_dir.join("store");
+            let store = EmbeddedStore::open(EmbeddedConfig::on_disk(&store_dir))
+                .with_context(|| format!("opening the store in {}", store_dir.display()))?;
+            Ok((Arc::new(store.clone()), Some(store)))
+        }
+        StoreKind::Etcd => Ok((
+            open_etcd(&args.etcd, Some(args.etcd_compaction_interval)).await?,
+            None,
+        )),
+    }
+}
+
+/// Connects to the etcd the flags name.
+#[cfg(feature = "etcd")]
+pub(crate) async fn open_etcd(
+    args: &EtcdArgs,
+    compaction_interval: Option<std::time::Duration>,
+) -> Result<Arc<dyn Store>> {
+    use setpoint_store::{EtcdConfig, EtcdStore, EtcdTls};
+    if args.etcd_endpoints.is_empty() {
+        anyhow::bail!("etcd needs --etcd-endpoints URL[,URL...]");
+    }
+    let mut config = EtcdConfig::new(args.etcd_endpoints.iter().cloned());
+    if args.etcd_cacert.is_some() || args.etcd_cert.is_some() {
+        config.tls = Some(EtcdTls {
+            ca_cert: args.etcd_cacert.clone(),
+            client_cert: args.etcd_cert.clone(),
+            client_key: args.etcd_key.clone(),
+        });
+    }
+    config.compaction_interval = compaction_interval.filter(|interval| !interval.is_zero());
+    let store = EtcdStore::connect(config)
+        .await
+        .with_context(|| format!("connecting to etcd at {}", args.etcd_endpoints.join(",")))?;
+    tracing::info!(version = %store.server_version(), "the store is etcd");
+    Ok(Arc::new(store))
+}
+
+/// Connects to the etcd the flags name.
+#[cfg(not(feature = "etcd"))]
+pub(crate) async fn open_etcd(
+    _args: &EtcdArgs,
+    _compaction_interval: Option<std::time::Duration>,
+) -> Result<Arc<dyn Store>> {
+    anyhow::bail!("this setpoint was built without the `etcd` feature")
 }
 
 /// Waits for SIGINT or SIGTERM.

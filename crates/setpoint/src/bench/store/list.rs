@@ -5,11 +5,13 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
-use setpoint_store::{EmbeddedStore, ListRequest, Revision, Store};
+use setpoint_store::{ListRequest, Revision};
 
+use super::load::BenchStore;
 use super::load::{self, Sizes};
 use crate::bench::latency::{self, Summary};
 use crate::bench::report::{self, Row};
+use crate::cli::StoreKind;
 
 /// Keys listed.
 const KEYS: u64 = 10_000;
@@ -21,8 +23,9 @@ const PREFIX: &str = "/registry/configmaps/list/";
 const TARGET: Duration = Duration::from_millis(10);
 
 /// Runs the list benchmarks in a fresh store under `root`.
-pub(super) async fn bench_list(root: &Path, sizes: Sizes) -> Result<Vec<Row>> {
-    let store = load::open(&root.join("list")).await?;
+pub(super) async fn bench_list(root: &Path, sizes: Sizes, kind: StoreKind) -> Result<Vec<Row>> {
+    let opened = load::open(&root.join("list"), kind).await?;
+    let store = opened.store.clone();
     eprintln!(
         "[list] writing {} keys, then updating {}",
         report::count(KEYS),
@@ -41,7 +44,7 @@ pub(super) async fn bench_list(root: &Path, sizes: Sizes) -> Result<Vec<Row>> {
         sizes.list_repetitions,
     )
     .await?;
-    load::close(store).await?;
+    load::close(opened).await?;
 
     let row = |name: String, summary: Summary| {
         Row::new(name, format!("median {}", report::millis(summary.p50)))
@@ -69,7 +72,7 @@ pub(super) async fn bench_list(root: &Path, sizes: Sizes) -> Result<Vec<Row>> {
 
 /// Updates the objects 0, 10, 20, … (conditionally, concurrently), recording their new
 /// revisions.
-async fn update_every_tenth(store: &EmbeddedStore, revisions: &mut [Revision]) -> Result<()> {
+async fn update_every_tenth(store: &BenchStore, revisions: &mut [Revision]) -> Result<()> {
     let value = load::value();
     let step = usize::try_from(KEYS / UPDATED)?;
     let tasks: Vec<_> = (0..revisions.len())
@@ -94,7 +97,7 @@ async fn update_every_tenth(store: &EmbeddedStore, revisions: &mut [Revision]) -
 /// Lists `request` once to warm up, then `repetitions` times timed; checks every list returns
 /// all the keys.
 async fn time_lists(
-    store: &EmbeddedStore,
+    store: &BenchStore,
     request: ListRequest,
     repetitions: usize,
 ) -> Result<Summary> {

@@ -13,6 +13,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use setpoint_store::{EmbeddedConfig, EmbeddedStore, Revision, Store};
 
+use crate::cli::StoreKind;
+
 /// The size of every benchmark value.
 pub(super) const VALUE_BYTES: usize = 1024;
 
@@ -62,17 +64,82 @@ impl Sizes {
     }
 }
 
-/// Opens a durable store with the default settings in `dir`, which must not hold one yet.
-pub(super) async fn open(dir: &Path) -> Result<EmbeddedStore> {
+/// The store under benchmark, shared by its writers and readers.
+pub(super) type BenchStore = Arc<dyn Store>;
+
+/// An opened store and what must be shut down with it.
+pub(super) struct Opened {
+    /// The store.
+    pub(super) store: BenchStore,
+    held: Held,
+}
+
+enum Held {
+    Embedded(EmbeddedStore),
+    #[cfg(feature = "etcd")]
+    Etcd(setpoint_store::LocalEtcd),
+}
+
+/// Opens a durable store with the default settings in `dir`, which must not hold one yet: the
+/// embedded store, or a fresh local etcd member (fsyncs on) with its data under `dir`.
+pub(super) async fn open(dir: &Path, kind: StoreKind) -> Result<Opened> {
+    match kind {
+        StoreKind::Embedded => {
+            let store = open_embedded(dir).await?;
+            Ok(Opened {
+                store: Arc::new(store.clone()),
+                held: Held::Embedded(store),
+            })
+        }
+        StoreKind::Etcd => open_etcd(dir).await,
+    }
+}
+
+/// Opens a durable embedded store with the default settings in `dir`.
+pub(super) async fn open_embedded(dir: &Path) -> Result<EmbeddedStore> {
     let config = EmbeddedConfig::on_disk(dir);
     tokio::task::spawn_blocking(move || EmbeddedStore::open(config))
         .await?
         .with_context(|| format!("opening the embedded store in {}", dir.display()))
 }
 
-/// Closes `store`, waiting for its writes in flight and background tasks, off the async threads.
-pub(super) async fn close(store: EmbeddedStore) -> Result<()> {
+/// Closes an embedded store, waiting for its writes in flight and background tasks, off the
+/// async threads.
+pub(super) async fn close_embedded(store: EmbeddedStore) -> Result<()> {
     tokio::task::spawn_blocking(move || store.close()).await?;
+    Ok(())
+}
+
+#[cfg(feature = "etcd")]
+async fn open_etcd(dir: &Path) -> Result<Opened> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let parent = dir.to_owned();
+    let etcd =
+        tokio::task::spawn_blocking(move || setpoint_store::LocalEtcd::start_durable_in(&parent))
+            .await??;
+    let store = setpoint_store::EtcdStore::connect(etcd.config().without_auto_compaction())
+        .await
+        .context("connecting to the local etcd")?;
+    Ok(Opened {
+        store: Arc::new(store),
+        held: Held::Etcd(etcd),
+    })
+}
+
+#[cfg(not(feature = "etcd"))]
+async fn open_etcd(_dir: &Path) -> Result<Opened> {
+    anyhow::bail!("this setpoint was built without the `etcd` feature")
+}
+
+/// Closes the store, waiting for its writes in flight and background tasks, off the async
+/// threads (a local etcd member is stopped).
+pub(super) async fn close(opened: Opened) -> Result<()> {
+    drop(opened.store);
+    match opened.held {
+        Held::Embedded(store) => close_embedded(store).await?,
+        #[cfg(feature = "etcd")]
+        Held::Etcd(etcd) => tokio::task::spawn_blocking(move || drop(etcd)).await?,
+    }
     Ok(())
 }
 
@@ -123,7 +190,7 @@ pub(super) fn object_key(prefix: &str, i: u64) -> Bytes {
 /// Creates the objects `0..n` under `prefix` with `writers` concurrent writers and returns each
 /// one's mod revision, by index. Untimed setup for the benchmarks that need existing keys.
 pub(super) async fn populate(
-    store: &EmbeddedStore,
+    store: &BenchStore,
     prefix: &str,
     n: u64,
     writers: usize,

@@ -26,12 +26,14 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(200);
 /// How long to let compaction catch up after the run before the last measurement.
 const SETTLE: Duration = Duration::from_secs(3);
 
-/// Runs the file-size benchmark in a fresh store under `root`.
+/// Runs the file-size benchmark in a fresh embedded store under `root`.
 pub(super) async fn bench_size(root: &Path, sizes: Sizes) -> Result<Vec<Row>> {
     let dir = root.join("size");
-    let store = load::open(&dir).await?;
+    let store = load::open_embedded(&dir).await?;
     eprintln!("[size] writing {} keys", report::count(KEYS));
-    let revisions = load::populate(&store, PREFIX, KEYS, 64).await?;
+    let shared: load::BenchStore = std::sync::Arc::new(store.clone());
+    let revisions = load::populate(&shared, PREFIX, KEYS, 64).await?;
+    drop(shared);
 
     eprintln!("[size] {} updates", report::count(sizes.size_updates));
     let sampler = Sampler::start(dir.clone());
@@ -78,7 +80,7 @@ pub(super) async fn bench_size(root: &Path, sizes: Sizes) -> Result<Vec<Row>> {
         .max(after_run.apparent)
         .max(settled.apparent);
     let (current, compacted) = (store.current_revision().await?, store.compacted_revision());
-    load::close(store).await?;
+    load::close_embedded(store).await?;
     let closed = measure(&dir).await?;
 
     let latency = latencies.summary();

@@ -9,12 +9,13 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context, Result};
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
-use setpoint_store::{EventKind, Revision, Store, WatchBatch, WatchStream};
+use setpoint_store::{EventKind, Revision, WatchBatch, WatchStream};
 use tokio::sync::watch;
 
 use super::load::{self, Budget, Sizes};
 use crate::bench::latency::Latencies;
 use crate::bench::report::{self, Row};
+use crate::cli::StoreKind;
 
 /// Concurrent watchers.
 const WATCHERS: usize = 100;
@@ -76,8 +77,9 @@ impl Followed {
 }
 
 /// Runs the watch benchmark in a fresh store under `root`.
-pub(super) async fn bench_watch(root: &Path, sizes: Sizes) -> Result<Vec<Row>> {
-    let store = load::open(&root.join("watch")).await?;
+pub(super) async fn bench_watch(root: &Path, sizes: Sizes, kind: StoreKind) -> Result<Vec<Row>> {
+    let opened = load::open(&root.join("watch"), kind).await?;
+    let store = opened.store.clone();
     let from = store.current_revision().await?;
     let base = Instant::now();
     let (total_tx, total_rx) = watch::channel(None);
@@ -133,7 +135,7 @@ pub(super) async fn bench_watch(root: &Path, sizes: Sizes) -> Result<Vec<Row>> {
         deliveries += followed.received;
         last = last.max(followed.last.unwrap_or(first_write));
     }
-    load::close(store).await?;
+    load::close(opened).await?;
 
     let span = last - first_write;
     let row = Row::new(

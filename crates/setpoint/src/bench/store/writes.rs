@@ -7,11 +7,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use bytes::Bytes;
-use setpoint_store::{EmbeddedStore, Revision, Store};
+use setpoint_store::Revision;
 
+use super::load::BenchStore;
 use super::load::{self, Budget, Sizes};
 use crate::bench::latency::{Latencies, Summary};
 use crate::bench::report::{self, Row};
+use crate::cli::StoreKind;
 
 /// The concurrency levels measured.
 const CONCURRENCY: [usize; 3] = [1, 16, 64];
@@ -35,16 +37,17 @@ struct Run {
 type WriterResult = (Latencies, Vec<(Bytes, Revision)>);
 
 /// Runs the write benchmarks in fresh stores under `root`.
-pub(super) async fn bench_writes(root: &Path, sizes: Sizes) -> Result<Vec<Row>> {
+pub(super) async fn bench_writes(root: &Path, sizes: Sizes, kind: StoreKind) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     for writers in CONCURRENCY {
         let dir = root.join(format!("writes-{writers}"));
-        let store = load::open(&dir).await?;
+        let opened = load::open(&dir, kind).await?;
+        let store = opened.store.clone();
         eprintln!("[writes] creates, {writers} writers");
         let (creates, keys) = creates(&store, writers, sizes).await?;
         eprintln!("[writes] conditional updates, {writers} writers");
         let updates = updates(&store, keys, sizes).await?;
-        load::close(store).await?;
+        load::close(opened).await?;
         for (op, run) in [("create", creates), ("update (conditional)", updates)] {
             rows.push(row(op, writers, &run));
         }
@@ -84,7 +87,7 @@ fn row(op: &str, writers: usize, run: &Run) -> Row {
 /// Creates new keys `/registry/configmaps/bench/w{writer}-{i}` until the budget runs out.
 /// Returns the run and each writer's keys.
 async fn creates(
-    store: &EmbeddedStore,
+    store: &BenchStore,
     writers: usize,
     sizes: Sizes,
 ) -> Result<(Run, Vec<Vec<(Bytes, Revision)>>)> {
@@ -116,7 +119,7 @@ async fn creates(
 /// Updates each writer's keys in turn, each conditional on the mod revision the writer last
 /// saw, until the budget runs out. A writer that created no key creates one first, untimed.
 async fn updates(
-    store: &EmbeddedStore,
+    store: &BenchStore,
     keys: Vec<Vec<(Bytes, Revision)>>,
     sizes: Sizes,
 ) -> Result<Run> {
