@@ -39,6 +39,9 @@ pub(crate) enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,
     },
+    /// Run deterministic simulations of Setpoint's control laws.
+    #[command(subcommand)]
+    Simulate(SimulateCommand),
     /// Tools for testing and debugging Setpoint itself; not a stable interface.
     #[command(subcommand, hide = true)]
     Debug(DebugCommand),
@@ -366,4 +369,25 @@ mod tests {
         assert_eq!(args.only, [ApiBench::Creates, ApiBench::Watch]);
         assert!(!args.quick);
     }
+}
+
+/// The simulations of `setpoint simulate`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum SimulateCommand {
+    /// The Kubernetes HPA and Setpoint's PID autoscaler against the same simulated service
+    /// (4x load step up, step down, a step inside the HPA's tolerance): prints overshoot,
+    /// settling time, direction changes, steady-state error, backlog and pod-seconds, and
+    /// writes one SVG plot per scenario.
+    Autoscaling(SimulateAutoscalingArgs),
+}
+
+/// Flags of `setpoint simulate autoscaling`.
+#[derive(Debug, Args)]
+pub(crate) struct SimulateAutoscalingArgs {
+    /// Seed of the load noise; the same seed gives the same numbers and plots.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// Directory for the SVG plots and the results table (created if missing).
+    #[arg(long, value_name = "DIR", default_value = "autoscaling-simulation")]
+    pub(crate) out: PathBuf,
 }

@@ -3,7 +3,8 @@
 //!
 //! Each subcommand lives in its own module: [`mod@cli`] parses, [`mod@bench`] measures,
 //! [`mod@server`] runs the control plane, [`mod@agent`] a node agent, [`mod@simulated`]
-//! simulated nodes, [`mod@debug`] holds hidden tools for Setpoint's own tests.
+//! simulated nodes, [`mod@simulation`] the control-law simulations, [`mod@debug`] holds hidden
+//! tools for Setpoint's own tests.
 
 mod agent;
 mod bench;
@@ -12,6 +13,7 @@ mod debug;
 mod migrate;
 mod server;
 mod simulated;
+mod simulation;
 
 use std::process::ExitCode;
 
@@ -26,6 +28,11 @@ fn main() -> Result<ExitCode> {
     // The container shim is a small synchronous supervisor: no runtime, no logging set-up.
     if let Command::AgentShim { args } = cli.command {
         return Ok(setpoint_agent::shim_main(args));
+    }
+    // Simulations are pure computation: no runtime, no logging set-up.
+    if let Command::Simulate(command) = cli.command {
+        simulation::simulate(command)?;
+        return Ok(ExitCode::SUCCESS);
     }
     let default_level = match cli.command {
         Command::Server(_) | Command::Agent(_) => "info",
@@ -47,7 +54,7 @@ fn main() -> Result<ExitCode> {
             Command::Migrate(args) => migrate::migrate(args).await,
             Command::Bench(command) => bench::bench(command).await,
             Command::Debug(command) => debug::debug(command).await,
-            Command::AgentShim { .. } => Ok(()),
+            Command::AgentShim { .. } | Command::Simulate(_) => Ok(()),
         }
     })?;
     Ok(ExitCode::SUCCESS)

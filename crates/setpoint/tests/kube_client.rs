@@ -3,7 +3,8 @@
 //! the three patch types and their errors, optimistic concurrency, watch from a
 //! resourceVersion, `kube::runtime::watcher` (list then watch, and streaming lists) converging
 //! on changing objects, metadata-only reads, server-side apply refused with 415 for now,
-//! delete's two kinds of answer, and the `status` and `scale` subresources.
+//! delete's two kinds of answer, and the `status` and `scale` subresources. Each test's server
+//! runs the API alone, without the built-in loops, which would write to the same objects.
 
 mod common;
 
@@ -28,7 +29,7 @@ const EVENT_TIMEOUT: Duration = Duration::from_secs(20);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn configmaps_should_be_created_read_and_listed_by_label_and_in_pages() {
-    let server = Server::start();
+    let server = Server::start_api_only();
     let client = server.kube_client().await;
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
     let pp = PostParams::default();
@@ -127,7 +128,7 @@ async fn configmaps_should_be_created_read_and_listed_by_label_and_in_pages() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployments_should_take_merge_json_and_strategic_merge_patches() {
-    let server = Server::start();
+    let server = Server::start_api_only();
     let client = server.kube_client().await;
     let deploys: Api<Deployment> = Api::namespaced(client, "default");
     let created = deploys
@@ -223,7 +224,7 @@ async fn deployments_should_take_merge_json_and_strategic_merge_patches() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replace_with_a_stale_resource_version_should_conflict() {
-    let server = Server::start();
+    let server = Server::start_api_only();
     let client = server.kube_client().await;
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
     let pp = PostParams::default();
@@ -279,7 +280,7 @@ async fn replace_with_a_stale_resource_version_should_conflict() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_from_a_resource_version_should_see_added_modified_deleted_in_order() {
-    let server = Server::start();
+    let server = Server::start_api_only();
     let client = server.kube_client().await;
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
     let pp = PostParams::default();
@@ -376,7 +377,7 @@ async fn watcher_with_streaming_lists_should_converge_too() {
 /// Runs a reflector with `config` over a namespace whose ConfigMaps are created before it
 /// starts and created, patched and deleted while it runs; its store must end up as the server.
 async fn watcher_converges(config: watcher::Config) {
-    let server = Server::start();
+    let server = Server::start_api_only();
     let client = server.kube_client().await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces
@@ -472,7 +473,7 @@ async fn watcher_converges(config: watcher::Config) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_side_apply_should_be_refused_with_415_for_now() {
-    let server = Server::start();
+    let server = Server::start_api_only();
     let client = server.kube_client().await;
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
     let applied = cms
@@ -497,7 +498,7 @@ async fn server_side_apply_should_be_refused_with_415_for_now() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_should_answer_with_the_pod_and_with_a_status_for_a_configmap() {
-    let server = Server::start();
+    let server = Server::start_api_only();
     let client = server.kube_client().await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let pod: Pod = serde_json::from_value(json!({
@@ -550,7 +551,7 @@ async fn delete_should_answer_with_the_pod_and_with_a_status_for_a_configmap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn patch_status_should_change_status_but_not_spec_nor_generation() {
-    let server = Server::start();
+    let server = Server::start_api_only();
     let client = server.kube_client().await;
     let deploys: Api<Deployment> = Api::namespaced(client, "default");
     deploys
@@ -603,7 +604,7 @@ async fn patch_status_should_change_status_but_not_spec_nor_generation() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scale_subresource_should_read_and_set_the_replicas() {
-    let server = Server::start();
+    let server = Server::start_api_only();
     let client = server.kube_client().await;
     let deploys: Api<Deployment> = Api::namespaced(client, "default");
     deploys
@@ -649,7 +650,7 @@ async fn scale_subresource_should_read_and_set_the_replicas() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metadata_only_reads_should_return_partial_object_metadata() {
-    let server = Server::start();
+    let server = Server::start_api_only();
     let client = server.kube_client().await;
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
     let created = cms

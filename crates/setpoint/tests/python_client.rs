@@ -14,7 +14,7 @@ fn the_python_client_should_work_unmodified() {
         eprintln!("skipped: set SETPOINT_PYTHON to a Python with the `kubernetes` package (scripts/check does)");
         return;
     };
-    let s = Server::start();
+    let s = Server::start_api_only();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/client_smoke.py");
     let out = Command::new(python)
         .arg(script)

@@ -24,6 +24,17 @@ impl Server {
         s
     }
 
+    /// Starts a server on a fresh data directory with no built-in loop and no node agent: the
+    /// API alone, for tests of API semantics that a controller writing to the same objects
+    /// (a Deployment's status, say) would race with.
+    pub fn start_api_only() -> Server {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        let mut s = Server::start_with(&dir, "127.0.0.1:0", &["--no-agent", "--controllers="]);
+        s._tmp = Some(tmp);
+        s
+    }
+
     /// Starts a server on `dir` (which may hold an earlier server's data).
     pub fn start_in(dir: &Path) -> Server {
         Server::start_with(dir, "127.0.0.1:0", &[])
