@@ -202,12 +202,12 @@ impl Drop for LocalEtcd {
 }
 
 /// A port nobody listens on now (the OS's choice of a free one).
-fn free_port() -> std::io::Result<SocketAddr> {
+pub(super) fn free_port() -> std::io::Result<SocketAddr> {
     TcpListener::bind("127.0.0.1:0")?.local_addr()
 }
 
 /// Whether etcd's `/health` answers `"health":"true"` (it has a leader and serves).
-fn healthy(client: SocketAddr) -> bool {
+pub(super) fn healthy(client: SocketAddr) -> bool {
     let Ok(mut stream) = TcpStream::connect_timeout(&client, Duration::from_millis(200)) else {
         return false;
     };

@@ -142,6 +142,24 @@ impl Server {
         kube::Client::try_from(config).unwrap()
     }
 
+    /// The server process's id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// The `https://` address the server's admin kubeconfig names.
+    pub fn url(&self) -> String {
+        let text = std::fs::read_to_string(self.kubeconfig()).unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("server:"))
+            .expect("a server line in the kubeconfig");
+        line.trim_start()["server:".len()..]
+            .trim()
+            .trim_matches('"')
+            .to_owned()
+    }
+
     /// Kills the server with SIGKILL and waits for it.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
