@@ -357,7 +357,7 @@ async fn write_load(
     client: setpoint_runtime::Client,
     prefix: &'static str,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    count: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    counts: [std::sync::Arc<std::sync::atomic::AtomicUsize>; 2],
 ) -> Written {
     use k8s_openapi::api::core::v1::ConfigMap;
     use std::sync::atomic::Ordering;
@@ -375,7 +375,9 @@ async fn write_load(
             Ok(Ok(created)) => {
                 let rv = created.metadata.resource_version.unwrap_or_default();
                 written.acked.push((name, rv.parse().unwrap()));
-                count.fetch_add(1, Ordering::Relaxed);
+                for count in &counts {
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
             }
             _ => {
                 written.uncertain.push(name);
@@ -551,12 +553,15 @@ fn the_cluster_should_survive_an_etcd_member_an_api_server_and_the_leader_dying(
         "jsonpath={.metadata.resourceVersion}",
     ]);
     let stop = Arc::new(AtomicBool::new(false));
-    let count = Arc::new(AtomicUsize::new(0));
+    // Acknowledged writes of the writer that prefers A, and of both.
+    let (count_a, count) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let target = Arc::new(AtomicU64::new(0));
     let watchers = [client_a.clone(), client_b.clone()]
         .map(|c| runtime.spawn(watch_load(c, start_rv.trim().to_owned(), target.clone())));
-    let writers = [(client_a, "a"), (client_b, "b")]
-        .map(|(c, prefix)| runtime.spawn(write_load(c, prefix, stop.clone(), count.clone())));
+    let writers = [(client_a, "a", &count_a), (client_b, "b", &count)].map(|(c, prefix, n)| {
+        let counts = [n.clone(), count.clone()];
+        runtime.spawn(write_load(c, prefix, stop.clone(), counts))
+    });
     let more_writes = |n: usize| {
         let goal = count.load(Ordering::Relaxed) + n;
         eventually(&format!("{n} more acknowledged writes"), || {
@@ -568,6 +573,11 @@ fn the_cluster_should_survive_an_etcd_member_an_api_server_and_the_leader_dying(
     etcd.kill(0);
     more_writes(20);
     a.kill();
+    // The writer that preferred A goes on through B.
+    let goal = count_a.load(Ordering::Relaxed) + 5;
+    eventually("writes through the failover client after A died", || {
+        (count_a.load(Ordering::Relaxed) >= goal).then_some(())
+    });
     more_writes(20);
     drop(c1);
     for lease in ["setpoint-controller-manager", "setpoint-scheduler"] {
