@@ -22,8 +22,9 @@ pub(crate) struct Cli {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Run the control plane: the Kubernetes API over HTTPS on the embedded store (or etcd), the
-    /// built-in controllers, and a node agent for this machine.
-    Server(ServerArgs),
+    /// built-in controllers and scheduler, and a node agent for this machine (`--roles` picks
+    /// which of them this process runs).
+    Server(Box<ServerArgs>),
     /// Run a node agent alone: register a Node and run the pods bound to it as processes.
     Agent(crate::agent::AgentArgs),
     /// Copy every object between the embedded store and etcd (servers stopped), to move a

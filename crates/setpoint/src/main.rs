@@ -50,7 +50,7 @@ fn main() -> Result<ExitCode> {
         .build()?;
     runtime.block_on(async {
         match cli.command {
-            Command::Server(args) => server::server(args).await,
+            Command::Server(args) => server::server(*args).await,
             Command::Agent(args) => agent::agent(args).await,
             Command::Migrate(args) => migrate::migrate(args).await,
             Command::Bench(command) => bench::bench(command).await,

@@ -107,10 +107,14 @@ impl FromStr for Roles {
 #[derive(Debug, Args)]
 pub(crate) struct LeaderElectArgs {
     /// Run the controllers and the scheduler only while holding their Lease in `kube-system`
-    /// (`setpoint-controller-manager`, `setpoint-scheduler`), so that of several servers on
-    /// one store exactly one acts. `--leader-elect=false` runs them unconditionally.
-    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
-    pub(crate) leader_elect: bool,
+    /// (`setpoint-controller-manager`, `setpoint-scheduler`), so that of several processes
+    /// exactly one acts. Default: on, except in a server with the apiserver role on the
+    /// embedded store (a single-server cluster, whose loops then resume at once after a
+    /// crash); `--leader-elect` forces it on (when other processes run loops against that
+    /// server), `--leader-elect=false` off.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub(crate) leader_elect: Option<bool>,
     /// How long a standby waits, after it last saw the Lease renewed, before taking it over
     /// (whole seconds).
     #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = crate::cli::parse_duration)]
@@ -125,6 +129,11 @@ pub(crate) struct LeaderElectArgs {
 }
 
 impl LeaderElectArgs {
+    /// Whether to elect, given whether this process serves the API on the embedded store.
+    pub(crate) fn enabled(&self, serves_embedded_store: bool) -> bool {
+        self.leader_elect.unwrap_or(!serves_embedded_store)
+    }
+
     /// The election timings and an identity of host name, process id and a random part.
     fn config(&self) -> LeaderElectionConfig {
         let default = LeaderElectionConfig::default();
@@ -143,13 +152,14 @@ impl LeaderElectArgs {
 }
 
 /// Starts the loops of the `controllers` and `scheduler` roles that `selection` picks: each
-/// group under its own Lease (or directly with `--leader-elect=false`). The tasks end after
-/// `shutdown` is cancelled, with the first loop error.
+/// group under its own Lease if `elect`, else directly. The tasks end after `shutdown` is
+/// cancelled, with the first loop error.
 pub(crate) fn start_loops(
     roles: &Roles,
     selection: &LoopSelection,
     settings: LoopSettings,
     leader_elect: &LeaderElectArgs,
+    elect: bool,
     client: &Client,
     shutdown: &CancellationToken,
 ) -> Result<Vec<JoinHandle<Result<()>>>> {
@@ -177,7 +187,7 @@ pub(crate) fn start_loops(
         let client = client.clone();
         let shutdown = shutdown.clone();
         let settings = settings.clone();
-        if !leader_elect.leader_elect {
+        if !elect {
             tasks.push(tokio::spawn(async move {
                 let ctx = LoopContext::new(client).with_settings(settings);
                 setpoint_controllers::run(ctx, &loops, shutdown)
@@ -291,7 +301,7 @@ mod tests {
     #[test]
     fn identity_should_name_the_process() {
         let args = LeaderElectArgs {
-            leader_elect: true,
+            leader_elect: None,
             leader_elect_lease_duration: Duration::from_secs(15),
             leader_elect_renew_deadline: Duration::from_secs(10),
             leader_elect_retry_period: Duration::from_secs(2),
@@ -305,5 +315,11 @@ mod tests {
             config.identity
         );
         config.validate().expect("the defaults are valid");
+        assert!(args.enabled(false) && !args.enabled(true));
+        let forced = LeaderElectArgs {
+            leader_elect: Some(true),
+            ..args
+        };
+        assert!(forced.enabled(true));
     }
 }

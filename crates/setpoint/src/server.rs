@@ -60,6 +60,8 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
         &args.controllers,
         settings,
         &args.leader_elect,
+        args.leader_elect
+            .enabled(apiserver && args.store.kind == StoreKind::Embedded),
         &client,
         &shutdown,
     )?;

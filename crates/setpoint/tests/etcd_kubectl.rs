@@ -29,7 +29,7 @@ fn start_server(dir: &std::path::Path, etcd: &LocalEtcd) -> Server {
 }
 
 fn json(s: &Server, args: &[&str]) -> serde_json::Value {
-    serde_json::from_str(&s.ok(args)).unwrap()
+    serde_json::from_str(&s.ok(args)).expect("kubectl printed JSON")
 }
 
 #[test]
@@ -225,7 +225,7 @@ fn migrate(data_dir: &std::path::Path, to: &str, etcd: &LocalEtcd) {
         .arg(data_dir)
         .args(["--to", to, "--etcd-endpoints", etcd.endpoint()])
         .output()
-        .unwrap();
+        .expect("setpoint migrate runs");
     assert!(
         out.status.success(),
         "setpoint migrate --to {to} failed: {}",

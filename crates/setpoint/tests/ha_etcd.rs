@@ -6,6 +6,7 @@
 //! ReplicaSet or pod. Nodes come from a third process that runs only the agent role.
 
 #![cfg(feature = "etcd")]
+#![allow(clippy::unwrap_used)] // test helpers: a failure should panic
 
 mod common;
 
