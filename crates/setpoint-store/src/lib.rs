@@ -28,7 +28,8 @@ pub use embedded::{EmbeddedConfig, EmbeddedStore};
 pub use error::{Result, StoreError};
 #[cfg(feature = "etcd")]
 pub use etcd::{
-    EtcdConfig, EtcdStore, EtcdTls, LocalEtcd, LocalEtcdError, LocalEtcdTls, COMPACT_REV_KEY,
+    EtcdConfig, EtcdStore, EtcdTls, LocalEtcd, LocalEtcdCluster, LocalEtcdError, LocalEtcdTls,
+    COMPACT_REV_KEY,
 };
 pub use model::ModelStore;
 pub use setpoint_core::Revision;

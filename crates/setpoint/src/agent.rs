@@ -91,23 +91,32 @@ pub(crate) async fn agent(args: AgentArgs) -> Result<()> {
 }
 
 /// Starts the local agent of `setpoint server`, unless switched off.
+/// The agent keeps its pods in `data_dir/agent` and trusts the cluster CA: the server's own
+/// (`data_dir/pki/ca.crt`) or, without the apiserver role, the one `kubeconfig` trusts.
 pub(crate) fn start_local(
     args: &LocalAgentArgs,
     client: Client,
     data_dir: &Path,
+    kubeconfig: Option<&Path>,
     shutdown: CancellationToken,
 ) -> Result<Option<JoinHandle<Result<()>>>> {
     if args.no_agent {
         return Ok(None);
     }
-    let ca_path = data_dir.join("pki").join("ca.crt");
+    let client_ca_pem = match kubeconfig {
+        Some(kubeconfig) => kubeconfig_ca(kubeconfig)?,
+        None => {
+            let ca_path = data_dir.join("pki").join("ca.crt");
+            std::fs::read_to_string(&ca_path)
+                .with_context(|| format!("reading the cluster CA {}", ca_path.display()))?
+        }
+    };
     let config = AgentConfig {
         node_name: "local".to_owned(),
         root_dir: data_dir.join("agent"),
         node_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
         listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
-        client_ca_pem: std::fs::read_to_string(&ca_path)
-            .with_context(|| format!("reading the cluster CA {}", ca_path.display()))?,
+        client_ca_pem,
         shim: shim_command()?,
         capacity_override: BTreeMap::new(),
         metrics_interval: args.metrics_interval,

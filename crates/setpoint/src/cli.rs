@@ -22,8 +22,9 @@ pub(crate) struct Cli {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Run the control plane: the Kubernetes API over HTTPS on the embedded store (or etcd), the
-    /// built-in controllers, and a node agent for this machine.
-    Server(ServerArgs),
+    /// built-in controllers and scheduler, and a node agent for this machine (`--roles` picks
+    /// which of them this process runs).
+    Server(Box<ServerArgs>),
     /// Run a node agent alone: register a Node and run the pods bound to it as processes.
     Agent(crate::agent::AgentArgs),
     /// Copy every object between the embedded store and etcd (servers stopped), to move a
@@ -51,8 +52,37 @@ pub(crate) enum Command {
 #[derive(Debug, Args)]
 pub(crate) struct ServerArgs {
     /// Where the store, the certificates and `admin.kubeconfig` live (created mode 0700).
+    /// Needed by the `apiserver` role, and by the `agent` role for its pods. Servers sharing
+    /// one etcd must share the cluster's credentials: copy the first server's `DIR/pki` into
+    /// the others' data directories before their first start.
     #[arg(long, value_name = "DIR")]
-    pub(crate) data_dir: PathBuf,
+    pub(crate) data_dir: Option<PathBuf>,
+    /// Which parts of the control plane this process runs, comma-separated: `apiserver`,
+    /// `controllers`, `scheduler`, `agent`. Without `apiserver`, the others reach an API
+    /// server through `--kubeconfig`.
+    #[arg(
+        long,
+        value_name = "ROLE,...",
+        default_value = "apiserver,controllers,scheduler,agent"
+    )]
+    pub(crate) roles: crate::roles::Roles,
+    /// The kubeconfig through which the roles reach the API server when this process does not
+    /// run the `apiserver` role.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) kubeconfig: Option<PathBuf>,
+    /// With `--kubeconfig`: several API servers of the cluster (`https://` URLs, sharing its
+    /// CA and credentials) to use instead of the kubeconfig's one; an unreachable server's
+    /// reads and unsent requests go to the next.
+    #[arg(
+        long,
+        value_name = "URL,...",
+        value_delimiter = ',',
+        requires = "kubeconfig"
+    )]
+    pub(crate) api_servers: Vec<http::Uri>,
+    /// Leader election of the controllers and the scheduler.
+    #[command(flatten)]
+    pub(crate) leader_elect: crate::roles::LeaderElectArgs,
     /// The address to serve HTTPS on.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:6443")]
     pub(crate) listen: std::net::SocketAddr,

@@ -2,7 +2,7 @@
 //! agent together.
 //!
 //! Each subcommand lives in its own module: [`mod@cli`] parses, [`mod@bench`] measures,
-//! [`mod@server`] runs the control plane, [`mod@agent`] a node agent, [`mod@simulated`]
+//! [`mod@server`] runs the control plane (its roles and leader election in [`mod@roles`]), [`mod@agent`] a node agent, [`mod@simulated`]
 //! simulated nodes, [`mod@simulation`] the control-law simulations, [`mod@debug`] holds hidden
 //! tools for Setpoint's own tests.
 
@@ -11,6 +11,7 @@ mod bench;
 mod cli;
 mod debug;
 mod migrate;
+mod roles;
 mod server;
 mod simulated;
 mod simulation;
@@ -49,7 +50,7 @@ fn main() -> Result<ExitCode> {
         .build()?;
     runtime.block_on(async {
         match cli.command {
-            Command::Server(args) => server::server(args).await,
+            Command::Server(args) => server::server(*args).await,
             Command::Agent(args) => agent::agent(args).await,
             Command::Migrate(args) => migrate::migrate(args).await,
             Command::Bench(command) => bench::bench(command).await,

@@ -1,70 +1,90 @@
-//! `setpoint server`: the store (embedded, or etcd), the Kubernetes API over it, the HTTPS transport, the
-//! built-in controllers, the local node agent and any simulated nodes, until SIGINT or SIGTERM.
+//! `setpoint server`: the roles `--roles` picks (all by default) until SIGINT or SIGTERM —
+//! the store (embedded, or etcd) with the Kubernetes API over HTTPS, the built-in controllers
+//! and the scheduler (each group leader-elected, see [`crate::roles`]), the local node agent and
+//! any simulated nodes.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use setpoint_apiserver::{serve, Api, TransportConfig};
-use setpoint_controllers::{LoopContext, LoopSettings};
+use setpoint_controllers::LoopSettings;
 use setpoint_runtime::Client;
 use setpoint_store::{EmbeddedConfig, EmbeddedStore, Store};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{EtcdArgs, ServerArgs, StoreArgs, StoreKind};
+use crate::roles::Role;
 
 /// Runs the server until asked to stop.
 pub(crate) async fn server(args: ServerArgs) -> Result<()> {
-    let (store, embedded) = open_store(&args.store, &args.data_dir).await?;
-    let api = Api::with_watch_window(store, args.watch_cache_window as usize)
-        .await
-        .context("starting the API")?;
+    let apiserver = args.roles.has(Role::Apiserver);
+    let local_agent = args.roles.has(Role::Agent) && !args.agent.no_agent;
+    let data_dir = match &args.data_dir {
+        Some(dir) => Some(dir.clone()),
+        None if apiserver => anyhow::bail!("the apiserver role needs --data-dir DIR"),
+        None if local_agent => {
+            anyhow::bail!("the agent role needs --data-dir DIR for its pods (or --no-agent)")
+        }
+        None => None,
+    };
+    if apiserver && args.kubeconfig.is_some() {
+        anyhow::bail!("--kubeconfig is for the roles without the apiserver role, which serve the API themselves");
+    }
     let shutdown = CancellationToken::new();
-    let running = serve(
-        TransportConfig::new(&args.data_dir, args.listen),
-        api.clone(),
-        shutdown.clone(),
-    )
-    .await
-    .with_context(|| format!("serving on {}", args.listen))?;
-    tracing::info!(
-        listen = %running.local_addr(),
-        kubeconfig = %running.kubeconfig_path().display(),
-        data_dir = %args.data_dir.display(),
-        "setpoint is serving the Kubernetes API; try: kubectl --kubeconfig {} get namespaces",
-        running.kubeconfig_path().display()
-    );
-    let client = {
-        let api = api.clone();
-        Client::in_process(move |request| {
-            let api = api.clone();
-            async move { api.handle(request).await }
-        })
+    let mut serving = None;
+    let client = match (&data_dir, &args.kubeconfig) {
+        (Some(data_dir), None) if apiserver => {
+            let (client, running, embedded) = start_api(&args, data_dir, &shutdown).await?;
+            serving = Some((running, embedded));
+            client
+        }
+        (_, Some(kubeconfig)) if args.api_servers.is_empty() => Client::from_kubeconfig(kubeconfig)
+            .await
+            .with_context(|| format!("reading {}", kubeconfig.display()))?,
+        (_, Some(kubeconfig)) => {
+            Client::from_kubeconfig_with_servers(kubeconfig, &args.api_servers)
+                .await
+                .with_context(|| format!("reading {}", kubeconfig.display()))?
+        }
+        _ => {
+            anyhow::bail!("without the apiserver role, --kubeconfig FILE must name the API server")
+        }
     };
-    let controllers = {
-        let settings = LoopSettings {
-            node_monitor_grace_period: args.node_monitor_grace_period,
-        };
-        let ctx = LoopContext::new(client.clone()).with_settings(settings);
-        let selection = args.controllers.clone();
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move { setpoint_controllers::run(ctx, &selection, shutdown).await })
+    let settings = LoopSettings {
+        node_monitor_grace_period: args.node_monitor_grace_period,
     };
+    let loops = crate::roles::start_loops(
+        &args.roles,
+        &args.controllers,
+        settings,
+        &args.leader_elect,
+        args.leader_elect
+            .enabled(apiserver && args.store.kind == StoreKind::Embedded),
+        &client,
+        &shutdown,
+    )?;
     // Agents stop before the controllers and the API: their pods' processes are stopped while
     // the API can still record it.
     let agent_shutdown = CancellationToken::new();
     let mut agents = Vec::new();
-    agents.extend(crate::agent::start_local(
-        &args.agent,
-        client.clone(),
-        &args.data_dir,
-        agent_shutdown.clone(),
-    )?);
-    agents.extend(crate::simulated::start(
-        &args.simulated,
-        client,
-        agent_shutdown.clone(),
-    ));
+    if args.roles.has(Role::Agent) {
+        if let Some(data_dir) = &data_dir {
+            agents.extend(crate::agent::start_local(
+                &args.agent,
+                client.clone(),
+                data_dir,
+                args.kubeconfig.as_deref(),
+                agent_shutdown.clone(),
+            )?);
+        }
+        agents.extend(crate::simulated::start(
+            &args.simulated,
+            client,
+            agent_shutdown.clone(),
+        ));
+    }
     wait_for_signal().await?;
     agent_shutdown.cancel();
     for agent in agents {
@@ -75,22 +95,62 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
         }
     }
     shutdown.cancel();
-    match controllers.await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::error!(error = %e, "a controller failed"),
-        Err(e) => tracing::error!(error = %e, "the controllers' task failed"),
+    for task in loops {
+        match task.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %format!("{e:#}"), "a controller failed"),
+            Err(e) => tracing::error!(error = %e, "the controllers' task failed"),
+        }
     }
-    running.wait().await.context("stopping the server")?;
-    if let Some(store) = embedded {
-        store.close();
+    if let Some((running, embedded)) = serving {
+        running.wait().await.context("stopping the server")?;
+        if let Some(store) = embedded {
+            store.close();
+        }
     }
     Ok(())
+}
+
+/// The apiserver role: opens the store and serves the API on it; returns an in-process client
+/// of that API for the other roles.
+async fn start_api(
+    args: &ServerArgs,
+    data_dir: &Path,
+    shutdown: &CancellationToken,
+) -> Result<(
+    Client,
+    setpoint_apiserver::RunningServer,
+    Option<EmbeddedStore>,
+)> {
+    let (store, embedded) = open_store(&args.store, data_dir).await?;
+    let api = Api::with_watch_window(store, args.watch_cache_window as usize)
+        .await
+        .context("starting the API")?;
+    let running = serve(
+        TransportConfig::new(data_dir, args.listen),
+        api.clone(),
+        shutdown.clone(),
+    )
+    .await
+    .with_context(|| format!("serving on {}", args.listen))?;
+    tracing::info!(
+        listen = %running.local_addr(),
+        kubeconfig = %running.kubeconfig_path().display(),
+        data_dir = %data_dir.display(),
+        "setpoint is serving the Kubernetes API; try: kubectl --kubeconfig {} get namespaces",
+        running.kubeconfig_path().display()
+    );
+    let client = Client::in_process(move |request| {
+        let api = api.clone();
+        async move { api.handle(request).await }
+    });
+    Ok((client, running, embedded))
 }
 
 /// Opens the store the flags choose; the embedded one is also returned, to be closed at the end.
 async fn open_store(
     args: &StoreArgs,
-    data_dir: &std::path::Path,
+    data_dir: &Path,
 ) -> Result<(Arc<dyn Store>, Option<EmbeddedStore>)> {
     match args.kind {
         StoreKind::Embedded => {

@@ -26,6 +26,16 @@ use tokio::sync::watch;
 
 use crate::registry::ResourceDef;
 
+/// Whether a failed store watch may be resumed from the cache's revision (the store was
+/// unreachable or the watch broke) rather than relisted (history compacted, store closed).
+fn resumable(error: &StoreError) -> bool {
+    matches!(error, StoreError::Unavailable(_))
+}
+
+/// How many re-watches in a row may fail (about half a minute of backoff) before the feed
+/// gives up and relists.
+const MAX_REWATCH_FAILURES: u32 = 20;
+
 /// How many recent events each resource keeps for watchers to resume from.
 pub(crate) const DEFAULT_WINDOW: usize = 10_000;
 
@@ -156,22 +166,50 @@ impl WatchCache {
         }
         self.notify.send_replace(revision);
 
-        let mut stream = store.watch(prefix, revision).await?;
-        while let Some(batch) = stream.next().await {
-            let batch = batch?;
-            let mut decoded = Vec::with_capacity(batch.events.len());
-            for event in &batch.events {
-                match CachedEvent::decode(&self.def, event) {
-                    Ok(e) => decoded.push(Arc::new(e)),
-                    Err(e) => {
-                        tracing::error!(revision = %event.revision(), error = %e, "undecodable event skipped")
+        // Follow the store from the last revision applied. A failed watch (a store member
+        // gone, a broken connection) is resumed from there, so watchers see no gap and no
+        // relist; only history compacted before it was read (or a closed store) ends the feed.
+        let mut backoff = Duration::from_millis(50);
+        let mut failures = 0;
+        loop {
+            let mut stream = match store.watch(prefix.clone(), self.revision()).await {
+                Ok(stream) => stream,
+                // A store that stays away for long is relisted (by the caller) once back.
+                Err(error) if resumable(&error) && failures < MAX_REWATCH_FAILURES => {
+                    failures += 1;
+                    tracing::warn!(resource = %self.def.group_resource(), %error, "watch cache re-watching");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
+            loop {
+                match stream.next().await {
+                    None => return Ok(()),
+                    Some(Ok(batch)) => {
+                        backoff = Duration::from_millis(50);
+                        failures = 0;
+                        let mut decoded = Vec::with_capacity(batch.events.len());
+                        for event in &batch.events {
+                            match CachedEvent::decode(&self.def, event) {
+                                Ok(e) => decoded.push(Arc::new(e)),
+                                Err(e) => {
+                                    tracing::error!(revision = %event.revision(), error = %e, "undecodable event skipped")
+                                }
+                            }
+                        }
+                        let dropped = self.apply(decoded, batch.progress);
+                        drop(dropped);
                     }
+                    Some(Err(error)) if resumable(&error) => {
+                        tracing::warn!(resource = %self.def.group_resource(), %error, "watch cache re-watching");
+                        break;
+                    }
+                    Some(Err(error)) => return Err(error),
                 }
             }
-            let dropped = self.apply(decoded, batch.progress);
-            drop(dropped);
         }
-        Ok(())
     }
 
     /// Applies decoded events and the new progress revision; returns events pushed out of the

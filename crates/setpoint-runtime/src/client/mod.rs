@@ -2,6 +2,8 @@
 //!
 //! - **Remote**: HTTPS to any Kubernetes API server (Setpoint's or a real cluster's), configured
 //!   from a kubeconfig — the `kube` crate's client.
+//!   With several API servers of one cluster, [`Client::with_failover`] tries them in turn when
+//!   one cannot be reached (module `failover`).
 //! - **In-process**: requests are handed straight to an API handler living in the same process
 //!   (Setpoint's API server, which answers from its watch cache and registry). No socket, no TLS,
 //!   no HTTP framing; the request and response are the same Kubernetes REST messages, so a
@@ -11,6 +13,7 @@
 //! [`Client::api`] and [`Client::namespaced_api`] for `k8s-openapi` kinds and custom types, [`Client::dynamic_api`] for
 //! [`DynamicObject`]s described by an [`ApiResource`].
 
+mod failover;
 mod in_process;
 
 use std::path::Path;
@@ -39,6 +42,9 @@ pub enum ClientError {
     /// The configuration was read but a client could not be built from it.
     #[error("building the client: {0}")]
     Build(#[source] kube::Error),
+    /// A failover client was asked for with no server.
+    #[error("a failover client needs at least one API server URL")]
+    NoServers,
 }
 
 /// Which way a [`Client`]'s requests travel.
@@ -69,23 +75,16 @@ impl std::fmt::Debug for Client {
 impl Client {
     /// A remote client configured from the kubeconfig file at `path` (its current context).
     pub async fn from_kubeconfig(path: impl AsRef<Path>) -> Result<Client, ClientError> {
-        let path = path.as_ref();
-        let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|source| {
-            ClientError::Kubeconfig {
-                path: path.display().to_string(),
-                source,
-            }
-        })?;
-        let config = kube::Config::from_custom_kubeconfig(
-            kubeconfig,
-            &kube::config::KubeConfigOptions::default(),
-        )
-        .await
-        .map_err(|source| ClientError::Kubeconfig {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Self::from_config(config)
+        Self::from_config(kubeconfig_config(path.as_ref()).await?)
+    }
+
+    /// A failover client ([`Client::with_failover`]) with the credentials of the kubeconfig at
+    /// `path` (its current context) and the API servers `servers` (URLs) instead of its one.
+    pub async fn from_kubeconfig_with_servers(
+        path: impl AsRef<Path>,
+        servers: &[http::Uri],
+    ) -> Result<Client, ClientError> {
+        Self::with_failover(kubeconfig_config(path.as_ref()).await?, servers)
     }
 
     /// A remote client configured the way `kubectl` finds its configuration: `KUBECONFIG`,
@@ -100,6 +99,34 @@ impl Client {
         let inner = kube::Client::try_from(config).map_err(ClientError::Build)?;
         Ok(Client {
             inner,
+            transport: Transport::Remote,
+        })
+    }
+
+    /// A remote client over several API servers of one cluster (servers sharing a store and
+    /// credentials): `config` gives the credentials and TLS trust, `servers` the URLs used in
+    /// place of its `cluster_url`. Requests go to the server that last answered; when one
+    /// cannot be reached, reads (watches included) and requests that were never sent (refused
+    /// connection) are retried on the next. Writes that may have reached a dead server are not
+    /// retried: their error is returned, as with one server.
+    pub fn with_failover(
+        config: kube::Config,
+        servers: &[http::Uri],
+    ) -> Result<Client, ClientError> {
+        if servers.is_empty() {
+            return Err(ClientError::NoServers);
+        }
+        let clients = servers
+            .iter()
+            .map(|server| {
+                let mut config = config.clone();
+                config.cluster_url = server.clone();
+                kube::Client::try_from(config).map_err(ClientError::Build)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let namespace = config.default_namespace.clone();
+        Ok(Client {
+            inner: kube::Client::new(failover::FailoverService::new(clients), namespace),
             transport: Transport::Remote,
         })
     }
@@ -170,4 +197,19 @@ impl Client {
             None => kube::Api::all_with(self.inner.clone(), resource),
         }
     }
+}
+
+/// The `kube` configuration of the kubeconfig at `path` (its current context).
+async fn kubeconfig_config(path: &Path) -> Result<kube::Config, ClientError> {
+    let kubeconfig =
+        kube::config::Kubeconfig::read_from(path).map_err(|source| ClientError::Kubeconfig {
+            path: path.display().to_string(),
+            source,
+        })?;
+    kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(|source| ClientError::Kubeconfig {
+            path: path.display().to_string(),
+            source,
+        })
 }

@@ -23,13 +23,62 @@ use crate::types::{Event, EventKind, KeyValue, ListRequest, ListResult};
 /// cheap whether or not it exists; nothing ever writes it.
 pub(crate) const PROBE_KEY: &[u8] = b"\0setpoint-probe";
 
+/// How many times a request that could not connect is tried.
+const CONNECT_ATTEMPTS: u32 = 5;
+
+/// Whether `error` says the request never left this process: the connection to the member
+/// could not be made.
+fn not_sent(error: &etcd_client::Error) -> bool {
+    match error {
+        etcd_client::Error::GRpcStatus(status) => {
+            status.code() == tonic::Code::Unavailable && status.message().contains("connect")
+        }
+        _ => false,
+    }
+}
+
 impl Inner {
-    /// Runs one etcd request within the request timeout.
-    pub(crate) async fn call<T>(
+    /// Runs one etcd request within the request timeout, made afresh by `request` for each
+    /// attempt: a request that could not even connect to the member the client picked (a dead
+    /// member of a cluster) was never sent, so it is sent again, to another member if the
+    /// client's balancer picks one, a few times before the failure is returned.
+    pub(crate) async fn call<T, F>(
+        &self,
+        mut request: impl FnMut() -> F,
+    ) -> std::result::Result<T, Failure>
+    where
+        F: Future<Output = std::result::Result<T, etcd_client::Error>>,
+    {
+        let mut attempt = 1;
+        loop {
+            match tokio::time::timeout(self.config.request_timeout, request()).await {
+                Ok(Err(error)) if attempt < CONNECT_ATTEMPTS && not_sent(&error) => {
+                    tracing::debug!(%error, attempt, "etcd request not sent; trying again");
+                    attempt += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                other => return self.outcome(other),
+            }
+        }
+    }
+
+    /// Runs one etcd request within the request timeout, once.
+    pub(crate) async fn call_once<T>(
         &self,
         request: impl Future<Output = std::result::Result<T, etcd_client::Error>>,
     ) -> std::result::Result<T, Failure> {
-        match tokio::time::timeout(self.config.request_timeout, request).await {
+        let result = tokio::time::timeout(self.config.request_timeout, request).await;
+        self.outcome(result)
+    }
+
+    fn outcome<T>(
+        &self,
+        result: std::result::Result<
+            std::result::Result<T, etcd_client::Error>,
+            tokio::time::error::Elapsed,
+        >,
+    ) -> std::result::Result<T, Failure> {
+        match result {
             Ok(result) => result.map_err(Failure::classify),
             Err(_) => Err(Failure::Other(StoreError::Unavailable(format!(
                 "etcd did not answer within {:?}",
@@ -40,11 +89,13 @@ impl Inner {
 
     pub(crate) async fn current_revision(&self) -> Result<Revision> {
         let response = self
-            .call(
-                self.kv
-                    .clone()
-                    .get(PROBE_KEY, Some(GetOptions::new().with_count_only())),
-            )
+            .call(|| {
+                let mut kv = self.kv.clone();
+                async move {
+                    kv.get(PROBE_KEY, Some(GetOptions::new().with_count_only()))
+                        .await
+                }
+            })
             .await
             .map_err(Failure::into_store_error)?;
         Ok(ours(header_revision(response.header())?))
@@ -55,7 +106,10 @@ impl Inner {
             return Ok(None);
         }
         let response = self
-            .call(self.kv.clone().get(key, None))
+            .call(|| {
+                let (mut kv, key) = (self.kv.clone(), key.to_vec());
+                async move { kv.get(key, None).await }
+            })
             .await
             .map_err(Failure::into_store_error)?;
         Ok(response.kvs().first().map(key_value))
@@ -75,7 +129,10 @@ impl Inner {
             options = options.with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
         }
         match self
-            .call(self.kv.clone().get(start.to_vec(), Some(options)))
+            .call(|| {
+                let (mut kv, start, options) = (self.kv.clone(), start.to_vec(), options.clone());
+                async move { kv.get(start, Some(options)).await }
+            })
             .await
         {
             Ok(response) => {
@@ -100,7 +157,10 @@ impl Inner {
     pub(crate) async fn count(&self, prefix: &[u8]) -> Result<u64> {
         let options = range_options(prefix).with_count_only();
         let response = self
-            .call(self.kv.clone().get(prefix.to_vec(), Some(options)))
+            .call(|| {
+                let (mut kv, prefix, options) = (self.kv.clone(), prefix.to_vec(), options.clone());
+                async move { kv.get(prefix, Some(options)).await }
+            })
             .await
             .map_err(Failure::into_store_error)?;
         Ok(u64::try_from(response.count()).unwrap_or(0))
@@ -215,7 +275,11 @@ impl Inner {
             });
         }
         let at = theirs(revision)?;
-        match self.call(self.kv.clone().compact(at, None)).await {
+        let compact = || {
+            let mut kv = self.kv.clone();
+            async move { kv.compact(at, None).await }
+        };
+        match self.call(compact).await {
             Ok(_) => Ok(()),
             // etcd refuses to compact at or below its compaction revision: everything below `at`
             // is gone, `at` itself may still be readable.
@@ -260,7 +324,11 @@ impl Inner {
         while high - low > 1 {
             let middle = low + (high - low) / 2;
             let probe = GetOptions::new().with_count_only().with_revision(middle);
-            match self.call(self.kv.clone().get(PROBE_KEY, Some(probe))).await {
+            let read = || {
+                let (mut kv, probe) = (self.kv.clone(), probe.clone());
+                async move { kv.get(PROBE_KEY, Some(probe)).await }
+            };
+            match self.call(read).await {
                 Ok(_) | Err(Failure::FutureRevision) => high = middle,
                 Err(Failure::Compacted) => low = middle,
                 Err(other) => return Err(other.into_store_error()),
@@ -273,15 +341,18 @@ impl Inner {
 
     /// Runs a write transaction, mapping a refusal for size.
     async fn txn(&self, txn: Txn, size: usize) -> Result<TxnResponse> {
-        self.call(self.kv.clone().txn(txn))
-            .await
-            .map_err(|failure| match failure {
-                Failure::TooLarge => StoreError::ValueTooLarge {
-                    size,
-                    limit: self.config.max_value_bytes,
-                },
-                other => other.into_store_error(),
-            })
+        self.call(|| {
+            let (mut kv, txn) = (self.kv.clone(), txn.clone());
+            async move { kv.txn(txn).await }
+        })
+        .await
+        .map_err(|failure| match failure {
+            Failure::TooLarge => StoreError::ValueTooLarge {
+                size,
+                limit: self.config.max_value_bytes,
+            },
+            other => other.into_store_error(),
+        })
     }
 
     fn check_size(&self, value: &[u8]) -> Result<()> {

@@ -240,6 +240,11 @@ fn free_ports() -> std::io::Result<[SocketAddr; 3]> {
     ])
 }
 
+/// A port nobody listens on now (the OS's choice of a free one).
+pub(super) fn free_port() -> std::io::Result<SocketAddr> {
+    TcpListener::bind("127.0.0.1:0")?.local_addr()
+}
+
 /// How a start attempt failed.
 enum Attempt {
     /// etcd exited (a port taken meanwhile, say): worth another attempt.
@@ -258,7 +263,7 @@ impl Attempt {
 const START_ATTEMPTS: u32 = 3;
 
 /// Whether etcd's `/health` answers `"health":"true"` (it has a leader and serves).
-fn healthy(client: SocketAddr) -> bool {
+pub(super) fn healthy(client: SocketAddr) -> bool {
     let Ok(mut stream) = TcpStream::connect_timeout(&client, Duration::from_millis(200)) else {
         return false;
     };

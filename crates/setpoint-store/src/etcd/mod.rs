@@ -14,11 +14,13 @@ mod config;
 mod errors;
 mod kv;
 mod local;
+mod local_cluster;
 mod watch;
 
 pub use compactor::COMPACT_REV_KEY;
 pub use config::{EtcdConfig, EtcdTls};
 pub use local::{LocalEtcd, LocalEtcdError, LocalEtcdTls};
+pub use local_cluster::LocalEtcdCluster;
 
 use std::future::Future;
 use std::sync::Arc;

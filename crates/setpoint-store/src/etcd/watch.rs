@@ -40,7 +40,10 @@ pub(crate) async fn watch(
     let start = theirs(after)?;
     let probe = GetOptions::new().with_count_only().with_revision(start);
     match inner
-        .call(inner.kv.clone().get(PROBE_KEY, Some(probe)))
+        .call(|| {
+            let (mut kv, probe) = (inner.kv.clone(), probe.clone());
+            async move { kv.get(PROBE_KEY, Some(probe)).await }
+        })
         .await
     {
         Ok(_) | Err(Failure::FutureRevision) => {}
@@ -61,11 +64,15 @@ pub(crate) async fn watch(
         .with_prev_key()
         .with_progress_notify();
     let mut stream = inner
-        .call(inner.watch.clone().watch(prefix.to_vec(), Some(options)))
+        .call(|| {
+            let (mut watch, prefix, options) =
+                (inner.watch.clone(), prefix.to_vec(), options.clone());
+            async move { watch.watch(prefix, Some(options)).await }
+        })
         .await
         .map_err(Failure::into_store_error)?;
     let created = inner
-        .call(stream.message())
+        .call_once(stream.message())
         .await
         .map_err(Failure::into_store_error)?
         .ok_or_else(|| StoreError::Unavailable("etcd closed a new watch".into()))?;

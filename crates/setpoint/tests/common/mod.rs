@@ -1,5 +1,8 @@
 //! A `setpoint server` started for a test on a free loopback port, with `kubectl` pointed at
-//! it; stopped (SIGKILL) when dropped.
+//! it; stopped (SIGKILL) when dropped. With `SETPOINT_TEST_STORE=etcd` in the environment, a
+//! server started without a `--store` flag runs on a fresh local etcd member of its own
+//! instead of the embedded store (`SETPOINT_TEST_STORE=etcd cargo test -p setpoint --test
+//! kubectl_basics` runs those scenarios on etcd).
 
 #![allow(dead_code, unreachable_pub, missing_docs, clippy::unwrap_used)] // shared test support; failures should panic
 
@@ -12,6 +15,8 @@ pub struct Server {
     child: Option<Child>,
     pub dir: PathBuf,
     _tmp: Option<tempfile::TempDir>,
+    /// The etcd member of a server started with `SETPOINT_TEST_STORE=etcd`, stopped after it.
+    _etcd: Option<Box<dyn std::any::Any>>,
 }
 
 impl Server {
@@ -44,11 +49,13 @@ impl Server {
     pub fn start_with(dir: &Path, listen: &str, extra_args: &[&str]) -> Server {
         let kubeconfig = dir.join("admin.kubeconfig");
         let _ = std::fs::remove_file(&kubeconfig);
+        let (etcd, etcd_args) = etcd_for_test(extra_args);
         let child = Command::new(env!("CARGO_BIN_EXE_setpoint"))
             .args(["server", "--data-dir"])
             .arg(dir)
             .args(["--listen", listen])
             .args(extra_args)
+            .args(etcd_args)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -59,6 +66,7 @@ impl Server {
             child: Some(child),
             dir: dir.to_owned(),
             _tmp: None,
+            _etcd: etcd,
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -142,6 +150,24 @@ impl Server {
         kube::Client::try_from(config).unwrap()
     }
 
+    /// The server process's id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// The `https://` address the server's admin kubeconfig names.
+    pub fn url(&self) -> String {
+        let text = std::fs::read_to_string(self.kubeconfig()).unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("server:"))
+            .expect("a server line in the kubeconfig");
+        line.trim_start()["server:".len()..]
+            .trim()
+            .trim_matches('"')
+            .to_owned()
+    }
+
     /// Kills the server with SIGKILL and waits for it.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
@@ -155,6 +181,29 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// With `SETPOINT_TEST_STORE=etcd` and no `--store` among `extra_args`: a fresh local etcd
+/// member and the flags that put the server on it.
+#[cfg(feature = "etcd")]
+fn etcd_for_test(extra_args: &[&str]) -> (Option<Box<dyn std::any::Any>>, Vec<String>) {
+    let wanted = std::env::var("SETPOINT_TEST_STORE").is_ok_and(|s| s == "etcd");
+    if !wanted || extra_args.contains(&"--store") {
+        return (None, Vec::new());
+    }
+    let etcd = setpoint_store::LocalEtcd::start().unwrap_or_else(|e| panic!("{e}"));
+    let args = vec![
+        "--store".to_owned(),
+        "etcd".to_owned(),
+        "--etcd-endpoints".to_owned(),
+        etcd.endpoint().to_owned(),
+    ];
+    (Some(Box::new(etcd)), args)
+}
+
+#[cfg(not(feature = "etcd"))]
+fn etcd_for_test(_extra_args: &[&str]) -> (Option<Box<dyn std::any::Any>>, Vec<String>) {
+    (None, Vec::new())
 }
 
 /// A loopback address with a port that was free a moment ago, for a server that must come
