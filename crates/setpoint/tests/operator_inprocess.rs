@@ -9,6 +9,7 @@
 //! is tested against `setpoint server` in `operator_kubectl.rs`.
 
 #![allow(dead_code, unreachable_pub)] // the example's modules, included here
+#![allow(clippy::disallowed_names)] // sample-controller's kind is `Foo`, its objects `foo`
 
 #[path = "../examples/sample-operator/foo.rs"]
 mod foo;

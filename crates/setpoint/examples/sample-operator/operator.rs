@@ -8,6 +8,9 @@
 //! Kubernetes' sample-controller, on Setpoint's SDK. [`run`] takes any [`Client`]: in-process
 //! (a test env, or an API server in the same process) or remote (a kubeconfig).
 
+// The kind is sample-controller's `Foo`, so a Foo object is called `foo`.
+#![allow(clippy::disallowed_names)]
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
