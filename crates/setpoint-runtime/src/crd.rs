@@ -8,14 +8,15 @@
 //! updates that CRD and returns once the server reports it `Established`: from then on the
 //! resource is in discovery and list/watch/create work, so informers started afterwards sync.
 //!
-//! Promises: `install_crd` is idempotent (a CRD whose spec is already the one given is left
-//! alone) and bounded (it gives up after its timeout with an error naming the CRD, instead of
+//! Promises: `install_crd` is idempotent (a CRD whose spec already has every field of the one
+//! given — the server adds defaults such as `conversion` — is left alone) and bounded (it gives up after its timeout with an error naming the CRD, instead of
 //! waiting forever for a CRD whose names conflict with another resource's).
 
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::PostParams;
+use serde_json::Value;
 use tokio::time::{sleep, Instant};
 
 use crate::Client;
@@ -58,7 +59,9 @@ pub enum CrdError {
     },
 }
 
-/// Creates `crd`, or replaces the spec of the CRD of that name if it exists with another spec,
+/// Creates `crd`, or replaces the spec of the CRD of that name if it exists with another spec
+/// (one lacking a field of `crd`'s or holding another value for it; fields the server
+/// defaulted are not a difference),
 /// then waits (polling every 50 ms, at most `timeout`) until its `Established` condition is
 /// `True`. Returns the CRD as last read. Cancel-safe in effect: a cancelled call may have
 /// written the CRD, and calling again finishes the job.
@@ -86,7 +89,9 @@ pub async fn install_crd(
         Ok(_) => {}
         Err(kube::Error::Api(status)) if status.code == 409 => {
             let mut current = api.get(&name).await.map_err(|e| api_error("reading", e))?;
-            if serde_json::to_value(&current.spec).ok() != serde_json::to_value(&crd.spec).ok() {
+            let wanted = serde_json::to_value(&crd.spec).unwrap_or(Value::Null);
+            let stored = serde_json::to_value(&current.spec).unwrap_or(Value::Null);
+            if !contains(&stored, &wanted) {
                 current.spec = crd.spec.clone();
                 api.replace(&name, &PostParams::default(), &current)
                     .await
@@ -120,5 +125,48 @@ pub async fn install_crd(
             });
         }
         sleep(POLL).await;
+    }
+}
+
+/// Whether `outer` has every field of `inner` with the same value: objects may have more
+/// keys, arrays must have the same length and contain their counterparts element by element.
+fn contains(outer: &Value, inner: &Value) -> bool {
+    match (outer, inner) {
+        (Value::Object(o), Value::Object(i)) => i
+            .iter()
+            .all(|(k, v)| o.get(k).is_some_and(|ov| contains(ov, v))),
+        (Value::Array(o), Value::Array(i)) => {
+            o.len() == i.len() && o.iter().zip(i).all(|(ov, iv)| contains(ov, iv))
+        }
+        (o, i) => o == i,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::contains;
+
+    #[test]
+    fn stored_spec_with_server_defaults_should_contain_the_wanted_spec() {
+        let wanted = json!({"group": "g", "versions": [{"name": "v1", "served": true}]});
+        let stored = json!({"group": "g", "conversion": {"strategy": "None"},
+            "versions": [{"name": "v1", "served": true, "storage": true}]});
+        assert!(contains(&stored, &wanted));
+    }
+
+    #[test]
+    fn changed_or_missing_fields_should_be_differences() {
+        let wanted = json!({"group": "g", "versions": [{"name": "v1", "served": true}]});
+        assert!(!contains(
+            &json!({"group": "g", "versions": [{"name": "v1", "served": false}]}),
+            &wanted
+        ));
+        assert!(!contains(&json!({"group": "g"}), &wanted));
+        assert!(!contains(
+            &json!({"group": "g", "versions": [{"name": "v1", "served": true}, {"name": "v2"}]}),
+            &wanted
+        ));
     }
 }

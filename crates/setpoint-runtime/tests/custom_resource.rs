@@ -89,13 +89,32 @@ fn widget(name: &str, color: &str) -> Widget {
 
 #[tokio::test]
 async fn derived_crd_should_be_established_and_enforce_its_schema() {
-    let env = env_with_crd().await;
+    let env = TestEnv::start().await.expect("test env");
     let client = env.client();
-    // Installing again with the same spec is a no-op that still reports it established.
+    let first = install_crd(&client, &Widget::crd(), Duration::from_secs(30))
+        .await
+        .expect("CRD established");
+    // Installing again with the same spec (the stored one has server defaults besides) writes
+    // no new spec and still reports it established.
     let again = install_crd(&client, &Widget::crd(), Duration::from_secs(30))
         .await
         .expect("idempotent install");
     assert_eq!(again.spec.names.kind, "Widget");
+    assert_eq!(again.metadata.generation, first.metadata.generation);
+    // A changed spec is written: a new printer column.
+    let mut changed = Widget::crd();
+    changed.spec.versions[0].additional_printer_columns = Some(vec![
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceColumnDefinition {
+            name: "Color".into(),
+            type_: "string".into(),
+            json_path: ".spec.color".into(),
+            ..Default::default()
+        },
+    ]);
+    let updated = install_crd(&client, &changed, Duration::from_secs(30))
+        .await
+        .expect("updated install");
+    assert_ne!(updated.metadata.generation, first.metadata.generation);
 
     let widgets = client.namespaced_api::<Widget>(NS);
     let created = widgets
