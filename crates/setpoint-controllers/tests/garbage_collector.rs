@@ -1,6 +1,7 @@
 //! The garbage collector against a real in-process API server: background, foreground and
 //! orphan propagation, dangling owner references, owners not (yet) in the collector's cache,
-//! cluster-scoped owners of namespaced dependents, and references across namespaces.
+//! cluster-scoped owners of namespaced dependents, references across namespaces, and owners of a
+//! custom kind defined after the collector started.
 //!
 //! Real time (the server's store runs on its own thread): every wait polls with a deadline.
 
@@ -396,4 +397,76 @@ async fn namespaced_owner_should_not_own_objects_in_another_namespace() {
         .await;
     gc.until_gone("kube-public", "elsewhere").await;
     assert!(gc.exists(NS, "owner").await.is_some());
+}
+
+/// A custom kind defined after the collector started, owning a config map: the collector
+/// rediscovers when a CRD changes, so it watches the new kind at once and collects the config
+/// map after its owner is deleted. Before the CRD watch this waited for the periodic
+/// rediscovery (30 s) plus the backoff of the owner's failed lookups; the deadline here is
+/// half the rediscovery period, so it fails if only the periodic rediscovery found the kind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_kind_defined_after_start_should_own_dependents() {
+    let gc = Gc::start().await;
+    // The collector is running and has its initial graph once it collects a dangling object.
+    gc.configmap(
+        NS,
+        "dangling",
+        vec![reference_to("ConfigMap", "v1", "ghost", "0000-no-such-uid")],
+    )
+    .await;
+    gc.until_gone(NS, "dangling").await;
+
+    let crd = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.gc.setpoint.dev"},
+        "spec": {
+            "group": "gc.setpoint.dev",
+            "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}
+            }]
+        }
+    }))
+    .expect("CRD");
+    setpoint_runtime::install_crd(&gc.env.client(), &crd, Duration::from_secs(30))
+        .await
+        .expect("CRD established");
+    let resource = kube::api::ApiResource {
+        group: "gc.setpoint.dev".into(),
+        version: "v1".into(),
+        api_version: "gc.setpoint.dev/v1".into(),
+        kind: "Gadget".into(),
+        plural: "gadgets".into(),
+    };
+    let gadgets = gc.env.client().dynamic_api(&resource, Some(NS));
+    let gadget = gadgets
+        .create(
+            &PostParams::default(),
+            &kube::api::DynamicObject::new("g1", &resource),
+        )
+        .await
+        .expect("gadget created");
+    let uid = gadget.metadata.uid.clone().expect("uid");
+    gc.configmap(
+        NS,
+        "gadget-part",
+        vec![reference_to("Gadget", "gc.setpoint.dev/v1", "g1", &uid)],
+    )
+    .await;
+    gadgets
+        .delete("g1", &DeleteParams::default())
+        .await
+        .expect("gadget deleted");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while gc.exists(NS, "gadget-part").await.is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the Gadget's config map was not collected within half the rediscovery period"
+        );
+        sleep(Duration::from_millis(20)).await;
+    }
 }

@@ -12,12 +12,19 @@
 //!   finished — a reconcile that panicked or was cancelled — counts as a failure: the key is
 //!   retried with backoff.
 //!
+//! - Custom resources: a `#[derive(CustomResource, JsonSchema)]` type (kube's derive) is used
+//!   like any built-in kind — typed [`Client::api`], informers, [`Controller`] and `owns`,
+//!   status, finalizers, events — and [`install_crd`] installs its generated CRD and waits
+//!   until it is served. Dynamic (untyped) access goes through [`Client::dynamic_api`] and
+//!   [`InformerFactory::dynamic_informer`] with an `ApiResource`.
+//!
 //! Time comes from `tokio::time`, so tests drive delays, backoff and resync with paused time
 //! (`tokio::time::pause` and `advance`).
 
 mod cache;
 mod client;
 mod controller;
+mod crd;
 mod events;
 mod finalizer;
 mod informer;
@@ -35,6 +42,7 @@ pub use controller::{
     Action, Controller, ControllerError, ControllerHandle, ControllerMetrics, Drain, OnError,
     Predicate, Reconciler, TerminalWhen, UnsyncedInformer,
 };
+pub use crd::{install_crd, CrdError};
 pub use events::{
     EventDetails, EventRecorder, EventRecorderConfig, EventRecorderMetrics, EventType, Reporter,
 };
@@ -61,5 +69,9 @@ pub use watcher::{
 
 /// Re-exported so users name the same types the SDK uses.
 pub use k8s_openapi;
-/// Re-exported so users name the same types the SDK uses.
+/// Re-exported so users name the same types the SDK uses (with the `derive` feature, for
+/// `#[derive(CustomResource)]`).
 pub use kube;
+/// Re-exported so custom resources derive their schema (`#[derive(JsonSchema)]`) with the
+/// version `kube` expects.
+pub use schemars;

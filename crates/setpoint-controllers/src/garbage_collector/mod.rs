@@ -3,7 +3,10 @@
 //!
 //! - Discovery finds every resource that can be listed, watched and deleted (events aside);
 //!   a shared informer per resource feeds the [`graph`] of owners and dependents, keyed by uid
-//!   ([`builder`]). Discovery runs again every 30 seconds and new resources are watched.
+//!   ([`builder`]). Discovery runs again every 30 seconds, and at once when a
+//!   CustomResourceDefinition is added, changed or deleted; new resources are watched. Nodes
+//!   whose owner's kind was unknown are retried as soon as discovery finds new resources, not
+//!   after their backoff.
 //! - Graph changes queue work: the attempt-to-delete queue ([`attempt_delete`]) gets the
 //!   dependents of a deleted owner, owners nobody has observed yet (to verify), and owners
 //!   being deleted in the foreground; the attempt-to-orphan queue ([`orphan`]) gets owners
@@ -27,14 +30,19 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::core::PartialObjectMeta;
 use parking_lot::{Mutex, RwLock};
-use setpoint_runtime::{ControllerError, HandlerRegistration, InformerOptions, WorkQueue};
+use setpoint_runtime::{
+    ControllerError, Deleted, EventHandler, HandlerRegistration, InformerOptions, WorkQueue,
+};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use self::attempt_delete::Outcome;
 use self::builder::GraphBuilder;
 use self::graph::{Graph, Uid, Work};
-use self::live::Live;
+use self::live::{Live, LiveError};
 use self::mapper::Mapper;
 use crate::LoopContext;
 
@@ -53,6 +61,10 @@ pub(super) struct Collector {
     live: Live,
     delete_queue: WorkQueue<Uid>,
     orphan_queue: WorkQueue<Uid>,
+    /// Nodes whose last attempt failed because discovery knew no resource for an owner's (or
+    /// their own) kind: queued again, without waiting for their backoff, when discovery finds
+    /// new resources.
+    unresolved: Mutex<HashSet<Uid>>,
 }
 
 impl Collector {
@@ -76,13 +88,15 @@ struct Watches {
 }
 
 impl Watches {
-    /// Watches every resource `mapper` lists that is not watched yet.
-    fn extend(&mut self, ctx: &LoopContext, mapper: &Mapper, collector: &Arc<Collector>) {
+    /// Watches every resource `mapper` lists that is not watched yet; returns how many.
+    fn extend(&mut self, ctx: &LoopContext, mapper: &Mapper, collector: &Arc<Collector>) -> usize {
+        let mut added = 0;
         for served in mapper.watched() {
             let key = format!("{}/{}", served.resource.group, served.resource.plural);
             if !self.resources.insert(key) {
                 continue;
             }
+            added += 1;
             let informer = ctx.factory.dynamic_metadata_informer(
                 &served.resource,
                 InformerOptions::default().strip_managed_fields(),
@@ -94,6 +108,7 @@ impl Watches {
             tracing::debug!(resource = %served.resource.plural, group = %served.resource.group, "garbage collector watches");
         }
         ctx.factory.start();
+        added
     }
 
     fn synced(&self) -> bool {
@@ -118,9 +133,16 @@ pub(crate) async fn run(
         live: Live::new(kube.clone(), mapper.clone()),
         delete_queue: WorkQueue::new(),
         orphan_queue: WorkQueue::new(),
+        unresolved: Mutex::new(HashSet::new()),
     });
     let mut watches = Watches::default();
     watches.extend(&ctx, &mapper.read(), &collector);
+    let crds_changed = Arc::new(Notify::new());
+    let crd_watch = ctx
+        .factory
+        .metadata_informer::<CustomResourceDefinition>()
+        .add_handler(CrdChanged(crds_changed.clone()));
+    ctx.factory.start();
 
     let deadline = tokio::time::Instant::now() + SYNC_TIMEOUT;
     while !watches.synced() {
@@ -148,11 +170,17 @@ pub(crate) async fn run(
         tokio::select! {
             () = shutdown.cancelled() => break,
             () = tokio::time::sleep(REDISCOVERY) => {}
+            () = crds_changed.notified() => {}
         }
         match Mapper::discover(&kube).await {
             Ok(found) => {
                 *mapper.write() = found;
-                watches.extend(&ctx, &mapper.read(), &collector);
+                if watches.extend(&ctx, &mapper.read(), &collector) > 0 {
+                    let unresolved = std::mem::take(&mut *collector.unresolved.lock());
+                    for uid in unresolved {
+                        collector.delete_queue.add(uid);
+                    }
+                }
             }
             Err(e) => tracing::warn!(error = %e, "garbage collector: discovery failed"),
         }
@@ -163,7 +191,35 @@ pub(crate) async fn run(
     for registration in watches.registrations {
         registration.remove();
     }
+    crd_watch.remove();
     Ok(())
+}
+
+/// Wakes the discovery loop when a CustomResourceDefinition is added, changed (its status
+/// turning `Established`, say) or deleted, so a new resource is watched as soon as it is
+/// served rather than at the next periodic rediscovery.
+struct CrdChanged(Arc<Notify>);
+
+impl EventHandler<PartialObjectMeta<CustomResourceDefinition>> for CrdChanged {
+    fn on_add(&self, _: &Arc<PartialObjectMeta<CustomResourceDefinition>>, initial: bool) {
+        if !initial {
+            self.0.notify_one();
+        }
+    }
+
+    fn on_update(
+        &self,
+        old: &Arc<PartialObjectMeta<CustomResourceDefinition>>,
+        new: &Arc<PartialObjectMeta<CustomResourceDefinition>>,
+    ) {
+        if old.metadata.resource_version != new.metadata.resource_version {
+            self.0.notify_one();
+        }
+    }
+
+    fn on_delete(&self, _: &Deleted<PartialObjectMeta<CustomResourceDefinition>>) {
+        self.0.notify_one();
+    }
 }
 
 /// Discovery, retried every few seconds until it works; `None` if shut down first.
@@ -196,6 +252,9 @@ async fn delete_worker(collector: Arc<Collector>, shutdown: CancellationToken) {
             Ok(Outcome::Retry) => claim.retry(),
             Err(e) => {
                 tracing::warn!(uid = %claim.key(), error = %e, "garbage collector: attempt to delete failed; retrying");
+                if matches!(e, LiveError::UnknownKind { .. }) {
+                    collector.unresolved.lock().insert(claim.key().clone());
+                }
                 claim.retry();
             }
         }
