@@ -112,6 +112,19 @@ impl Cause {
         }
     }
 
+    /// The message without its leading `field: `: what a `Status` carries in a cause, as
+    /// apimachinery sends it (kubectl prints `field: message` for each cause, so a message
+    /// that repeated the field would show it twice).
+    pub fn body(&self) -> &str {
+        if self.field.is_empty() {
+            return &self.message;
+        }
+        self.message
+            .strip_prefix(self.field.as_str())
+            .and_then(|rest| rest.strip_prefix(": "))
+            .unwrap_or(&self.message)
+    }
+
     /// `field: Required value`.
     pub fn required(field: impl Into<String>) -> Self {
         let field = field.into();
@@ -398,7 +411,7 @@ impl ApiError {
                 let causes: Vec<Value> = d
                     .causes
                     .iter()
-                    .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                    .map(|c| json!({"reason": c.reason, "message": c.body(), "field": c.field}))
                     .collect();
                 details.insert("causes".into(), causes.into());
             }
@@ -471,6 +484,12 @@ mod tests {
         assert_eq!(s["code"], 422);
         assert_eq!(s["details"]["kind"], "Deployment");
         assert_eq!(s["details"]["causes"][0]["field"], "spec.replicas");
+        // Regression: causes carried `spec.replicas: Invalid value: …`, so kubectl, which
+        // prints `field: message` per cause, showed the field twice.
+        assert_eq!(
+            s["details"]["causes"][0]["message"],
+            "Invalid value: -1: must be greater than or equal to 0"
+        );
         assert_eq!(
             s["message"],
             "Deployment \"bad\" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0"

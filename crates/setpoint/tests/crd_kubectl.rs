@@ -226,9 +226,13 @@ fn custom_resources_should_go_through_their_whole_life_with_kubectl() {
         r#"{"spec":{"size":20}}"#,
     ]);
     assert!(
-        err.contains("spec.size") && err.contains("should be less than or equal to 10"),
+        err.contains(
+            "spec.size: Invalid value: 20: spec.size in body should be less than or equal to 10"
+        ),
         "{err}"
     );
+    // Regression: the field was shown twice (`spec.size: spec.size: Invalid value: …`).
+    assert!(!err.contains("spec.size: spec.size"), "{err}");
     let err = s.fails(&[
         "patch",
         "wd",
