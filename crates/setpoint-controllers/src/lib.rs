@@ -7,6 +7,7 @@
 
 mod deployment;
 mod garbage_collector;
+mod hpa;
 mod loops;
 mod namespace;
 mod node_lifecycle;

@@ -1,0 +1,99 @@
+//! An HPA's `status` from a [`Recommendation`], as the Kubernetes HPA controller writes it:
+//! `currentReplicas`, `desiredReplicas`, `currentMetrics` (`Resource` metrics with
+//! `averageUtilization` and `averageValue`), `lastScaleTime`, and the `AbleToScale`,
+//! `ScalingActive`, `ScalingLimited` conditions, each keeping its `lastTransitionTime` while its
+//! status stays the same.
+
+use serde_json::{json, Value};
+use setpoint_control::{ConditionType, Recommendation};
+
+/// A milli-unit amount as a quantity (`250m`, `2`).
+pub(super) fn milli_quantity(milli: i64) -> String {
+    if milli % 1000 == 0 {
+        format!("{}", milli / 1000)
+    } else {
+        format!("{milli}m")
+    }
+}
+
+fn type_name(kind: ConditionType) -> &'static str {
+    match kind {
+        ConditionType::AbleToScale => "AbleToScale",
+        ConditionType::ScalingActive => "ScalingActive",
+        ConditionType::ScalingLimited => "ScalingLimited",
+    }
+}
+
+/// One condition, keeping the previous transition time when the status did not change.
+pub(super) fn condition(
+    previous: &Value,
+    kind: &str,
+    status: bool,
+    reason: &str,
+    message: &str,
+    now: &str,
+) -> Value {
+    let status = if status { "True" } else { "False" };
+    let old = previous
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == kind));
+    let since = match old {
+        Some(o) if o["status"] == status && o["lastTransitionTime"].is_string() => {
+            o["lastTransitionTime"].clone()
+        }
+        _ => json!(now),
+    };
+    json!({"type": kind, "status": status, "reason": reason, "message": message,
+        "lastTransitionTime": since})
+}
+
+/// The conditions of a recommendation (plus any extra ones the loop adds).
+pub(super) fn conditions(rec: &Recommendation, previous: &Value, now: &str) -> Vec<Value> {
+    rec.conditions
+        .iter()
+        .map(|c| {
+            condition(
+                previous,
+                type_name(c.kind),
+                c.status,
+                c.reason,
+                &c.message,
+                now,
+            )
+        })
+        .collect()
+}
+
+/// `status.currentMetrics` of a recommendation.
+pub(super) fn current_metrics(rec: &Recommendation) -> Vec<Value> {
+    rec.current_metrics
+        .iter()
+        .map(|m| {
+            json!({"type": "Resource", "resource": {"name": m.resource, "current": {
+                "averageUtilization": m.average_utilization,
+                "averageValue": milli_quantity(m.average_value_milli),
+            }}})
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn condition_should_keep_transition_time_while_status_holds() {
+        let prev = json!([{"type": "AbleToScale", "status": "True", "lastTransitionTime": "T0"}]);
+        let same = condition(&prev, "AbleToScale", true, "R", "m", "T1");
+        assert_eq!(same["lastTransitionTime"], "T0");
+        let flipped = condition(&prev, "AbleToScale", false, "R", "m", "T1");
+        assert_eq!(flipped["lastTransitionTime"], "T1");
+        assert_eq!(flipped["status"], "False");
+    }
+
+    #[test]
+    fn milli_quantity_should_drop_the_suffix_when_whole() {
+        assert_eq!(milli_quantity(250), "250m");
+        assert_eq!(milli_quantity(2000), "2");
+    }
+}
