@@ -25,6 +25,8 @@ pub enum Loop {
     NodeLifecycle,
     /// Scales the targets of HorizontalPodAutoscalers to their metrics.
     HorizontalPodAutoscaler,
+    /// Scales the targets of PIDAutoscalers with a PID law (installs their CRD).
+    PidAutoscaler,
 }
 
 impl Loop {
@@ -37,6 +39,7 @@ impl Loop {
         Loop::Scheduler,
         Loop::NodeLifecycle,
         Loop::HorizontalPodAutoscaler,
+        Loop::PidAutoscaler,
     ];
 
     /// The loop's name on the command line and in logs.
@@ -49,6 +52,7 @@ impl Loop {
             Loop::Scheduler => "scheduler",
             Loop::NodeLifecycle => "node-lifecycle",
             Loop::HorizontalPodAutoscaler => "horizontal-pod-autoscaler",
+            Loop::PidAutoscaler => "pid-autoscaler",
         }
     }
 
@@ -65,6 +69,7 @@ impl Loop {
             Loop::Scheduler => crate::scheduler::run(ctx, shutdown).await,
             Loop::NodeLifecycle => crate::node_lifecycle::run(ctx, shutdown).await,
             Loop::HorizontalPodAutoscaler => crate::hpa::run(ctx, shutdown).await,
+            Loop::PidAutoscaler => crate::pid_autoscaler::run(ctx, shutdown).await,
         }
     }
 }
@@ -189,7 +194,7 @@ mod tests {
         let all: LoopSelection = "*".parse().expect("parses");
         assert_eq!(all, LoopSelection::all());
         let none: LoopSelection =
-            "*,-namespace,-garbage-collector,-replicaset,-deployment,-scheduler,-node-lifecycle,-horizontal-pod-autoscaler"
+            "*,-namespace,-garbage-collector,-replicaset,-deployment,-scheduler,-node-lifecycle,-horizontal-pod-autoscaler,-pid-autoscaler"
                 .parse()
                 .expect("parses");
         assert!(none.loops().is_empty());

@@ -274,7 +274,8 @@ pub(crate) fn v2_to_v1(mut object: Value) -> Value {
         ),
     ];
     for (key, value) in extras {
-        if let (Some(value), Some(ann)) = (value, annotations(&mut object)) {
+        let Some(value) = value else { continue };
+        if let Some(ann) = annotations(&mut object) {
             ann.insert(key.into(), json!(value.to_string()));
         }
     }

@@ -12,19 +12,16 @@
 //! recommender models); an HPA naming other metric types reports them as
 //! `ScalingActive=False` only when no metric it can evaluate is left.
 
-mod observe;
-mod status;
+pub(crate) mod observe;
+pub(crate) mod status;
+pub(crate) mod target;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::autoscaling::v1::Scale;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
-use kube::core::GroupVersionKind;
-use kube::Api;
+use kube::api::{Patch, PatchParams};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use setpoint_control::hpa::{HpaRecommender, HpaSpec, HpaTuning};
@@ -78,93 +75,6 @@ pub(crate) async fn run(
         .await
 }
 
-/// The API resource of a kind in an `apiVersion`, from discovery.
-async fn resource_of(client: &Client, api_version: &str, kind: &str) -> Option<ApiResource> {
-    let list = if api_version.contains('/') {
-        client.kube().list_api_group_resources(api_version).await
-    } else {
-        client.kube().list_core_api_resources(api_version).await
-    }
-    .ok()?;
-    let r = list
-        .resources
-        .iter()
-        .find(|r| r.kind == kind && !r.name.contains('/'))?;
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    Some(ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(group, version, kind),
-        &r.name,
-    ))
-}
-
-/// What reading the target gave: its scale, or why not (reason, message).
-async fn read_scale(
-    client: &Client,
-    namespace: &str,
-    hpa: &HorizontalPodAutoscaler,
-) -> Result<(Api<DynamicObject>, Scale), (&'static str, String)> {
-    let target = &hpa
-        .spec
-        .as_ref()
-        .map(|s| s.scale_target_ref.clone())
-        .unwrap_or_default();
-    let api_version = target.api_version.as_deref().unwrap_or("v1");
-    let Some(resource) = resource_of(client, api_version, &target.kind).await else {
-        return Err((
-            "FailedGetScale",
-            format!(
-                "the HPA controller was unable to get the target's current scale: no matches for kind \"{}\" in group version \"{api_version}\"",
-                target.kind
-            ),
-        ));
-    };
-    let api = Api::<DynamicObject>::namespaced_with(client.kube().clone(), namespace, &resource);
-    match api.get_scale(&target.name).await {
-        Ok(scale) => Ok((api, scale)),
-        Err(e) => Err((
-            "FailedGetScale",
-            format!("the HPA controller was unable to get the target's current scale: {e}"),
-        )),
-    }
-}
-
-/// The pods a selector matches and their metrics.
-async fn observe(client: &Client, namespace: &str, selector: &str, replicas: i32) -> Observation {
-    let lp = ListParams::default().labels(selector);
-    let pods = client
-        .namespaced_api::<Pod>(namespace)
-        .list(&lp)
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default();
-    let metrics_resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("metrics.k8s.io", "v1beta1", "PodMetrics"),
-        "pods",
-    );
-    let metrics =
-        Api::<DynamicObject>::namespaced_with(client.kube().clone(), namespace, &metrics_resource)
-            .list(&lp)
-            .await
-            .map(|l| {
-                l.items
-                    .into_iter()
-                    .filter_map(|o| serde_json::to_value(o).ok())
-                    .collect::<Vec<Value>>()
-            })
-            .unwrap_or_default();
-    Observation {
-        spec_replicas: replicas,
-        pods: pods.iter().map(observe::pod_info).collect(),
-        metrics: observe::pod_metrics(&metrics),
-    }
-}
-
-fn rfc3339(at: Duration) -> String {
-    chrono::DateTime::from_timestamp(i64::try_from(at.as_secs()).unwrap_or(0), 0)
-        .unwrap_or_default()
-        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
-
 async fn reconcile(
     hpa: Arc<HorizontalPodAutoscaler>,
     ctx: Arc<Context>,
@@ -173,7 +83,7 @@ async fn reconcile(
     let name = hpa.metadata.name.clone().unwrap_or_default();
     let uid = hpa.metadata.uid.clone().unwrap_or_default();
     let now = observe::now();
-    let now_text = rfc3339(now);
+    let now_text = target::rfc3339(now);
     let old_status = serde_json::to_value(&hpa.status).unwrap_or(Value::Null);
     let previous = &old_status["conditions"];
     let mut status = json!({
@@ -186,7 +96,12 @@ async fn reconcile(
     }
     let (spec, unsupported) = observe::hpa_spec(&hpa.spec.clone().unwrap_or_default());
 
-    match read_scale(&ctx.client, &namespace, &hpa).await {
+    let target_ref = hpa
+        .spec
+        .as_ref()
+        .map(|s| s.scale_target_ref.clone())
+        .unwrap_or_default();
+    match target::read_scale(&ctx.client, &namespace, &target_ref).await {
         Err((reason, message)) => {
             status["conditions"] = json!([status::condition(
                 previous,
@@ -202,7 +117,7 @@ async fn reconcile(
             status["currentReplicas"] = json!(scale.status.as_ref().map_or(0, |s| s.replicas));
             let selector = scale.status.as_ref().and_then(|s| s.selector.clone());
             let obs = match &selector {
-                Some(sel) => observe(&ctx.client, &namespace, sel, current).await,
+                Some(sel) => target::observe(&ctx.client, &namespace, sel, current).await,
                 None => Observation {
                     spec_replicas: current,
                     ..Observation::default()

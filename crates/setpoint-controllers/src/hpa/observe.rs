@@ -18,7 +18,7 @@ use setpoint_control::{ConditionStatus, PodInfo, PodMetric, PodPhase, ReadyCondi
 use crate::scheduler::milli_value;
 
 /// A wall-clock instant as the recommender's clock.
-pub(super) fn since_epoch(t: &Time) -> Duration {
+pub(crate) fn since_epoch(t: &Time) -> Duration {
     let secs = t.0.as_second();
     let nanos = t.0.subsec_nanosecond();
     Duration::new(
@@ -28,7 +28,7 @@ pub(super) fn since_epoch(t: &Time) -> Duration {
 }
 
 /// Now, as the recommender's clock.
-pub(super) fn now() -> Duration {
+pub(crate) fn now() -> Duration {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()
@@ -71,7 +71,7 @@ fn rules(given: Option<&HPAScalingRules>, default: ScalingRules) -> ScalingRules
 
 /// The spec as the recommender takes it, and the metrics it cannot evaluate (anything but a
 /// `Resource` metric with a `Utilization` target), by type.
-pub(super) fn hpa_spec(spec: &HorizontalPodAutoscalerSpec) -> (HpaSpec, Vec<String>) {
+pub(crate) fn hpa_spec(spec: &HorizontalPodAutoscalerSpec) -> (HpaSpec, Vec<String>) {
     let mut unsupported = Vec::new();
     let mut metrics = Vec::new();
     for m in spec.metrics.iter().flatten() {
@@ -109,7 +109,7 @@ fn resource_target(m: &MetricSpec) -> Option<ResourceTarget> {
 }
 
 /// A pod as the recommender sees it.
-pub(super) fn pod_info(pod: &Pod) -> PodInfo {
+pub(crate) fn pod_info(pod: &Pod) -> PodInfo {
     let status = pod.status.as_ref();
     let phase = match status.and_then(|s| s.phase.as_deref()) {
         Some("Running") => PodPhase::Running,
@@ -194,7 +194,7 @@ fn go_duration(s: &str) -> Option<Duration> {
 }
 
 /// `PodMetrics` objects (JSON) as per-resource, per-pod usage: each pod's containers summed.
-pub(super) fn pod_metrics(items: &[Value]) -> BTreeMap<String, BTreeMap<String, PodMetric>> {
+pub(crate) fn pod_metrics(items: &[Value]) -> BTreeMap<String, BTreeMap<String, PodMetric>> {
     let mut out: BTreeMap<String, BTreeMap<String, PodMetric>> = BTreeMap::new();
     for item in items {
         let Some(name) = item["metadata"]["name"].as_str() else {

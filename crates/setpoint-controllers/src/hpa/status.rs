@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use setpoint_control::{ConditionType, Recommendation};
 
 /// A milli-unit amount as a quantity (`250m`, `2`).
-pub(super) fn milli_quantity(milli: i64) -> String {
+pub(crate) fn milli_quantity(milli: i64) -> String {
     if milli % 1000 == 0 {
         format!("{}", milli / 1000)
     } else {
@@ -25,7 +25,7 @@ fn type_name(kind: ConditionType) -> &'static str {
 }
 
 /// One condition, keeping the previous transition time when the status did not change.
-pub(super) fn condition(
+pub(crate) fn condition(
     previous: &Value,
     kind: &str,
     status: bool,
@@ -48,7 +48,7 @@ pub(super) fn condition(
 }
 
 /// The conditions of a recommendation (plus any extra ones the loop adds).
-pub(super) fn conditions(rec: &Recommendation, previous: &Value, now: &str) -> Vec<Value> {
+pub(crate) fn conditions(rec: &Recommendation, previous: &Value, now: &str) -> Vec<Value> {
     rec.conditions
         .iter()
         .map(|c| {
@@ -65,7 +65,7 @@ pub(super) fn conditions(rec: &Recommendation, previous: &Value, now: &str) -> V
 }
 
 /// `status.currentMetrics` of a recommendation.
-pub(super) fn current_metrics(rec: &Recommendation) -> Vec<Value> {
+pub(crate) fn current_metrics(rec: &Recommendation) -> Vec<Value> {
     rec.current_metrics
         .iter()
         .map(|m| {
