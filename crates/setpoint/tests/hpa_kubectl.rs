@@ -214,6 +214,15 @@ fn hpa_should_scale_a_burning_deployment_up_and_back_down() {
         "jsonpath={.status.lastScaleTime}",
     ]);
     assert!(!last_scale.is_empty());
+    // Stored defaulted: the loop's status writes through v2 do not change the spec.
+    let generation = s.ok(&[
+        "get",
+        "hpa",
+        "burn",
+        "-o",
+        "jsonpath={.metadata.generation}",
+    ]);
+    assert_eq!(generation, "1");
 
     // Load falls: a short scale-down window (set through v2), then back to the minimum.
     s.ok(&[

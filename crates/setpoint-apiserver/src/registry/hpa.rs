@@ -351,6 +351,9 @@ pub(crate) fn v1_to_v2(mut object: Value) -> Value {
         map.insert("spec".into(), v2_spec);
         map.insert("status".into(), v2_status);
     }
+    // Stored defaulted as v2 (a v1 object without a CPU target gets the 80 % one), so that a
+    // later v2 write does not change the spec by defaulting it.
+    default_v2(&mut object);
     object
 }
 
@@ -455,6 +458,21 @@ mod tests {
     }
 
     #[test]
+    fn v1_without_a_target_should_be_stored_with_the_default_cpu_target() {
+        let mut o = v1();
+        o["spec"]
+            .as_object_mut()
+            .unwrap()
+            .remove("targetCPUUtilizationPercentage");
+        let stored = v1_to_v2(o);
+        assert_eq!(stored["spec"]["metrics"], json!([cpu_metric(80)]));
+        assert_eq!(
+            v2_to_v1(stored)["spec"]["targetCPUUtilizationPercentage"],
+            80
+        );
+    }
+
+    #[test]
     fn v2_only_fields_should_survive_a_v1_round_trip() {
         let mut v2 = v1_to_v2(v1());
         v2["spec"]["behavior"] = json!({"scaleDown": {"stabilizationWindowSeconds": 5}});
@@ -463,6 +481,7 @@ mod tests {
             .unwrap()
             .push(cpu_metric(1).clone());
         v2["spec"]["metrics"][1]["resource"]["name"] = json!("memory");
+        default_v2(&mut v2);
         let back = v1_to_v2(v2_to_v1(v2.clone()));
         assert_eq!(back["spec"], v2["spec"]);
     }
