@@ -4,7 +4,9 @@
 //! as `autoscaling/v2`), is scaled up to 3 while it burns, shows in `kubectl get hpa`, and is
 //! scaled back to 1 once its processes stop burning (a file tells them to), with a short
 //! scale-down stabilization window set through `autoscaling/v2`. Sync period and metrics
-//! interval are shortened by flags so this takes seconds, not minutes.
+//! interval are shortened by flags so this takes seconds, not minutes. Also: a custom resource
+//! with a `scale` subresource brought into the HPA's bounds, a missing target reported as
+//! `AbleToScale=False`, and validation of the bounds.
 
 mod common;
 
@@ -280,4 +282,110 @@ spec:
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("spec.maxReplicas"), "{err}");
+}
+
+const GADGETS: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+      scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas, labelSelectorPath: .status.selector}
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"#;
+
+#[test]
+fn hpa_should_scale_a_custom_resource_into_its_bounds_through_the_scale_subresource() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = Server::start_with(
+        &tmp.path().join("data"),
+        "127.0.0.1:0",
+        &[
+            "--no-agent",
+            "--controllers=horizontal-pod-autoscaler",
+            "--hpa-sync-period",
+            "1s",
+        ],
+    );
+    let out = s.kubectl_stdin(&["apply", "-f", "-"], GADGETS);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let gadget =
+        "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g}\nspec: {replicas: 7}\n";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        // The CRD may not be established yet.
+        if s.kubectl_stdin(&["apply", "-f", "-"], gadget)
+            .status
+            .success()
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "gadget never created");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let hpa = r#"
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: g}
+spec:
+  scaleTargetRef: {apiVersion: example.com/v1, kind: Gadget, name: g}
+  minReplicas: 2
+  maxReplicas: 4
+"#;
+    let out = s.kubectl_stdin(&["apply", "-f", "-"], hpa);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Above the maximum: brought to it without reading metrics.
+    wait_output(
+        &s,
+        &["get", "gadget", "g", "-o", "jsonpath={.spec.replicas}"],
+        |r| r == "4",
+    );
+    wait_output(
+        &s,
+        &[
+            "get",
+            "hpa",
+            "g",
+            "-o",
+            "jsonpath={.status.desiredReplicas}",
+        ],
+        |r| r == "4",
+    );
+    // A target that does not exist: AbleToScale=False.
+    s.ok(&[
+        "patch",
+        "hpa",
+        "g",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"scaleTargetRef":{"name":"missing"}}}"#,
+    ]);
+    wait_output(
+        &s,
+        &[
+            "get",
+            "hpa",
+            "g",
+            "-o",
+            "jsonpath={range .status.conditions[*]}{.type}={.status}/{.reason} {end}",
+        ],
+        |c| c.contains("AbleToScale=False/FailedGetScale"),
+    );
 }
