@@ -47,10 +47,18 @@ pub(crate) fn condition(
         "lastTransitionTime": since})
 }
 
-/// The conditions of a recommendation (plus any extra ones the loop adds).
+/// The conditions of a recommendation, in the order Kubernetes lists them (`AbleToScale`,
+/// `ScalingActive`, `ScalingLimited`).
 pub(crate) fn conditions(rec: &Recommendation, previous: &Value, now: &str) -> Vec<Value> {
-    rec.conditions
-        .iter()
+    let rank = |kind: ConditionType| match kind {
+        ConditionType::AbleToScale => 0,
+        ConditionType::ScalingActive => 1,
+        ConditionType::ScalingLimited => 2,
+    };
+    let mut ordered: Vec<_> = rec.conditions.iter().collect();
+    ordered.sort_by_key(|c| rank(c.kind));
+    ordered
+        .into_iter()
         .map(|c| {
             condition(
                 previous,
@@ -89,6 +97,39 @@ mod tests {
         let flipped = condition(&prev, "AbleToScale", false, "R", "m", "T1");
         assert_eq!(flipped["lastTransitionTime"], "T1");
         assert_eq!(flipped["status"], "False");
+    }
+
+    #[test]
+    fn conditions_should_be_listed_in_kubernetes_order() {
+        let cond = |kind| setpoint_control::Condition {
+            kind,
+            status: true,
+            reason: "R",
+            message: String::new(),
+        };
+        let rec = Recommendation {
+            replicas: 1,
+            proposal: None,
+            conditions: vec![
+                cond(ConditionType::ScalingLimited),
+                cond(ConditionType::AbleToScale),
+                cond(ConditionType::ScalingActive),
+            ],
+            current_metrics: Vec::new(),
+            terms: None,
+        };
+        let types: Vec<Value> = conditions(&rec, &Value::Null, "T")
+            .into_iter()
+            .map(|c| c["type"].clone())
+            .collect();
+        assert_eq!(
+            types,
+            vec![
+                json!("AbleToScale"),
+                json!("ScalingActive"),
+                json!("ScalingLimited")
+            ]
+        );
     }
 
     #[test]
