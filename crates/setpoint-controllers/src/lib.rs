@@ -7,14 +7,19 @@
 
 mod deployment;
 mod garbage_collector;
+mod hpa;
 mod loops;
 mod namespace;
 mod node_lifecycle;
+mod pid_autoscaler;
 mod replicaset;
 mod scheduler;
 mod settings;
 
 pub use loops::{run, Loop, LoopError, LoopSelection, UnknownLoop};
+pub use pid_autoscaler::{
+    Gains, PIDAutoscaler, PidAutoscalerSpec, PidAutoscalerStatus, Terms as PidTerms,
+};
 pub use settings::LoopSettings;
 
 use setpoint_runtime::{Client, InformerFactory};

@@ -23,6 +23,10 @@ pub enum Loop {
     Scheduler,
     /// Marks silent nodes unreachable and evicts their pods.
     NodeLifecycle,
+    /// Scales the targets of HorizontalPodAutoscalers to their metrics.
+    HorizontalPodAutoscaler,
+    /// Scales the targets of PIDAutoscalers with a PID law (installs their CRD).
+    PidAutoscaler,
 }
 
 impl Loop {
@@ -34,6 +38,8 @@ impl Loop {
         Loop::Deployment,
         Loop::Scheduler,
         Loop::NodeLifecycle,
+        Loop::HorizontalPodAutoscaler,
+        Loop::PidAutoscaler,
     ];
 
     /// The loop's name on the command line and in logs.
@@ -45,6 +51,8 @@ impl Loop {
             Loop::Deployment => "deployment",
             Loop::Scheduler => "scheduler",
             Loop::NodeLifecycle => "node-lifecycle",
+            Loop::HorizontalPodAutoscaler => "horizontal-pod-autoscaler",
+            Loop::PidAutoscaler => "pid-autoscaler",
         }
     }
 
@@ -60,6 +68,8 @@ impl Loop {
             Loop::Deployment => crate::deployment::run(ctx, shutdown).await,
             Loop::Scheduler => crate::scheduler::run(ctx, shutdown).await,
             Loop::NodeLifecycle => crate::node_lifecycle::run(ctx, shutdown).await,
+            Loop::HorizontalPodAutoscaler => crate::hpa::run(ctx, shutdown).await,
+            Loop::PidAutoscaler => crate::pid_autoscaler::run(ctx, shutdown).await,
         }
     }
 }
@@ -184,7 +194,7 @@ mod tests {
         let all: LoopSelection = "*".parse().expect("parses");
         assert_eq!(all, LoopSelection::all());
         let none: LoopSelection =
-            "*,-namespace,-garbage-collector,-replicaset,-deployment,-scheduler,-node-lifecycle"
+            "*,-namespace,-garbage-collector,-replicaset,-deployment,-scheduler,-node-lifecycle,-horizontal-pod-autoscaler,-pid-autoscaler"
                 .parse()
                 .expect("parses");
         assert!(none.loops().is_empty());

@@ -8,12 +8,16 @@ pub struct LoopSettings {
     /// How long a node may stay silent (no Lease renewal, no status update) before it is
     /// marked `Ready=Unknown` and tainted unreachable (`--node-monitor-grace-period`, 40 s).
     pub node_monitor_grace_period: Duration,
+    /// How often each HorizontalPodAutoscaler (and PIDAutoscaler) is evaluated
+    /// (`--horizontal-pod-autoscaler-sync-period`, 15 s).
+    pub hpa_sync_period: Duration,
 }
 
 impl Default for LoopSettings {
     fn default() -> LoopSettings {
         LoopSettings {
             node_monitor_grace_period: Duration::from_secs(40),
+            hpa_sync_period: Duration::from_secs(15),
         }
     }
 }

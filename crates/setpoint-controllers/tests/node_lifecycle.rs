@@ -49,6 +49,7 @@ fn start_loop(client: &Client) -> (CancellationToken, tokio::task::JoinHandle<()
     let selection: LoopSelection = "node-lifecycle".parse().expect("known loop");
     let ctx = LoopContext::new(client.clone()).with_settings(LoopSettings {
         node_monitor_grace_period: GRACE,
+        ..LoopSettings::default()
     });
     let token = shutdown.clone();
     let task = tokio::spawn(async move {

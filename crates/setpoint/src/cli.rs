@@ -104,6 +104,10 @@ pub(crate) struct ServerArgs {
     /// unreachable, and (after its pods' toleration) emptied: `40s`, `500ms`, `2m`.
     #[arg(long, value_name = "DURATION", default_value = "40s", value_parser = parse_duration)]
     pub(crate) node_monitor_grace_period: std::time::Duration,
+    /// How often each HorizontalPodAutoscaler is evaluated (kube-controller-manager's
+    /// `--horizontal-pod-autoscaler-sync-period`): `15s`, `2s`.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub(crate) hpa_sync_period: std::time::Duration,
     /// The local node agent.
     #[command(flatten)]
     pub(crate) agent: crate::agent::LocalAgentArgs,

@@ -54,6 +54,7 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
     };
     let settings = LoopSettings {
         node_monitor_grace_period: args.node_monitor_grace_period,
+        hpa_sync_period: args.hpa_sync_period,
     };
     let loops = crate::roles::start_loops(
         &args.roles,

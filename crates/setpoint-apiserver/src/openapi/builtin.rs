@@ -13,6 +13,7 @@ use std::sync::OnceLock;
 
 use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::autoscaling::v1 as autoscaling;
+use k8s_openapi::api::autoscaling::v2 as autoscaling_v2;
 use k8s_openapi::api::coordination::v1 as coordination;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::events::v1 as events;
@@ -76,6 +77,8 @@ const KINDS: &[BuiltinKind] = &[
     kind::<apps::Deployment>(),
     kind::<apps::ReplicaSet>(),
     kind::<autoscaling::Scale>(),
+    kind::<autoscaling::HorizontalPodAutoscaler>(),
+    kind::<autoscaling_v2::HorizontalPodAutoscaler>(),
     kind::<apiextensions::CustomResourceDefinition>(),
 ];
 
@@ -150,7 +153,8 @@ fn unrequire_metadata(schema: &mut serde_json::Map<String, Value>) {
 ///
 /// Kinds: core `v1` `Namespace`, `Pod`, `Node`, `ConfigMap`, `Secret`, `ServiceAccount`,
 /// `Service`, `Event`, `Binding`; `events.k8s.io/v1` `Event`; `coordination.k8s.io/v1`
-/// `Lease`; `apps/v1` `Deployment`, `ReplicaSet`; `autoscaling/v1` `Scale`;
+/// `Lease`; `apps/v1` `Deployment`, `ReplicaSet`; `autoscaling/v1` `Scale`,
+/// `HorizontalPodAutoscaler`; `autoscaling/v2` `HorizontalPodAutoscaler`;
 /// `apiextensions.k8s.io/v1` `CustomResourceDefinition`.
 pub(crate) fn builtin_schema(group: &str, version: &str, kind: &str) -> Option<Value> {
     let name = builtin_definition_name(group, version, kind)?;

@@ -108,6 +108,11 @@ const FIELDS: &[Field] = &[
     },
     merge_by("apps.v1.DeploymentStatus", "conditions", "type"),
     merge_by("apps.v1.ReplicaSetStatus", "conditions", "type"),
+    merge_by(
+        "autoscaling.v2.HorizontalPodAutoscalerStatus",
+        "conditions",
+        "type",
+    ),
 ];
 
 fn definition_name(field: &Field) -> String {

@@ -6,8 +6,8 @@
 //! A body is the 4 magic bytes `k8s\0` and a `runtime.Unknown` {typeMeta = 1 {apiVersion = 1,
 //! kind = 2}, raw = 2, contentEncoding = 3, contentType = 4} whose `raw` is the typed message.
 //! [`decode()`] reads it (`envelope.rs`) with a hand-written wire reader (`wire.rs`) driven by
-//! static descriptor tables (`schema.rs`; `meta_v1.rs`, `core_v1.rs`, `pod_v1.rs`, `apps_v1.rs`
-//! for the messages), and promises:
+//! static descriptor tables (`schema.rs`; `meta_v1.rs`, `core_v1.rs`, `pod_v1.rs`, `apps_v1.rs`,
+//! `autoscaling_v1.rs` for the messages), and promises:
 //! - the JSON is what Go's `encoding/json` would write for the same object, with `apiVersion`
 //!   and `kind` from the envelope (see `decode.rs` for the rules);
 //! - a field the tables do not list is an error ([`ProtobufError::UnsupportedField`], 400),
@@ -17,9 +17,10 @@
 //! - malformed input is an error, never a panic.
 //!
 //! Kinds with tables: v1 Namespace, ConfigMap, Secret, ServiceAccount, Service, Pod; apps/v1
-//! Deployment.
+//! Deployment; autoscaling/v1 HorizontalPodAutoscaler (`kubectl autoscale`).
 
 mod apps_v1;
+mod autoscaling_v1;
 mod core_v1;
 mod decode;
 mod envelope;
@@ -170,6 +171,7 @@ fn message_for(api_version: &str, kind: &str) -> Option<&'static Message> {
         ("v1", "Service") => &core_v1::SERVICE,
         ("v1", "Pod") => &pod_v1::POD,
         ("apps/v1", "Deployment") => &apps_v1::DEPLOYMENT,
+        ("autoscaling/v1", "HorizontalPodAutoscaler") => &autoscaling_v1::HORIZONTAL_POD_AUTOSCALER,
         _ => return None,
     })
 }

@@ -68,10 +68,10 @@ impl Def {
         } else {
             format!("/registry/{}/", self.plural)
         };
-        let representation = if self.group == "events.k8s.io" {
-            Representation::EventsV1
-        } else {
-            Representation::Native
+        let representation = match (self.group, self.version) {
+            ("events.k8s.io", _) => Representation::EventsV1,
+            ("autoscaling", "v1") => Representation::AutoscalingV1,
+            _ => Representation::Native,
         };
         ResourceDef {
             subresources: subresources(&gvk),
@@ -272,6 +272,32 @@ pub(crate) fn builtin_resources() -> Vec<ResourceDef> {
             strategy: Kind::ReplicaSet,
         }
         .build(|g| vec![scale(), status(g)]),
+        Def {
+            group: "autoscaling",
+            version: "v2",
+            kind: "HorizontalPodAutoscaler",
+            plural: "horizontalpodautoscalers",
+            singular: "horizontalpodautoscaler",
+            short_names: &["hpa"],
+            categories: &["all"],
+            namespaced: true,
+            verbs: ALL_VERBS,
+            strategy: Kind::HorizontalPodAutoscaler,
+        }
+        .build(|g| vec![status(g)]),
+        Def {
+            group: "autoscaling",
+            version: "v1",
+            kind: "HorizontalPodAutoscaler",
+            plural: "horizontalpodautoscalers",
+            singular: "horizontalpodautoscaler",
+            short_names: &["hpa"],
+            categories: &["all"],
+            namespaced: true,
+            verbs: ALL_VERBS,
+            strategy: Kind::HorizontalPodAutoscalerV1,
+        }
+        .build(|g| vec![status(g)]),
         Def {
             group: "apiextensions.k8s.io",
             version: "v1",

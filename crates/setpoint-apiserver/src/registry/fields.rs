@@ -60,6 +60,8 @@ fn kind_fields(kind: Kind) -> &'static [(&'static str, &'static str)] {
         | Kind::Event
         | Kind::Lease
         | Kind::Deployment
+        | Kind::HorizontalPodAutoscaler
+        | Kind::HorizontalPodAutoscalerV1
         | Kind::CustomResourceDefinition
         | Kind::Custom => &[],
     }

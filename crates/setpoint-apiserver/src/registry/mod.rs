@@ -4,6 +4,7 @@
 
 mod builtin;
 mod fields;
+mod hpa;
 mod representation;
 pub(crate) mod strategy;
 pub(crate) mod table;

@@ -13,6 +13,8 @@ pub(crate) enum Representation {
     Native,
     /// `events.k8s.io/v1` Events, stored as `core/v1` Events.
     EventsV1,
+    /// `autoscaling/v1` HorizontalPodAutoscalers, stored as `autoscaling/v2` ones.
+    AutoscalingV1,
 }
 
 /// `events.k8s.io/v1` field ↔ `core/v1` field, where the names differ.
@@ -48,6 +50,7 @@ impl Representation {
         match self {
             Representation::Native => object,
             Representation::EventsV1 => rename(object, 0, "v1"),
+            Representation::AutoscalingV1 => super::hpa::v1_to_v2(object),
         }
     }
 
@@ -56,6 +59,7 @@ impl Representation {
         match self {
             Representation::Native => object,
             Representation::EventsV1 => rename(object, 1, "events.k8s.io/v1"),
+            Representation::AutoscalingV1 => super::hpa::v2_to_v1(object),
         }
     }
 }

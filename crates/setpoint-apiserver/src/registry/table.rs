@@ -117,6 +117,24 @@ pub(crate) fn columns(kind: Option<Kind>) -> Vec<Column> {
             },
         ],
         Kind::Custom => vec![NAME, col("Age", 0)],
+        Kind::HorizontalPodAutoscaler | Kind::HorizontalPodAutoscalerV1 => vec![
+            NAME,
+            col("Reference", 0),
+            col("Targets", 0),
+            Column {
+                kind: "integer",
+                ..col("MinPods", 0)
+            },
+            Column {
+                kind: "integer",
+                ..col("MaxPods", 0)
+            },
+            Column {
+                kind: "integer",
+                ..col("Replicas", 0)
+            },
+            col("Age", 0),
+        ],
         Kind::Deployment => vec![
             NAME,
             col("Ready", 0),
@@ -334,6 +352,22 @@ pub(crate) fn cells(kind: Option<Kind>, o: &Value, now: DateTime<Utc>) -> Vec<Va
         }
         Kind::CustomResourceDefinition => vec![name, o["metadata"]["creationTimestamp"].clone()],
         Kind::Custom => vec![name, age_cell],
+        Kind::HorizontalPodAutoscaler | Kind::HorizontalPodAutoscalerV1 => {
+            let v2 = if kind == Kind::HorizontalPodAutoscalerV1 {
+                super::hpa::v1_to_v2(o.clone())
+            } else {
+                o.clone()
+            };
+            vec![
+                name,
+                json!(super::hpa::reference(&v2)),
+                json!(super::hpa::targets(&v2)),
+                int(&v2["spec"]["minReplicas"]),
+                int(&v2["spec"]["maxReplicas"]),
+                int(&v2["status"]["currentReplicas"]),
+                age_cell,
+            ]
+        }
         Kind::Lease => vec![
             name,
             json!(o["spec"]["holderIdentity"].as_str().unwrap_or("")),

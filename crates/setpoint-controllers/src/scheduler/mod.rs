@@ -25,6 +25,8 @@ mod outcome;
 mod resources;
 mod score;
 
+pub(crate) use resources::milli_value;
+
 use std::sync::Arc;
 use std::time::Duration;
 

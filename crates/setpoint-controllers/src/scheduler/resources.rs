@@ -225,7 +225,7 @@ pub(super) fn pod_capacity(allocatable: Option<&BTreeMap<String, Quantity>>) -> 
 
 /// A quantity in thousandths of its unit, rounded up (`"100m"` → 100, `"1Ki"` → 1,024,000,
 /// `"1.5"` → 1,500, `"1e3"` → 1,000,000). `None` if it is not a quantity.
-pub(super) fn milli_value(s: &str) -> Option<i128> {
+pub(crate) fn milli_value(s: &str) -> Option<i128> {
     let s = s.trim();
     let (negative, s) = match s.as_bytes().first()? {
         b'-' => (true, &s[1..]),

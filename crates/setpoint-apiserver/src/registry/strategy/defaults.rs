@@ -84,6 +84,8 @@ pub(super) fn apply(kind: Kind, object: &mut Value) {
                 }
             }
         }
+        Kind::HorizontalPodAutoscaler => crate::registry::hpa::default_v2(object),
+        Kind::HorizontalPodAutoscalerV1 => crate::registry::hpa::default_v1(object),
         Kind::Node
         | Kind::ConfigMap
         | Kind::ServiceAccount
@@ -160,6 +162,12 @@ pub(super) fn initial_status(kind: Kind, object: &mut Value) {
         }
         Kind::Deployment | Kind::ReplicaSet | Kind::Service | Kind::Node => {
             map.insert("status".into(), json!({}));
+        }
+        Kind::HorizontalPodAutoscaler | Kind::HorizontalPodAutoscalerV1 => {
+            map.insert(
+                "status".into(),
+                json!({"currentReplicas": 0, "desiredReplicas": 0}),
+            );
         }
         _ => {}
     }

@@ -32,6 +32,10 @@ pub(crate) enum Kind {
     Lease,
     Deployment,
     ReplicaSet,
+    /// autoscaling/v2 HorizontalPodAutoscaler (the stored form).
+    HorizontalPodAutoscaler,
+    /// autoscaling/v1 HorizontalPodAutoscaler (stored as v2).
+    HorizontalPodAutoscalerV1,
     /// apiextensions.k8s.io/v1 CustomResourceDefinition.
     CustomResourceDefinition,
     /// A custom resource: its definition's schema does the work (see
@@ -49,7 +53,7 @@ impl Kind {
     /// The object as the typed struct sees it: fields of the wrong type are an error, unknown
     /// fields are dropped (see [`unknown_fields`] to find them).
     pub(crate) fn normalize(self, value: &Value) -> Result<Value, String> {
-        use k8s_openapi::api::{apps, coordination, core, events};
+        use k8s_openapi::api::{apps, autoscaling, coordination, core, events};
         match self {
             Kind::Namespace => round_trip::<core::v1::Namespace>(value),
             Kind::Pod => round_trip::<core::v1::Pod>(value),
@@ -63,6 +67,12 @@ impl Kind {
             Kind::Lease => round_trip::<coordination::v1::Lease>(value),
             Kind::Deployment => round_trip::<apps::v1::Deployment>(value),
             Kind::ReplicaSet => round_trip::<apps::v1::ReplicaSet>(value),
+            Kind::HorizontalPodAutoscaler => {
+                round_trip::<autoscaling::v2::HorizontalPodAutoscaler>(value)
+            }
+            Kind::HorizontalPodAutoscalerV1 => {
+                round_trip::<autoscaling::v1::HorizontalPodAutoscaler>(value)
+            }
             Kind::CustomResourceDefinition => round_trip::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>(value),
             Kind::Custom => Ok(value.clone()),
         }
@@ -72,7 +82,12 @@ impl Kind {
     pub(crate) fn has_generation(self) -> bool {
         matches!(
             self,
-            Kind::Deployment | Kind::ReplicaSet | Kind::CustomResourceDefinition | Kind::Custom
+            Kind::Deployment
+                | Kind::ReplicaSet
+                | Kind::HorizontalPodAutoscaler
+                | Kind::HorizontalPodAutoscalerV1
+                | Kind::CustomResourceDefinition
+                | Kind::Custom
         )
     }
 
@@ -87,6 +102,8 @@ impl Kind {
                 | Kind::Service
                 | Kind::Deployment
                 | Kind::ReplicaSet
+                | Kind::HorizontalPodAutoscaler
+                | Kind::HorizontalPodAutoscalerV1
                 | Kind::CustomResourceDefinition
         )
     }

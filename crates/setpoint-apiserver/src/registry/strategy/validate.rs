@@ -60,6 +60,8 @@ pub(super) fn validate(kind: Kind, object: &Value, old: Option<&Value>) -> Vec<C
                 }
             }
         }
+        Kind::HorizontalPodAutoscaler => crate::registry::hpa::validate_v2(object, &mut causes),
+        Kind::HorizontalPodAutoscalerV1 => crate::registry::hpa::validate_v1(object, &mut causes),
         Kind::Namespace
         | Kind::Node
         | Kind::ServiceAccount

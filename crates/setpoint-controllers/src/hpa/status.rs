@@ -1,0 +1,140 @@
+//! An HPA's `status` from a [`Recommendation`], as the Kubernetes HPA controller writes it:
+//! `currentReplicas`, `desiredReplicas`, `currentMetrics` (`Resource` metrics with
+//! `averageUtilization` and `averageValue`), `lastScaleTime`, and the `AbleToScale`,
+//! `ScalingActive`, `ScalingLimited` conditions, each keeping its `lastTransitionTime` while its
+//! status stays the same.
+
+use serde_json::{json, Value};
+use setpoint_control::{ConditionType, Recommendation};
+
+/// A milli-unit amount as a quantity (`250m`, `2`).
+pub(crate) fn milli_quantity(milli: i64) -> String {
+    if milli % 1000 == 0 {
+        format!("{}", milli / 1000)
+    } else {
+        format!("{milli}m")
+    }
+}
+
+fn type_name(kind: ConditionType) -> &'static str {
+    match kind {
+        ConditionType::AbleToScale => "AbleToScale",
+        ConditionType::ScalingActive => "ScalingActive",
+        ConditionType::ScalingLimited => "ScalingLimited",
+    }
+}
+
+/// One condition, keeping the previous transition time when the status did not change.
+pub(crate) fn condition(
+    previous: &Value,
+    kind: &str,
+    status: bool,
+    reason: &str,
+    message: &str,
+    now: &str,
+) -> Value {
+    let status = if status { "True" } else { "False" };
+    let old = previous
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == kind));
+    let since = match old {
+        Some(o) if o["status"] == status && o["lastTransitionTime"].is_string() => {
+            o["lastTransitionTime"].clone()
+        }
+        _ => json!(now),
+    };
+    json!({"type": kind, "status": status, "reason": reason, "message": message,
+        "lastTransitionTime": since})
+}
+
+/// The conditions of a recommendation, in the order Kubernetes lists them (`AbleToScale`,
+/// `ScalingActive`, `ScalingLimited`).
+pub(crate) fn conditions(rec: &Recommendation, previous: &Value, now: &str) -> Vec<Value> {
+    let rank = |kind: ConditionType| match kind {
+        ConditionType::AbleToScale => 0,
+        ConditionType::ScalingActive => 1,
+        ConditionType::ScalingLimited => 2,
+    };
+    let mut ordered: Vec<_> = rec.conditions.iter().collect();
+    ordered.sort_by_key(|c| rank(c.kind));
+    ordered
+        .into_iter()
+        .map(|c| {
+            condition(
+                previous,
+                type_name(c.kind),
+                c.status,
+                c.reason,
+                &c.message,
+                now,
+            )
+        })
+        .collect()
+}
+
+/// `status.currentMetrics` of a recommendation.
+pub(crate) fn current_metrics(rec: &Recommendation) -> Vec<Value> {
+    rec.current_metrics
+        .iter()
+        .map(|m| {
+            json!({"type": "Resource", "resource": {"name": m.resource, "current": {
+                "averageUtilization": m.average_utilization,
+                "averageValue": milli_quantity(m.average_value_milli),
+            }}})
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn condition_should_keep_transition_time_while_status_holds() {
+        let prev = json!([{"type": "AbleToScale", "status": "True", "lastTransitionTime": "T0"}]);
+        let same = condition(&prev, "AbleToScale", true, "R", "m", "T1");
+        assert_eq!(same["lastTransitionTime"], "T0");
+        let flipped = condition(&prev, "AbleToScale", false, "R", "m", "T1");
+        assert_eq!(flipped["lastTransitionTime"], "T1");
+        assert_eq!(flipped["status"], "False");
+    }
+
+    #[test]
+    fn conditions_should_be_listed_in_kubernetes_order() {
+        let cond = |kind| setpoint_control::Condition {
+            kind,
+            status: true,
+            reason: "R",
+            message: String::new(),
+        };
+        let rec = Recommendation {
+            replicas: 1,
+            proposal: None,
+            conditions: vec![
+                cond(ConditionType::ScalingLimited),
+                cond(ConditionType::AbleToScale),
+                cond(ConditionType::ScalingActive),
+            ],
+            current_metrics: Vec::new(),
+            terms: None,
+        };
+        let types: Vec<Value> = conditions(&rec, &Value::Null, "T")
+            .into_iter()
+            .map(|c| c["type"].clone())
+            .collect();
+        assert_eq!(
+            types,
+            vec![
+                json!("AbleToScale"),
+                json!("ScalingActive"),
+                json!("ScalingLimited")
+            ]
+        );
+    }
+
+    #[test]
+    fn milli_quantity_should_drop_the_suffix_when_whole() {
+        assert_eq!(milli_quantity(250), "250m");
+        assert_eq!(milli_quantity(2000), "2");
+    }
+}

@@ -1,0 +1,106 @@
+//! The scale target of an autoscaler: finding its resource through discovery, reading its
+//! `scale` subresource, and observing the pods its selector matches with their
+//! `metrics.k8s.io` PodMetrics — shared by the HPA and PID autoscaler loops.
+
+use std::time::Duration;
+
+use k8s_openapi::api::autoscaling::v1::Scale;
+use k8s_openapi::api::autoscaling::v2::CrossVersionObjectReference;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ApiResource, DynamicObject, ListParams};
+use kube::core::GroupVersionKind;
+use kube::Api;
+use serde_json::Value;
+use setpoint_control::Observation;
+use setpoint_runtime::Client;
+
+/// The API resource of a kind in an `apiVersion`, from discovery.
+pub(crate) async fn resource_of(
+    client: &Client,
+    api_version: &str,
+    kind: &str,
+) -> Option<ApiResource> {
+    let list = if api_version.contains('/') {
+        client.kube().list_api_group_resources(api_version).await
+    } else {
+        client.kube().list_core_api_resources(api_version).await
+    }
+    .ok()?;
+    let r = list
+        .resources
+        .iter()
+        .find(|r| r.kind == kind && !r.name.contains('/'))?;
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    Some(ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(group, version, kind),
+        &r.name,
+    ))
+}
+
+/// What reading the target gave: its scale, or why not (reason, message).
+pub(crate) async fn read_scale(
+    client: &Client,
+    namespace: &str,
+    target: &CrossVersionObjectReference,
+) -> Result<(Api<DynamicObject>, Scale), (&'static str, String)> {
+    let api_version = target.api_version.as_deref().unwrap_or("v1");
+    let Some(resource) = resource_of(client, api_version, &target.kind).await else {
+        return Err((
+            "FailedGetScale",
+            format!(
+                "the HPA controller was unable to get the target's current scale: no matches for kind \"{}\" in group version \"{api_version}\"",
+                target.kind
+            ),
+        ));
+    };
+    let api = Api::<DynamicObject>::namespaced_with(client.kube().clone(), namespace, &resource);
+    match api.get_scale(&target.name).await {
+        Ok(scale) => Ok((api, scale)),
+        Err(e) => Err((
+            "FailedGetScale",
+            format!("the HPA controller was unable to get the target's current scale: {e}"),
+        )),
+    }
+}
+
+/// The pods a selector matches and their metrics.
+pub(crate) async fn observe(
+    client: &Client,
+    namespace: &str,
+    selector: &str,
+    replicas: i32,
+) -> Observation {
+    let lp = ListParams::default().labels(selector);
+    let pods = client
+        .namespaced_api::<Pod>(namespace)
+        .list(&lp)
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let metrics_resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("metrics.k8s.io", "v1beta1", "PodMetrics"),
+        "pods",
+    );
+    let metrics =
+        Api::<DynamicObject>::namespaced_with(client.kube().clone(), namespace, &metrics_resource)
+            .list(&lp)
+            .await
+            .map(|l| {
+                l.items
+                    .into_iter()
+                    .filter_map(|o| serde_json::to_value(o).ok())
+                    .collect::<Vec<Value>>()
+            })
+            .unwrap_or_default();
+    Observation {
+        spec_replicas: replicas,
+        pods: pods.iter().map(super::observe::pod_info).collect(),
+        metrics: super::observe::pod_metrics(&metrics),
+    }
+}
+
+pub(crate) fn rfc3339(at: Duration) -> String {
+    chrono::DateTime::from_timestamp(i64::try_from(at.as_secs()).unwrap_or(0), 0)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
