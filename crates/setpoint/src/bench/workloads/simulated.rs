@@ -152,6 +152,14 @@ fn apply_rows(app: &str, replicas: u32, elapsed: Duration, pods: &[Seen]) -> Vec
         }
     }
     let summary = latencies.summary();
+    // Where the start time goes: waiting for the scheduler, then for the simulated kubelet.
+    let (mut to_bound, mut to_ready) = (Latencies::new(), Latencies::new());
+    for pod in pods {
+        if let (Some(bound), Some(ready)) = (pod.bound, pod.ready) {
+            to_bound.record(bound - pod.created);
+            to_ready.record(ready - bound);
+        }
+    }
     let mut apply = Row::new(
         format!(
             "apply deployment of {} → all Running+Ready",
@@ -191,6 +199,16 @@ fn apply_rows(app: &str, replicas: u32, elapsed: Duration, pods: &[Seen]) -> Vec
         )
         .latency(summary)
         .target("p99 ≤ 1 s", summary.p99 <= Duration::from_secs(1)),
+        Row::new(
+            format!("{app}: of which created → seen bound"),
+            format!("{} pods", report::count(to_bound.summary().count)),
+        )
+        .latency(to_bound.summary()),
+        Row::new(
+            format!("{app}: of which seen bound → seen Running+Ready"),
+            format!("{} pods", report::count(to_ready.summary().count)),
+        )
+        .latency(to_ready.summary()),
         bind_row,
     ]
 }
