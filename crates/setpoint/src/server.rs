@@ -202,7 +202,9 @@ pub(crate) async fn open_etcd(
     _args: &EtcdArgs,
     _compaction_interval: Option<std::time::Duration>,
 ) -> Result<Arc<dyn Store>> {
-    anyhow::bail!("this setpoint was built without the `etcd` feature")
+    anyhow::bail!(
+        "this setpoint was built without etcd support: rebuild with `cargo build --release --features etcd` (needs `protoc`, Debian package protobuf-compiler)"
+    )
 }
 
 /// Waits for SIGINT or SIGTERM.

@@ -128,7 +128,9 @@ async fn open_etcd(dir: &Path) -> Result<Opened> {
 
 #[cfg(not(feature = "etcd"))]
 async fn open_etcd(_dir: &Path) -> Result<Opened> {
-    anyhow::bail!("this setpoint was built without the `etcd` feature")
+    anyhow::bail!(
+        "this setpoint was built without etcd support: rebuild with `cargo build --release --features etcd` (needs `protoc`, Debian package protobuf-compiler)"
+    )
 }
 
 /// Closes the store, waiting for its writes in flight and background tasks, off the async
