@@ -6,6 +6,8 @@
 
 #![allow(dead_code, unreachable_pub, missing_docs, clippy::unwrap_used)] // shared test support; failures should panic
 
+pub mod burn;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
