@@ -362,6 +362,79 @@ async fn watch_from_a_resource_version_should_see_added_modified_deleted_in_orde
     );
 }
 
+/// A watch that starts far behind catches up in several chunks (the server hands a watcher at
+/// most a few hundred events at a time) and then follows a burst of live writes, which a busy
+/// stream sends coalesced: every event arrives once, in order, nothing is lost at a seam.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_should_deliver_a_long_backlog_and_a_burst_in_order() {
+    const BACKLOG: usize = 700;
+    const BURST: usize = 300;
+    let server = Server::start_api_only();
+    let client = server.kube_client().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let from = cms
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .expect("a list resourceVersion");
+    let create = |prefix: &'static str, range: std::ops::Range<usize>| {
+        let cms = cms.clone();
+        async move {
+            futures::stream::iter(range)
+                .map(|i| {
+                    let cms = cms.clone();
+                    async move {
+                        cms.create(
+                            &PostParams::default(),
+                            &configmap(&format!("{prefix}{i}"), &[], &[("i", &i.to_string())]),
+                        )
+                        .await
+                        .expect("create")
+                    }
+                })
+                .buffer_unordered(16)
+                .count()
+                .await
+        }
+    };
+    create("b", 0..BACKLOG).await;
+    let mut events = cms
+        .watch(&WatchParams::default().timeout(60), &from)
+        .await
+        .expect("watch")
+        .boxed();
+    let burst = tokio::spawn(create("l", 0..BURST));
+    let mut names = std::collections::HashSet::new();
+    let mut last_rv = from.parse::<u64>().expect("a decimal resourceVersion");
+    while names.len() < BACKLOG + BURST {
+        let event = tokio::time::timeout(EVENT_TIMEOUT, events.try_next())
+            .await
+            .unwrap_or_else(|_| panic!("stuck after {} events", names.len()))
+            .expect("a watch event")
+            .unwrap_or_else(|| panic!("the watch ended after {} events", names.len()));
+        let cm = match event {
+            WatchEvent::Added(cm) => cm,
+            WatchEvent::Bookmark(_) => continue,
+            other => panic!("unexpected event {other:?}"),
+        };
+        let rv: u64 = cm
+            .metadata
+            .resource_version
+            .as_deref()
+            .and_then(|rv| rv.parse().ok())
+            .expect("an event object's resourceVersion");
+        assert!(rv > last_rv, "resourceVersions go up: {rv} after {last_rv}");
+        last_rv = rv;
+        let name = cm.metadata.name.unwrap_or_default();
+        assert!(names.insert(name.clone()), "{name} delivered twice");
+    }
+    assert_eq!(burst.await.expect("the burst ran"), BURST);
+    assert!((0..BACKLOG).all(|i| names.contains(&format!("b{i}"))));
+    assert!((0..BURST).all(|i| names.contains(&format!("l{i}"))));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watcher_should_converge_on_the_objects_as_they_change() {
     // The default: a paged list, then a watch from its resourceVersion, with bookmarks.

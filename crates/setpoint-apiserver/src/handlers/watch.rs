@@ -21,9 +21,13 @@ use crate::registry::ResourceDef;
 use crate::request::flag;
 use crate::watchcache::{CachedObject, EventType, Watcher};
 
-/// A batch smaller than this waits [`COALESCE_FOR`] for more events before it is sent.
+/// On a busy stream (one that sent a batch less than [`HOT_FOR`] ago) a batch smaller than
+/// this waits [`COALESCE_FOR`] for more events before it is sent. A stream that was quiet
+/// sends its first event at once, so a trickle of changes is never delayed; a busy one sends
+/// several events per TLS record and `write`, which is what bounds fan-out under load.
 const COALESCE_BELOW: usize = 16;
 const COALESCE_FOR: Duration = Duration::from_millis(1);
+const HOT_FOR: Duration = Duration::from_millis(20);
 
 /// How often a watch that asked for bookmarks gets one.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
@@ -91,6 +95,7 @@ pub(crate) async fn watch(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
         bookmarks,
         deadline: Instant::now() + timeout,
         next_bookmark: Instant::now() + BOOKMARK_EVERY,
+        last_sent: None,
         done: false,
     };
     let chunks = futures::stream::unfold(state, |mut s| async move {
@@ -130,6 +135,8 @@ struct Stream {
     bookmarks: bool,
     deadline: Instant,
     next_bookmark: Instant,
+    /// When the last batch of events was sent.
+    last_sent: Option<Instant>,
     done: bool,
 }
 
@@ -156,18 +163,20 @@ impl Stream {
                 next = self.watcher.next() => match next {
                     Ok(events) if events.is_empty() => continue,
                     Ok(events) => {
-                        let mut out = BytesMut::new();
+                        let mut out = BytesMut::with_capacity(Self::size_of(&events));
                         for e in &events {
                             self.line(&mut out, e.kind.as_str(), &e.object.json);
                         }
-                        if events.len() < COALESCE_BELOW {
-                            // A trickle of single events costs a TLS record and a write each;
-                            // waiting a moment lets a busy stream send them together.
+                        let hot = self.last_sent.is_some_and(|t| t.elapsed() < HOT_FOR);
+                        if hot && events.len() < COALESCE_BELOW {
                             tokio::time::sleep(COALESCE_FOR).await;
-                            for e in self.watcher.try_next().unwrap_or_default() {
+                            let more = self.watcher.try_next().unwrap_or_default();
+                            out.reserve(Self::size_of(&more));
+                            for e in &more {
                                 self.line(&mut out, e.kind.as_str(), &e.object.json);
                             }
                         }
+                        self.last_sent = Some(Instant::now());
                         return Some(out.freeze());
                     }
                     Err(_) if self.watcher.is_stopped() => return None,
@@ -188,6 +197,11 @@ impl Stream {
                 }
             }
         }
+    }
+
+    /// The bytes `events` take as event lines (exact for plain objects, a start otherwise).
+    fn size_of(events: &[crate::watchcache::WatchEvent]) -> usize {
+        events.iter().map(|e| e.object.json.len() + 32).sum()
     }
 
     fn line(&self, out: &mut BytesMut, kind: &str, object: &Bytes) {

@@ -11,7 +11,7 @@ mod object;
 mod watcher;
 
 pub(crate) use object::{CachedEvent, CachedObject, EventType};
-pub(crate) use watcher::{Filter, Watcher};
+pub(crate) use watcher::{Filter, WatchEvent, Watcher};
 
 use std::collections::VecDeque;
 use std::sync::Arc;

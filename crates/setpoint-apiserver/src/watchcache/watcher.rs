@@ -9,6 +9,10 @@ use tokio::sync::watch;
 
 use super::{CachedEvent, CachedObject, EventType, WatchCache};
 
+/// Most events handed out at once: a watcher catching up sends them in chunks of a few hundred
+/// KiB rather than building megabyte chunks that the TLS layer then copies again.
+const BATCH: usize = 256;
+
 /// Which objects a watch or list selects.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Filter {
@@ -73,7 +77,7 @@ impl Watcher {
     pub(crate) async fn next(&mut self) -> Result<Vec<WatchEvent>, ApiError> {
         loop {
             self.wake.borrow_and_update();
-            let (events, reached) = self.cache.events_after(self.cursor, 1024)?;
+            let (events, reached) = self.cache.events_after(self.cursor, BATCH)?;
             if !events.is_empty() {
                 let out = self.translate(&events);
                 self.cursor = events.last().map_or(self.cursor, |e| e.revision);
@@ -98,7 +102,7 @@ impl Watcher {
     /// The events already waiting for this watcher, without waiting (empty if none). On an
     /// error the cursor stays, so the next [`Watcher::next`] reports it again.
     pub(crate) fn try_next(&mut self) -> Result<Vec<WatchEvent>, ApiError> {
-        let (events, _) = self.cache.events_after(self.cursor, 1024)?;
+        let (events, _) = self.cache.events_after(self.cursor, BATCH)?;
         let out = self.translate(&events);
         self.cursor = events.last().map_or(self.cursor, |e| e.revision);
         Ok(out)

@@ -47,6 +47,8 @@ pub(super) struct Harness {
     created: u64,
     /// How many ConfigMaps the benchmarks have created so far, in all namespaces.
     objects: u64,
+    /// Writers in the live watch run.
+    watch_writers: usize,
 }
 
 /// Runs `setpoint bench api` and prints its results, as text and as markdown.
@@ -101,6 +103,7 @@ async fn run_all(root: &Path, args: &ApiBenchArgs) -> Result<(Vec<Row>, usize)> 
         sizes: load::Sizes::new(args.quick),
         created: 0,
         objects: 0,
+        watch_writers: usize::from(args.watch_writers),
     };
     wait_ready(&harness)
         .await

@@ -1,7 +1,7 @@
 //! Watch fan-out: [`WATCHERS`] watches of one namespace's ConfigMaps (`?watch=1&resourceVersion=
 //! <rv>`, see [`super::watcher`]), in two runs.
 //!
-//! - Live: the watchers follow [`WRITERS`] concurrent writers that alternately create new 1 KiB
+//! - Live: the watchers follow concurrent writers (16 unless `--watch-writers` says otherwise) that alternately create new 1 KiB
 //!   ConfigMaps and merge-patch existing ones, each write stamped with its send time. Reports
 //!   deliveries per second (events received by all watchers, over the time from the first
 //!   write to the last delivery) and the delay from sending a write to a watcher decoding it.
@@ -25,8 +25,6 @@ use crate::bench::usage::Meter;
 
 /// Concurrent watchers.
 const WATCHERS: usize = 100;
-/// Concurrent writers, each on its own HTTP/1.1 connection.
-const WRITERS: usize = 16;
 /// The namespace written and watched.
 const NAMESPACE: &str = "bench-watch";
 /// ConfigMaps created before the watches start, for the writers to patch.
@@ -60,7 +58,8 @@ pub(super) async fn bench_watch(harness: &mut Harness) -> Result<Vec<Row>> {
 async fn live(harness: &mut Harness, connection: &mut Connection, path: &str) -> Result<Vec<Row>> {
     let sizes = harness.sizes;
     let rv = current_revision(connection, path).await?;
-    eprintln!("[watch] {WATCHERS} watchers from resourceVersion {rv}, {WRITERS} writers");
+    let writers = harness.watch_writers;
+    eprintln!("[watch] {WATCHERS} watchers from resourceVersion {rv}, {writers} writers");
     let base = Instant::now();
     let watchers = Watchers::open(&harness.client, path, rv, WATCHERS, base).await?;
     let meter = Meter::start(harness.server.pid())?;
@@ -79,7 +78,7 @@ async fn live(harness: &mut Harness, connection: &mut Connection, path: &str) ->
 
     let span = delivered.last.unwrap_or(first_write) - first_write;
     let writes = wrote.latencies.summary();
-    let label = format!("watch, live: {WATCHERS} watchers (HTTP/1.1), {WRITERS} writers");
+    let label = format!("watch, live: {WATCHERS} watchers (HTTP/1.1), {writers} writers");
     Ok(vec![
         Row::new(
             format!("{label}, creates + merge patches of 1 KiB ConfigMaps (latency: send → decoded by a watcher)"),
@@ -153,7 +152,7 @@ async fn replay(
     ])
 }
 
-/// Runs up to `writes` writes into `path` with [`WRITERS`] writers: even operations create
+/// Runs up to `writes` writes into `path` with the harness's `watch_writers` writers: even operations create
 /// `{prefix}-<i>`, odd ones merge-patch one of the seeds; each carries its send time in
 /// `data.sent`, in nanoseconds since `base`.
 async fn write(
@@ -164,7 +163,7 @@ async fn write(
     time: Duration,
     base: Instant,
 ) -> Result<Ran> {
-    let writers = load::clients(&harness.client, Protocol::Http1, WRITERS).await?;
+    let writers = load::clients(&harness.client, Protocol::Http1, harness.watch_writers).await?;
     let path = path.to_owned();
     let make: MakeCall = Arc::new(move |i| {
         let sent = nanos_since(base);
