@@ -269,9 +269,10 @@ pub(crate) struct ApiBenchArgs {
     /// Run only these benchmarks (default: all).
     #[arg(long, value_name = "NAME", num_args = 1.., value_delimiter = ',')]
     pub(crate) only: Vec<ApiBench>,
-    /// Concurrent writers in the live watch run (each on its own HTTP/1.1 connection); live
-    /// deliveries are bounded by their write rate times the 100 watchers.
-    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    /// Concurrent writers in the live watch run (each on its own HTTP/1.1 connection), as many
+    /// as the creates benchmark's clients; live deliveries are bounded by their write rate
+    /// times the 100 watchers.
+    #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub(crate) watch_writers: u16,
 }
 

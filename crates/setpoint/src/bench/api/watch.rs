@@ -1,7 +1,7 @@
 //! Watch fan-out: [`WATCHERS`] watches of one namespace's ConfigMaps (`?watch=1&resourceVersion=
 //! <rv>`, see [`super::watcher`]), in two runs.
 //!
-//! - Live: the watchers follow concurrent writers (16 unless `--watch-writers` says otherwise) that alternately create new 1 KiB
+//! - Live: the watchers follow concurrent writers (32, as many as the creates benchmark's clients, unless `--watch-writers` says otherwise) that alternately create new 1 KiB
 //!   ConfigMaps and merge-patch existing ones, each write stamped with its send time. Reports
 //!   deliveries per second (events received by all watchers, over the time from the first
 //!   write to the last delivery) and the delay from sending a write to a watcher decoding it.
