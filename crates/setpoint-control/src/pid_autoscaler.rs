@@ -274,7 +274,11 @@ impl Recommender for PidAutoscaler {
         };
         // ln(0) is -inf: an idle target is treated as 1 % of its target; an `AverageValue`
         // target over zero replicas has an infinite ratio, bounded here.
-        let y = ratio.max(0.01).min(1e6).ln();
+        let y = if ratio.is_nan() {
+            0.01f64.ln()
+        } else {
+            ratio.clamp(0.01, 1e6).ln()
+        };
         let resync = self.last_applied != Some(current);
         if resync {
             self.pid.set_manual(f64::from(current.max(1)).ln());

@@ -191,7 +191,11 @@ fn hpa_should_scale_on_object_and_external_metrics() {
 
     // External: the labelled ConfigMaps sum to 4 + 5 = 9 (the unlabelled 100 does not
     // count); on an average target of 3 that is ceil(9 / 3) = 3 replicas.
-    for (name, labelled, depth) in [("j1", true, "4"), ("j2", true, "5"), ("other", false, "100")] {
+    for (name, labelled, depth) in [
+        ("j1", true, "4"),
+        ("j2", true, "5"),
+        ("other", false, "100"),
+    ] {
         let labels = if labelled { "{queue: jobs}" } else { "{}" };
         apply(
             &s,
