@@ -25,8 +25,8 @@ mod velocity;
 
 pub use error::{ConfigError, Result};
 pub use observe::{
-    Condition, ConditionStatus, ConditionType, MetricValue, Observation, PodInfo, PodMetric,
-    PodMetrics, PodPhase, ReadyCondition, Recommendation, Recommender,
+    Condition, ConditionStatus, ConditionType, CurrentValue, MetricValue, Observation, PodInfo,
+    PodMetric, PodMetrics, PodPhase, ReadyCondition, Recommendation, Recommender,
 };
 pub use pid::{Action, IntegralGate, Mode, Pid, PidConfig, PidTerms};
 pub use pid_autoscaler::{PidAutoscaler, PidAutoscalerConfig, Rounding};

@@ -1,7 +1,8 @@
 //! What an autoscaling recommender sees and what it answers: the target's replica count, its
-//! pods (phase, readiness, start, requests) and the latest resource metrics per pod — the
-//! inputs the Kubernetes HPA reads from the scale subresource, the pod lister and
-//! metrics.k8s.io — and a [`Recommendation`] with the conditions an HPA would report.
+//! pods (phase, readiness, start, requests), the latest resource metrics per pod and the
+//! values of `Object` and `External` metrics — the inputs the Kubernetes HPA reads from the
+//! scale subresource, the pod lister, metrics.k8s.io and the custom/external metrics APIs —
+//! and a [`Recommendation`] with the conditions an HPA would report.
 //!
 //! Times are [`Duration`]s since an arbitrary epoch shared by the caller's clock, the pods and
 //! the metrics (the simulation's start, or a controller's injected clock).
@@ -91,10 +92,20 @@ pub type PodMetrics = BTreeMap<String, PodMetric>;
 pub struct Observation {
     /// `spec.replicas` of the scale target.
     pub spec_replicas: i32,
+    /// `status.replicas` of the scale target: the `AverageValue` formulas of `Object` and
+    /// `External` metrics divide by it, as Kubernetes does.
+    #[serde(default)]
+    pub status_replicas: i32,
     /// The pods the target's selector matches.
     pub pods: Vec<PodInfo>,
     /// Resource name → per-pod metrics; a resource missing here could not be fetched.
     pub metrics: BTreeMap<String, PodMetrics>,
+    /// `Object` and `External` metric values by the key of their
+    /// [`MetricTarget`](crate::hpa::MetricTarget): milli-units (for an `External` metric the
+    /// sum over the series its selector matched), or why it could not be read. A key missing
+    /// here was not read.
+    #[serde(default)]
+    pub values: BTreeMap<String, std::result::Result<i64, String>>,
 }
 
 impl Observation {
@@ -138,12 +149,30 @@ pub struct Condition {
 /// The current value of one metric, for `status.currentMetrics`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MetricValue {
-    /// The resource (`cpu`, `memory`).
-    pub resource: String,
-    /// Average utilisation in integer percent of requests, as the HPA reports it.
-    pub average_utilization: i32,
-    /// Average usage per pod in milli-units.
-    pub average_value_milli: i64,
+    /// Index of the metric in the spec's `metrics` the recommender was given.
+    pub index: usize,
+    /// What was measured.
+    pub current: CurrentValue,
+}
+
+/// The `current` part of a metric's status.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum CurrentValue {
+    /// A `Resource` metric.
+    Resource {
+        /// The resource (`cpu`, `memory`).
+        resource: String,
+        /// Average utilisation in integer percent of requests (only for a `Utilization`
+        /// target, as the HPA reports it).
+        average_utilization: Option<i32>,
+        /// Average usage per pod in milli-units.
+        average_value_milli: i64,
+    },
+    /// An `Object` or `External` metric with a `Value` target: the value, milli-units.
+    Value(i64),
+    /// An `Object` or `External` metric with an `AverageValue` target: the value divided by
+    /// the target's `status.replicas`, rounded up, milli-units.
+    AverageValue(i64),
 }
 
 /// A recommender's answer.

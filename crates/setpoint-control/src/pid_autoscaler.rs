@@ -5,7 +5,9 @@
 //! utilisation is `∝ λ/r`, so `ln(metric/target) = ln λ − ln r + c`. The state is a
 //! continuous log-replica count `x`; each sample (one call per `period`):
 //! 1. the measurement is `y = ln(usage ratio)`, the usage ratio being the HPA's
-//!    (`utilisation of ready pods / target`, the largest over the metrics);
+//!    (`utilisation of ready pods / target`; `value / target` for an `Object` or `External`
+//!    `Value` target, `value / (target × replicas)` for an `AverageValue` one), the largest
+//!    over the metrics;
 //! 2. a [`Pid`] in reverse action with set-point 0 computes `x = P + I + D` with gains per
 //!    sample (`Kp`, `Ki`, `Kd` dimensionless), derivative on `y`, a deadband on `|y|`, and `x`
 //!    clamped to `[ln min, ln max]`;
@@ -25,7 +27,7 @@
 use std::time::Duration;
 
 use crate::error::{ConfigError, Result};
-use crate::hpa::{propose, Behavior, HpaTuning, RateLimiter, ResourceTarget};
+use crate::hpa::{propose, Behavior, HpaTuning, MetricTarget, RateLimiter, ResourceTarget};
 use crate::observe::{ConditionType, Observation, Recommendation, Recommender};
 use crate::pid::{Action, IntegralGate, Pid, PidConfig};
 
@@ -62,7 +64,7 @@ pub struct PidAutoscalerConfig {
     /// `maxReplicas`.
     pub max_replicas: i32,
     /// The metrics, as the HPA's.
-    pub metrics: Vec<ResourceTarget>,
+    pub metrics: Vec<MetricTarget>,
     /// Rate policies (the stabilization windows are not used: the law does its own damping).
     pub behavior: Behavior,
     /// Pod grouping rules (readiness, initialisation period), as the HPA's.
@@ -98,7 +100,8 @@ impl PidAutoscalerConfig {
             metrics: vec![ResourceTarget {
                 resource: "cpu".into(),
                 average_utilization: target_utilization,
-            }],
+            }
+            .into()],
             behavior: Behavior::default(),
             tuning: HpaTuning::default(),
             rounding: Rounding::Nearest { hysteresis: 0.3 },
@@ -132,7 +135,7 @@ impl PidAutoscalerConfig {
                 self.min_replicas, self.max_replicas
             )));
         }
-        if self.metrics.is_empty() || self.metrics.iter().any(|m| m.average_utilization <= 0) {
+        if self.metrics.is_empty() || self.metrics.iter().any(|m| !m.target_is_positive()) {
             return Err(ConfigError::Invalid("metrics need targets > 0".into()));
         }
         let t = self.period.as_secs_f64();
@@ -251,7 +254,7 @@ impl Recommender for PidAutoscaler {
             );
             return rec;
         }
-        let Some((_, proposals)) = propose(
+        let Some((_, ratios)) = propose(
             &self.cfg.metrics,
             current,
             obs,
@@ -261,10 +264,7 @@ impl Recommender for PidAutoscaler {
         ) else {
             return rec;
         };
-        let ratio = proposals
-            .iter()
-            .map(|p| p.usage_ratio)
-            .fold(f64::NEG_INFINITY, f64::max);
+        let ratio = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let ready = obs.ready_pods();
         let ratio = if self.cfg.predict_pending && ready > 0 && (ready as f64) < f64::from(current)
         {
@@ -272,8 +272,13 @@ impl Recommender for PidAutoscaler {
         } else {
             ratio
         };
-        // ln(0) is -inf: an idle target is treated as 1 % of its target.
-        let y = ratio.max(0.01).ln();
+        // ln(0) is -inf: an idle target is treated as 1 % of its target; an `AverageValue`
+        // target over zero replicas has an infinite ratio, bounded here.
+        let y = if ratio.is_nan() {
+            0.01f64.ln()
+        } else {
+            ratio.clamp(0.01, 1e6).ln()
+        };
         let resync = self.last_applied != Some(current);
         if resync {
             self.pid.set_manual(f64::from(current.max(1)).ln());

@@ -328,8 +328,10 @@ impl Plant {
             .collect();
         Observation {
             spec_replicas: self.replicas(),
+            status_replicas: i32::try_from(pods.len()).unwrap_or(i32::MAX),
             pods,
             metrics: BTreeMap::from([("cpu".to_string(), cpu)]),
+            values: BTreeMap::new(),
         }
     }
 }

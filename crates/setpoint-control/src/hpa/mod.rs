@@ -1,6 +1,7 @@
 //! The Kubernetes HorizontalPodAutoscaler as a pure recommender: the same decision
-//! kube-controller-manager makes each sync period (15 s) for `Resource` metrics with
-//! `averageUtilization` targets, without the I/O. The HPA loop calls
+//! kube-controller-manager makes each sync period (15 s) for `Resource` metrics
+//! (`averageUtilization` and `averageValue` targets) and for `Object` and `External` metrics
+//! whose values the caller read ([`MetricTarget`]), without the I/O. The HPA loop calls
 //! [`HpaRecommender::recommend`], applies the answer to the scale subresource, and on success
 //! calls [`Recommender::record_scale`].
 //!
@@ -8,15 +9,18 @@
 //! 1. `spec.replicas == 0` with `minReplicas > 0`: autoscaling is disabled
 //!    (`ScalingActive=False, ScalingDisabled`), nothing changes.
 //! 2. Outside `[minReplicas, maxReplicas]`: go to the nearest bound, no metrics read.
-//! 3. Otherwise each metric proposes a count ([`resource_replicas`]); the largest wins. If
-//!    every metric failed, or some failed and the rest would scale down, nothing changes
-//!    (`ScalingActive=False, FailedGetResourceMetric`); else `ScalingActive=True,
-//!    ValidMetricFound`.
+//! 3. Otherwise each metric proposes a count ([`resource_replicas`],
+//!    [`raw_resource_replicas`], [`value_replicas`]); the largest wins. If every metric
+//!    failed, or some failed and the rest would scale down, nothing changes
+//!    (`ScalingActive=False` with the first failure: `FailedGetResourceMetric`,
+//!    `FailedGetObjectMetric`, `FailedGetExternalMetric`); else `ScalingActive=True,
+//!    ValidMetricFound` naming the winning metric.
 //! 4. The proposal is stabilized ([`Stabilizer`]; `AbleToScale=True` with `ScaleUpStabilized`
 //!    / `ScaleDownStabilized` when that changed it, else `ReadyForNewScale`), then bounded by
 //!    the rate policies and min/max ([`RateLimiter`]; `ScalingLimited` with the reason).
 
 mod behavior;
+mod metric;
 mod replicas;
 
 use std::time::Duration;
@@ -24,20 +28,19 @@ use std::time::Duration;
 pub use behavior::{
     Behavior, Limit, PolicyKind, RateLimiter, ScalingPolicy, ScalingRules, SelectPolicy, Stabilizer,
 };
+pub use metric::{
+    value_replicas, CurrentValueMilli, MetricTarget, ResourceGoal, ResourceTarget, ValueGoal,
+    ValueProposal,
+};
 pub(crate) use replicas::ceil_replicas;
-pub use replicas::{resource_replicas, HpaTuning, MetricError, ResourceProposal};
+pub use replicas::{
+    raw_resource_replicas, resource_replicas, HpaTuning, MetricError, ResourceProposal,
+};
 
 use crate::error::{ConfigError, Result};
-use crate::observe::{ConditionType, MetricValue, Observation, Recommendation, Recommender};
-
-/// A `Resource` metric with an `averageUtilization` target.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResourceTarget {
-    /// The resource (`cpu`, `memory`).
-    pub resource: String,
-    /// Target average utilisation, percent of requests (> 0).
-    pub average_utilization: i32,
-}
+use crate::observe::{
+    ConditionType, CurrentValue, MetricValue, Observation, Recommendation, Recommender,
+};
 
 /// The parts of an HPA's spec the decision depends on.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,7 +50,7 @@ pub struct HpaSpec {
     /// `maxReplicas` (≥ `min_replicas`).
     pub max_replicas: i32,
     /// `metrics`; at least one.
-    pub metrics: Vec<ResourceTarget>,
+    pub metrics: Vec<MetricTarget>,
     /// `behavior` (defaults when the user gave none, as the API server defaults it).
     pub behavior: Behavior,
 }
@@ -61,7 +64,8 @@ impl HpaSpec {
             metrics: vec![ResourceTarget {
                 resource: "cpu".into(),
                 average_utilization: target_utilization,
-            }],
+            }
+            .into()],
             behavior: Behavior::default(),
         }
     }
@@ -79,10 +83,10 @@ impl HpaSpec {
                 "at least one metric is required".into(),
             ));
         }
-        if let Some(m) = self.metrics.iter().find(|m| m.average_utilization <= 0) {
+        if let Some(m) = self.metrics.iter().find(|m| !m.target_is_positive()) {
             return Err(ConfigError::Invalid(format!(
-                "target utilization of {} must be > 0",
-                m.resource
+                "the target of {} must be > 0",
+                m.description()
             )));
         }
         for rules in [&self.behavior.scale_up, &self.behavior.scale_down] {
@@ -133,70 +137,93 @@ impl HpaRecommender {
     }
 }
 
-/// Runs every metric; returns the winning proposal or `None` when the HPA would not act.
+/// What one metric proposes: a replica count, the usage ratio and the current value.
+fn metric_proposal(
+    m: &MetricTarget,
+    current: i32,
+    obs: &Observation,
+    now: Duration,
+    tuning: &HpaTuning,
+) -> Result<(i32, f64, CurrentValue), MetricError> {
+    match m {
+        MetricTarget::Resource { resource, goal } => {
+            let p = match *goal {
+                ResourceGoal::Utilization(u) => {
+                    resource_replicas(current, u, resource, obs, now, tuning)?
+                }
+                ResourceGoal::AverageValue(v) => {
+                    raw_resource_replicas(current, v, resource, obs, now, tuning)?
+                }
+            };
+            let value = CurrentValue::Resource {
+                resource: resource.clone(),
+                average_utilization: p.utilization,
+                average_value_milli: p.raw_average_milli,
+            };
+            Ok((p.replicas, p.usage_ratio, value))
+        }
+        MetricTarget::Object { key, goal, .. } | MetricTarget::External { key, goal, .. } => {
+            let value = match obs.values.get(key) {
+                Some(Ok(v)) => *v,
+                Some(Err(e)) => return Err(MetricError::Source(e.clone())),
+                None => return Err(MetricError::Source("the metric was not read".into())),
+            };
+            let p = value_replicas(current, value, *goal, obs, tuning)?;
+            Ok((p.replicas, p.usage_ratio, p.current.into()))
+        }
+    }
+}
+
+/// Runs every metric; returns the winning proposal and every valid metric's usage ratio, or
+/// `None` when the HPA would not act. The largest proposal wins; if every metric failed, or
+/// some failed and the rest would scale down, the first failure is reported.
 pub(crate) fn propose(
-    metrics: &[ResourceTarget],
+    metrics: &[MetricTarget],
     current: i32,
     obs: &Observation,
     now: Duration,
     tuning: &HpaTuning,
     rec: &mut Recommendation,
-) -> Option<(i32, Vec<ResourceProposal>)> {
-    let mut best: Option<i32> = None;
-    let mut best_metric = "";
-    let mut first_error = None;
+) -> Option<(i32, Vec<f64>)> {
+    let mut best: Option<(i32, &MetricTarget)> = None;
+    let mut first_error: Option<(&'static str, String)> = None;
     let mut invalid = 0;
-    let mut proposals = Vec::new();
-    for m in metrics {
-        match resource_replicas(
-            current,
-            m.average_utilization,
-            &m.resource,
-            obs,
-            now,
-            tuning,
-        ) {
-            Ok(p) => {
+    let mut ratios = Vec::new();
+    for (index, m) in metrics.iter().enumerate() {
+        match metric_proposal(m, current, obs, now, tuning) {
+            Ok((replicas, ratio, value)) => {
                 rec.current_metrics.push(MetricValue {
-                    resource: m.resource.clone(),
-                    average_utilization: p.utilization,
-                    average_value_milli: p.raw_average_milli,
+                    index,
+                    current: value,
                 });
-                if best.is_none_or(|b| p.replicas > b) {
-                    best = Some(p.replicas);
-                    best_metric = m.resource.as_str();
+                if best.is_none_or(|(b, _)| replicas > b) {
+                    best = Some((replicas, m));
                 }
-                proposals.push(p);
+                ratios.push(ratio);
             }
             Err(e) => {
                 invalid += 1;
-                first_error.get_or_insert(format!(
-                    "the HPA was unable to compute the replica count: failed to get {} utilization: {e}",
-                    m.resource
-                ));
+                first_error.get_or_insert_with(|| (m.failure_reason(), m.failure_message(&e)));
             }
         }
     }
     match best {
-        Some(b) if invalid == 0 || b >= current => {
+        Some((b, m)) if invalid == 0 || b >= current => {
             rec.set_condition(
                 ConditionType::ScalingActive,
                 true,
                 "ValidMetricFound",
                 format!(
-                    "the HPA was able to successfully calculate a replica count from {} resource utilization (percentage of request)",
-                    best_metric
+                    "the HPA was able to successfully calculate a replica count from {}",
+                    m.description()
                 ),
             );
-            Some((b, proposals))
+            Some((b, ratios))
         }
         _ => {
-            rec.set_condition(
-                ConditionType::ScalingActive,
-                false,
-                "FailedGetResourceMetric",
-                first_error.unwrap_or_else(|| "invalid metrics".into()),
-            );
+            let (reason, message) = first_error
+                .unwrap_or_else(|| ("FailedGetResourceMetric", "invalid metrics".into()));
+            rec.set_condition(ConditionType::ScalingActive, false, reason, message);
             None
         }
     }
@@ -297,3 +324,6 @@ impl Recommender for HpaRecommender {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod value_tests;

@@ -1,5 +1,7 @@
-//! The HPA's replica calculation for `Resource` metrics with an `averageUtilization` target,
-//! with Kubernetes' semantics (kube-controller-manager's replica calculator):
+//! The HPA's replica calculation for `Resource` metrics with an `averageUtilization` target
+//! ([`resource_replicas`]) or an `averageValue` target ([`raw_resource_replicas`]: the same
+//! steps on raw per-pod averages, a missing pod taken at the target on a scale-down), with
+//! Kubernetes' semantics (kube-controller-manager's replica calculator):
 //!
 //! - Pods being deleted or failed are ignored; pending pods count as unready; pods without a
 //!   metric are *missing*. For `cpu` only, a pod is also unready if it has no `Ready`
@@ -16,7 +18,7 @@
 //!   falls inside the tolerance or would reverse the direction, the current count is kept;
 //!   else `ceil(new ratio × pods counted)`, unless that would reverse the direction.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::observe::{ConditionStatus, Observation, PodMetrics, PodPhase};
@@ -62,6 +64,12 @@ pub enum MetricError {
     /// No metric matched a known pod's request.
     #[error("no metrics returned matched known pods")]
     NoMatchingPods,
+    /// The target value is not positive.
+    #[error("the target value must be positive")]
+    InvalidTarget,
+    /// An `Object` or `External` metric's value could not be read (the reader's words).
+    #[error("{0}")]
+    Source(String),
 }
 
 /// The outcome of [`resource_replicas`].
@@ -69,11 +77,13 @@ pub enum MetricError {
 pub struct ResourceProposal {
     /// The proposed replica count.
     pub replicas: i32,
-    /// Current average utilisation (integer percent of requests) over the ready pods.
-    pub utilization: i32,
+    /// Current average utilisation (integer percent of requests) over the ready pods; `None`
+    /// for an `averageValue` target.
+    pub utilization: Option<i32>,
     /// Current average usage per counted pod, milli-units.
     pub raw_average_milli: i64,
-    /// `utilization / target` — the quantity the HPA compares with its tolerance.
+    /// `utilization / target` (or `average / target`) — what the HPA compares with its
+    /// tolerance.
     pub usage_ratio: f64,
     /// Pods counted as ready with a metric.
     pub ready_pods: usize,
@@ -134,8 +144,8 @@ fn group_pods(
 
 /// `(ratio, utilisation %, raw average)` over `values` (pod → usage) with known requests.
 fn utilization_ratio(
-    values: &std::collections::BTreeMap<String, i64>,
-    requests: &std::collections::BTreeMap<String, i64>,
+    values: &BTreeMap<String, i64>,
+    requests: &BTreeMap<String, i64>,
     target: i32,
 ) -> Result<(f64, i32, i64), MetricError> {
     let (mut usage, mut request, mut n) = (0i64, 0i64, 0i64);
@@ -157,6 +167,89 @@ fn utilization_ratio(
     ))
 }
 
+/// `(ratio, integer average)` of raw `values` against `target` (milli-units per pod).
+fn average_ratio(values: &BTreeMap<String, i64>, target: i64) -> (f64, i64) {
+    let total = values.values().fold(0i64, |a, v| a.saturating_add(*v));
+    let average = total / i64::try_from(values.len().max(1)).unwrap_or(i64::MAX);
+    (average as f64 / target.max(1) as f64, average)
+}
+
+/// The pods of one resource metric: how they were grouped and the usable samples.
+struct Sampled {
+    groups: Grouped,
+    values: BTreeMap<String, i64>,
+}
+
+fn sample(
+    resource: &str,
+    obs: &Observation,
+    now: Duration,
+    tuning: &HpaTuning,
+) -> Result<Sampled, MetricError> {
+    let metrics = obs
+        .metrics
+        .get(resource)
+        .filter(|m| !m.is_empty())
+        .ok_or_else(|| MetricError::Unavailable(resource.to_string()))?;
+    if obs.pods.is_empty() {
+        return Err(MetricError::NoPods);
+    }
+    let groups = group_pods(obs, metrics, resource, now, tuning);
+    let values = metrics
+        .iter()
+        .filter(|(name, _)| !groups.ignored.contains(*name) && !groups.unready.contains(*name))
+        .map(|(name, m)| (name.clone(), m.value_milli))
+        .collect();
+    Ok(Sampled { groups, values })
+}
+
+/// The second half of Kubernetes' per-pod calculation, shared by the utilisation and raw
+/// paths: with `ratio` over the ready samples, the count asked for — directly when nothing is
+/// missing and no scale-up runs over unready pods, else after filling in missing pods
+/// (`fallback(pod, ratio)`: `None` leaves the pod out) and, on a scale-up, unready pods at 0.
+fn replicas_from_ratio(
+    current: i32,
+    ratio: f64,
+    s: Sampled,
+    tuning: &HpaTuning,
+    fallback: impl Fn(&str, f64) -> Option<i64>,
+    ratio_of: impl Fn(&BTreeMap<String, i64>) -> Result<f64, MetricError>,
+) -> Result<i32, MetricError> {
+    let Sampled {
+        groups: g,
+        mut values,
+    } = s;
+    let rebalance_unready = !g.unready.is_empty() && ratio > 1.0;
+    if !rebalance_unready && g.missing.is_empty() {
+        if (1.0 - ratio).abs() <= tuning.tolerance {
+            return Ok(current);
+        }
+        return Ok(ceil_replicas(ratio * g.ready as f64));
+    }
+    for pod in &g.missing {
+        if let Some(v) = fallback(pod, ratio) {
+            values.insert(pod.clone(), v);
+        }
+    }
+    if rebalance_unready {
+        for pod in &g.unready {
+            values.insert(pod.clone(), 0);
+        }
+    }
+    let new_ratio = ratio_of(&values)?;
+    if (1.0 - new_ratio).abs() <= tuning.tolerance
+        || (ratio < 1.0 && new_ratio > 1.0)
+        || (ratio > 1.0 && new_ratio < 1.0)
+    {
+        return Ok(current);
+    }
+    let replicas = ceil_replicas(new_ratio * values.len() as f64);
+    if (new_ratio < 1.0 && replicas > current) || (new_ratio > 1.0 && replicas < current) {
+        return Ok(current);
+    }
+    Ok(replicas)
+}
+
 /// The replica count one `Resource` metric with an `averageUtilization` target asks for.
 pub fn resource_replicas(
     current: i32,
@@ -166,21 +259,8 @@ pub fn resource_replicas(
     now: Duration,
     tuning: &HpaTuning,
 ) -> Result<ResourceProposal, MetricError> {
-    let metrics = obs
-        .metrics
-        .get(resource)
-        .filter(|m| !m.is_empty())
-        .ok_or_else(|| MetricError::Unavailable(resource.to_string()))?;
-    if obs.pods.is_empty() {
-        return Err(MetricError::NoPods);
-    }
-    let g = group_pods(obs, metrics, resource, now, tuning);
-    let mut values: std::collections::BTreeMap<String, i64> = metrics
-        .iter()
-        .filter(|(name, _)| !g.ignored.contains(*name) && !g.unready.contains(*name))
-        .map(|(name, m)| (name.clone(), m.value_milli))
-        .collect();
-    let mut requests = std::collections::BTreeMap::new();
+    let s = sample(resource, obs, now, tuning)?;
+    let mut requests = BTreeMap::new();
     for pod in &obs.pods {
         let r = pod
             .requests
@@ -188,50 +268,71 @@ pub fn resource_replicas(
             .ok_or_else(|| MetricError::MissingRequest(resource.to_string()))?;
         requests.insert(pod.name.clone(), *r);
     }
-    if values.is_empty() {
+    if s.values.is_empty() {
         return Err(MetricError::NoReadyMetrics);
     }
-    let (ratio, utilization, raw) = utilization_ratio(&values, &requests, target_utilization)?;
-    let proposal = |replicas: i32| ResourceProposal {
+    let (ratio, utilization, raw) = utilization_ratio(&s.values, &requests, target_utilization)?;
+    let ready_pods = s.groups.ready;
+    let replicas = replicas_from_ratio(
+        current,
+        ratio,
+        s,
+        tuning,
+        |pod, ratio| {
+            if ratio < 1.0 {
+                Some(requests.get(pod).copied().unwrap_or(0))
+            } else if ratio > 1.0 {
+                Some(0)
+            } else {
+                None
+            }
+        },
+        |values| utilization_ratio(values, &requests, target_utilization).map(|r| r.0),
+    )?;
+    Ok(ResourceProposal {
         replicas,
-        utilization,
+        utilization: Some(utilization),
         raw_average_milli: raw,
         usage_ratio: ratio,
-        ready_pods: g.ready,
-    };
-    let rebalance_unready = !g.unready.is_empty() && ratio > 1.0;
-    if !rebalance_unready && g.missing.is_empty() {
-        if (1.0 - ratio).abs() <= tuning.tolerance {
-            return Ok(proposal(current));
-        }
-        return Ok(proposal(ceil_replicas(ratio * g.ready as f64)));
+        ready_pods,
+    })
+}
+
+/// The replica count one `Resource` metric with an `averageValue` target (`target_milli`
+/// per pod) asks for: the utilisation path's grouping and rebalancing on raw averages, a
+/// missing pod taken at the target on a scale-down and at 0 otherwise. No requests needed.
+pub fn raw_resource_replicas(
+    current: i32,
+    target_milli: i64,
+    resource: &str,
+    obs: &Observation,
+    now: Duration,
+    tuning: &HpaTuning,
+) -> Result<ResourceProposal, MetricError> {
+    if target_milli <= 0 {
+        return Err(MetricError::InvalidTarget);
     }
-    if ratio < 1.0 {
-        for pod in &g.missing {
-            values.insert(pod.clone(), requests.get(pod).copied().unwrap_or(0));
-        }
-    } else if ratio > 1.0 {
-        for pod in &g.missing {
-            values.insert(pod.clone(), 0);
-        }
+    let s = sample(resource, obs, now, tuning)?;
+    if s.values.is_empty() {
+        return Err(MetricError::NoReadyMetrics);
     }
-    if rebalance_unready {
-        for pod in &g.unready {
-            values.insert(pod.clone(), 0);
-        }
-    }
-    let (new_ratio, _, _) = utilization_ratio(&values, &requests, target_utilization)?;
-    if (1.0 - new_ratio).abs() <= tuning.tolerance
-        || (ratio < 1.0 && new_ratio > 1.0)
-        || (ratio > 1.0 && new_ratio < 1.0)
-    {
-        return Ok(proposal(current));
-    }
-    let replicas = ceil_replicas(new_ratio * values.len() as f64);
-    if (new_ratio < 1.0 && replicas > current) || (new_ratio > 1.0 && replicas < current) {
-        return Ok(proposal(current));
-    }
-    Ok(proposal(replicas))
+    let (ratio, average) = average_ratio(&s.values, target_milli);
+    let ready_pods = s.groups.ready;
+    let replicas = replicas_from_ratio(
+        current,
+        ratio,
+        s,
+        tuning,
+        |_, ratio| Some(if ratio < 1.0 { target_milli } else { 0 }),
+        |values| Ok(average_ratio(values, target_milli).0),
+    )?;
+    Ok(ResourceProposal {
+        replicas,
+        utilization: None,
+        raw_average_milli: average,
+        usage_ratio: ratio,
+        ready_pods,
+    })
 }
 
 /// `ceil` into `i32`, saturating.

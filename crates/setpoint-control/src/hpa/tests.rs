@@ -57,8 +57,10 @@ fn metrics(values: &[(&str, i64)]) -> PodMetrics {
 fn obs(current: i32, pods: Vec<PodInfo>, cpu: &[(&str, i64)]) -> Observation {
     Observation {
         spec_replicas: current,
+        status_replicas: current,
         pods,
         metrics: BTreeMap::from([("cpu".into(), metrics(cpu))]),
+        values: BTreeMap::new(),
     }
 }
 
@@ -150,6 +152,7 @@ fn cpu_sample_from_before_readiness_should_be_unready() {
         spec_replicas: 2,
         pods,
         metrics: BTreeMap::from([("memory".into(), metrics(&[("a", 100), ("b", 20)]))]),
+        ..Default::default()
     };
     let p = resource_replicas(2, 50, "memory", &o, S(NOW), &HpaTuning::default()).unwrap();
     assert_eq!(p.replicas, 3);
@@ -218,10 +221,13 @@ fn reason(r: &Recommendation, kind: ConditionType) -> (&'static str, bool) {
 #[test]
 fn largest_metric_proposal_should_win_and_invalid_metric_should_block_scale_down() {
     let mut spec = HpaSpec::cpu(1, 100, 50);
-    spec.metrics.push(ResourceTarget {
-        resource: "memory".into(),
-        average_utilization: 50,
-    });
+    spec.metrics.push(
+        ResourceTarget {
+            resource: "memory".into(),
+            average_utilization: 50,
+        }
+        .into(),
+    );
     let (pods, m) = ready_pods(4, 100);
     let mut o = obs(4, pods, &as_refs(&m));
     o.metrics.insert(
@@ -416,7 +422,7 @@ fn kubernetes_reference_cases_should_give_the_same_counts() {
             resource_replicas(current, target, "cpu", &o, S(NOW), &HpaTuning::default()).unwrap();
         assert_eq!(
             (p.replicas, p.utilization),
-            (expected, utilization),
+            (expected, Some(utilization)),
             "{usage:?}"
         );
     }

@@ -44,8 +44,10 @@ fn obs(current: i32, n: usize, ready: usize, pct: i64, now: u64) -> Observation 
     }
     Observation {
         spec_replicas: current,
+        status_replicas: current,
         pods,
         metrics: BTreeMap::from([("cpu".into(), cpu)]),
+        values: BTreeMap::new(),
     }
 }
 

@@ -8,10 +8,14 @@
 //! recorded with the recommender ([`Recommender::record_scale`]). Then `status` is written:
 //! `currentReplicas`, `desiredReplicas`, `currentMetrics`, `lastScaleTime`, conditions.
 //!
-//! Only `Resource` metrics with `Utilization` targets are evaluated (that is what the
-//! recommender models); an HPA naming other metric types reports them as
-//! `ScalingActive=False` only when no metric it can evaluate is left.
+//! `Resource` metrics (`Utilization` and `AverageValue` targets) and `Object` and `External`
+//! metrics (`Value` and `AverageValue` targets, read from fields of API objects by
+//! [`metric_source`]) are evaluated; `Pods` and `ContainerResource` metrics are not (there is
+//! no custom metrics API), and an HPA naming only those reports `ScalingActive=False,
+//! InvalidMetricSourceType`.
 
+mod field_path;
+pub(crate) mod metric_source;
 pub(crate) mod observe;
 pub(crate) mod status;
 pub(crate) mod target;
@@ -94,7 +98,8 @@ async fn reconcile(
     if !old_status["lastScaleTime"].is_null() {
         status["lastScaleTime"] = old_status["lastScaleTime"].clone();
     }
-    let (spec, unsupported) = observe::hpa_spec(&hpa.spec.clone().unwrap_or_default());
+    let translated = observe::hpa_spec(&hpa.spec.clone().unwrap_or_default());
+    let (spec, unsupported) = (&translated.spec, &translated.unsupported);
 
     let target_ref = hpa
         .spec
@@ -116,14 +121,19 @@ async fn reconcile(
             let current = scale.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0);
             status["currentReplicas"] = json!(scale.status.as_ref().map_or(0, |s| s.replicas));
             let selector = scale.status.as_ref().and_then(|s| s.selector.clone());
-            let obs = match &selector {
-                Some(sel) => target::observe(&ctx.client, &namespace, sel, current).await,
+            let status_replicas = scale.status.as_ref().map_or(0, |s| s.replicas);
+            let mut obs = match &selector {
+                Some(sel) => {
+                    target::observe(&ctx.client, &namespace, sel, current, status_replicas).await
+                }
                 None => Observation {
                     spec_replicas: current,
+                    status_replicas,
                     ..Observation::default()
                 },
             };
-            let outcome = decide(&ctx, &uid, &spec, now, &obs);
+            obs.values = metric_source::read(&ctx.client, &namespace, &translated.sources).await;
+            let outcome = decide(&ctx, &uid, spec, unsupported, now, &obs);
             match outcome {
                 Err(message) => {
                     status["desiredReplicas"] = json!(current);
@@ -159,7 +169,8 @@ async fn reconcile(
                             &now_text,
                         ));
                     }
-                    status["currentMetrics"] = json!(status::current_metrics(&rec));
+                    status["currentMetrics"] =
+                        json!(status::current_metrics(&rec, &translated.sources));
                     let desired = if rec.replicas != current {
                         let patch = Patch::Merge(json!({"spec": {"replicas": rec.replicas}}));
                         let target = &hpa
@@ -220,14 +231,21 @@ fn differs(old: &Value, new: &Value) -> bool {
 }
 
 /// Runs the recommender of HPA `uid` (made, or remade when the spec changed). `Err` with a
-/// message when the spec names no metric the recommender can evaluate.
+/// message when the spec names no metric the recommender can evaluate (`unsupported`: the
+/// types it set aside).
 fn decide(
     ctx: &Context,
     uid: &str,
     spec: &HpaSpec,
+    unsupported: &[String],
     now: Duration,
     obs: &Observation,
 ) -> Result<Recommendation, String> {
+    if spec.metrics.is_empty() && !unsupported.is_empty() {
+        return Err(format!(
+            "the HPA was unable to compute the replica count: metric types {unsupported:?} are not supported by Setpoint (Resource, Object and External are)"
+        ));
+    }
     let mut tracked = ctx.tracked.lock();
     let stale = ctx
         .sync_period

@@ -1,20 +1,25 @@
 //! What the HPA loop reads, turned into `setpoint-control`'s terms: an `autoscaling/v2` spec
-//! as an [`HpaSpec`] (with its `behavior`), pods as [`PodInfo`], `metrics.k8s.io` PodMetrics as
+//! as an [`HpaSpec`] (with its `behavior`; `Resource`, `Object` and `External` metrics), pods as [`PodInfo`], `metrics.k8s.io` PodMetrics as
 //! per-resource [`PodMetrics`]. Times become [`Duration`]s since the Unix epoch, the clock the
 //! loop passes to the recommender.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::autoscaling::v2::{HPAScalingRules, HorizontalPodAutoscalerSpec, MetricSpec};
+use k8s_openapi::api::autoscaling::v2::{
+    HPAScalingRules, HorizontalPodAutoscalerSpec, MetricSpec, MetricTarget,
+};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 use setpoint_control::hpa::{
-    Behavior, HpaSpec, PolicyKind, ResourceTarget, ScalingPolicy, ScalingRules, SelectPolicy,
+    Behavior, HpaSpec, MetricTarget as Target, PolicyKind, ResourceGoal, ScalingPolicy,
+    ScalingRules, SelectPolicy, ValueGoal,
 };
 use setpoint_control::{ConditionStatus, PodInfo, PodMetric, PodPhase, ReadyCondition};
 
+use super::metric_source::{external_key, object_key};
 use crate::scheduler::milli_value;
 
 /// A wall-clock instant as the recommender's clock.
@@ -69,14 +74,30 @@ fn rules(given: Option<&HPAScalingRules>, default: ScalingRules) -> ScalingRules
     }
 }
 
-/// The spec as the recommender takes it, and the metrics it cannot evaluate (anything but a
-/// `Resource` metric with a `Utilization` target), by type.
-pub(crate) fn hpa_spec(spec: &HorizontalPodAutoscalerSpec) -> (HpaSpec, Vec<String>) {
+/// An `autoscaling/v2` spec in the recommender's terms.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Translated {
+    /// What the recommender takes.
+    pub(crate) spec: HpaSpec,
+    /// The `MetricSpec` of each of `spec.metrics`, in the same order (for status and for
+    /// reading `Object` and `External` values).
+    pub(crate) sources: Vec<MetricSpec>,
+    /// The types of the metrics that are not evaluated (`Pods`, `ContainerResource`, or a
+    /// target the type does not allow).
+    pub(crate) unsupported: Vec<String>,
+}
+
+/// The spec as the recommender takes it, with the metrics it cannot evaluate set aside.
+pub(crate) fn hpa_spec(spec: &HorizontalPodAutoscalerSpec) -> Translated {
     let mut unsupported = Vec::new();
     let mut metrics = Vec::new();
+    let mut sources = Vec::new();
     for m in spec.metrics.iter().flatten() {
-        match resource_target(m) {
-            Some(t) => metrics.push(t),
+        match metric_target(m) {
+            Some(t) => {
+                metrics.push(t);
+                sources.push(m.clone());
+            }
             None => unsupported.push(m.type_.clone()),
         }
     }
@@ -96,16 +117,61 @@ pub(crate) fn hpa_spec(spec: &HorizontalPodAutoscalerSpec) -> (HpaSpec, Vec<Stri
             ),
         },
     };
-    (hpa, unsupported)
+    Translated {
+        spec: hpa,
+        sources,
+        unsupported,
+    }
 }
 
-fn resource_target(m: &MetricSpec) -> Option<ResourceTarget> {
-    let r = m.resource.as_ref().filter(|_| m.type_ == "Resource")?;
-    (r.target.type_ == "Utilization").then_some(())?;
-    Some(ResourceTarget {
-        resource: r.name.clone(),
-        average_utilization: r.target.average_utilization?,
-    })
+fn milli(q: Option<&Quantity>) -> Option<i64> {
+    milli_value(&q?.0).and_then(|m| i64::try_from(m).ok())
+}
+
+/// A `Value` or `AverageValue` target.
+fn value_goal(t: &MetricTarget) -> Option<ValueGoal> {
+    match t.type_.as_str() {
+        "Value" => milli(t.value.as_ref()).map(ValueGoal::Value),
+        "AverageValue" => milli(t.average_value.as_ref()).map(ValueGoal::AverageValue),
+        _ => None,
+    }
+}
+
+fn metric_target(m: &MetricSpec) -> Option<Target> {
+    match m.type_.as_str() {
+        "Resource" => {
+            let r = m.resource.as_ref()?;
+            let goal = match r.target.type_.as_str() {
+                "Utilization" => ResourceGoal::Utilization(r.target.average_utilization?),
+                "AverageValue" => {
+                    ResourceGoal::AverageValue(milli(r.target.average_value.as_ref())?)
+                }
+                _ => return None,
+            };
+            Some(Target::Resource {
+                resource: r.name.clone(),
+                goal,
+            })
+        }
+        "Object" => {
+            let o = m.object.as_ref()?;
+            Some(Target::Object {
+                key: object_key(o),
+                kind: o.described_object.kind.clone(),
+                metric: o.metric.name.clone(),
+                goal: value_goal(&o.target)?,
+            })
+        }
+        "External" => {
+            let e = m.external.as_ref()?;
+            Some(Target::External {
+                key: external_key(e),
+                metric: e.metric.name.clone(),
+                goal: value_goal(&e.target)?,
+            })
+        }
+        _ => None,
+    }
 }
 
 /// A pod as the recommender sees it.
@@ -270,6 +336,61 @@ mod tests {
         assert_eq!(m["cpu"]["p"].value_milli, 1250);
         assert_eq!(m["memory"]["p"].value_milli, 2_048_000);
         assert_eq!(m["cpu"]["p"].window, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn hpa_spec_should_translate_every_supported_metric_and_set_aside_the_rest() {
+        let spec: HorizontalPodAutoscalerSpec = serde_json::from_value(json!({
+        "scaleTargetRef": {"kind": "Deployment", "name": "d"}, "maxReplicas": 9,
+        "metrics": [
+            {"type": "Resource", "resource": {"name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": 60}}},
+            {"type": "Pods", "pods": {"metric": {"name": "x"},
+                "target": {"type": "AverageValue", "averageValue": "1"}}},
+            {"type": "Resource", "resource": {"name": "memory",
+                "target": {"type": "AverageValue", "averageValue": "500m"}}},
+            {"type": "Object", "object": {"describedObject": {"apiVersion": "v1",
+                "kind": "ConfigMap", "name": "q"}, "metric": {"name": ".data.depth"},
+                "target": {"type": "Value", "value": "5"}}},
+            {"type": "External", "external": {"metric": {"name": "configmaps:data.n"},
+                "target": {"type": "AverageValue", "averageValue": "2k"}}},
+            {"type": "Object", "object": {"describedObject": {"kind": "ConfigMap",
+                "name": "q"}, "metric": {"name": ".data.depth"},
+                "target": {"type": "Utilization", "averageUtilization": 5}}}
+        ]}))
+        .unwrap();
+        let t = hpa_spec(&spec);
+        assert_eq!(t.unsupported, vec!["Pods".to_owned(), "Object".to_owned()]);
+        assert_eq!(t.sources.len(), 4);
+        let m = &t.spec.metrics;
+        assert_eq!(
+            m[0],
+            Target::Resource {
+                resource: "cpu".into(),
+                goal: ResourceGoal::Utilization(60)
+            }
+        );
+        assert_eq!(
+            m[1],
+            Target::Resource {
+                resource: "memory".into(),
+                goal: ResourceGoal::AverageValue(500)
+            }
+        );
+        assert_eq!(
+            m[2],
+            Target::Object {
+                key: "object:v1/ConfigMap/q:.data.depth".into(),
+                kind: "ConfigMap".into(),
+                metric: ".data.depth".into(),
+                goal: ValueGoal::Value(5_000)
+            }
+        );
+        let Target::External { key, goal, .. } = &m[3] else {
+            panic!("{:?}", m[3]);
+        };
+        assert_eq!(*goal, ValueGoal::AverageValue(2_000_000));
+        assert_eq!(*key, external_key(t.sources[3].external.as_ref().unwrap()));
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! An HPA's `status` from a [`Recommendation`], as the Kubernetes HPA controller writes it:
 //! `currentReplicas`, `desiredReplicas`, `currentMetrics` (`Resource` metrics with
-//! `averageUtilization` and `averageValue`), `lastScaleTime`, and the `AbleToScale`,
+//! `averageValue` and, for a `Utilization` target, `averageUtilization`; `Object` and
+//! `External` metrics with `value` or `averageValue`), `lastScaleTime`, and the `AbleToScale`,
 //! `ScalingActive`, `ScalingLimited` conditions, each keeping its `lastTransitionTime` while its
 //! status stays the same.
 
+use k8s_openapi::api::autoscaling::v2::MetricSpec;
 use serde_json::{json, Value};
-use setpoint_control::{ConditionType, Recommendation};
+use setpoint_control::{ConditionType, CurrentValue, Recommendation};
 
 /// A milli-unit amount as a quantity (`250m`, `2`).
 pub(crate) fn milli_quantity(milli: i64) -> String {
@@ -72,17 +74,47 @@ pub(crate) fn conditions(rec: &Recommendation, previous: &Value, now: &str) -> V
         .collect()
 }
 
-/// `status.currentMetrics` of a recommendation.
-pub(crate) fn current_metrics(rec: &Recommendation) -> Vec<Value> {
+/// `status.currentMetrics` of a recommendation; `sources` are the specs of the metrics the
+/// recommender was given, in its order.
+pub(crate) fn current_metrics(rec: &Recommendation, sources: &[MetricSpec]) -> Vec<Value> {
     rec.current_metrics
         .iter()
-        .map(|m| {
-            json!({"type": "Resource", "resource": {"name": m.resource, "current": {
-                "averageUtilization": m.average_utilization,
-                "averageValue": milli_quantity(m.average_value_milli),
-            }}})
+        .filter_map(|m| {
+            let source = sources.get(m.index)?;
+            Some(match &m.current {
+                CurrentValue::Resource {
+                    resource,
+                    average_utilization,
+                    average_value_milli,
+                } => {
+                    let mut current = json!({"averageValue": milli_quantity(*average_value_milli)});
+                    if let Some(u) = average_utilization {
+                        current["averageUtilization"] = json!(u);
+                    }
+                    json!({"type": "Resource", "resource": {"name": resource, "current": current}})
+                }
+                CurrentValue::Value(v) => {
+                    value_status(source, json!({"value": milli_quantity(*v)}))?
+                }
+                CurrentValue::AverageValue(v) => {
+                    value_status(source, json!({"averageValue": milli_quantity(*v)}))?
+                }
+            })
         })
         .collect()
+}
+
+/// The status of an `Object` or `External` metric with `current`.
+fn value_status(source: &MetricSpec, current: Value) -> Option<Value> {
+    if let Some(o) = source.object.as_ref().filter(|_| source.type_ == "Object") {
+        return Some(json!({"type": "Object", "object": {
+            "describedObject": o.described_object, "metric": o.metric, "current": current}}));
+    }
+    let e = source
+        .external
+        .as_ref()
+        .filter(|_| source.type_ == "External")?;
+    Some(json!({"type": "External", "external": {"metric": e.metric, "current": current}}))
 }
 
 #[cfg(test)]
@@ -128,6 +160,53 @@ mod tests {
                 json!("AbleToScale"),
                 json!("ScalingActive"),
                 json!("ScalingLimited")
+            ]
+        );
+    }
+
+    #[test]
+    fn current_metrics_should_report_each_metric_type_as_kubernetes_does() {
+        let sources: Vec<MetricSpec> = serde_json::from_value(json!([
+            {"type": "Resource", "resource": {"name": "cpu",
+                "target": {"type": "AverageValue", "averageValue": "2"}}},
+            {"type": "Object", "object": {"describedObject": {"apiVersion": "v1",
+                "kind": "ConfigMap", "name": "q"}, "metric": {"name": ".data.depth"},
+                "target": {"type": "Value", "value": "5"}}},
+            {"type": "External", "external": {"metric": {"name": "configmaps:data.n",
+                "selector": {"matchLabels": {"q": "x"}}},
+                "target": {"type": "AverageValue", "averageValue": "2"}}}
+        ]))
+        .unwrap();
+        let value = |index, current| setpoint_control::MetricValue { index, current };
+        let rec = Recommendation {
+            replicas: 1,
+            proposal: None,
+            conditions: Vec::new(),
+            current_metrics: vec![
+                value(
+                    0,
+                    CurrentValue::Resource {
+                        resource: "cpu".into(),
+                        average_utilization: None,
+                        average_value_milli: 3_500,
+                    },
+                ),
+                value(1, CurrentValue::Value(7_000)),
+                value(2, CurrentValue::AverageValue(3_500)),
+            ],
+            terms: None,
+        };
+        assert_eq!(
+            current_metrics(&rec, &sources),
+            vec![
+                json!({"type": "Resource", "resource": {"name": "cpu",
+                    "current": {"averageValue": "3500m"}}}),
+                json!({"type": "Object", "object": {"describedObject": {"apiVersion": "v1",
+                    "kind": "ConfigMap", "name": "q"}, "metric": {"name": ".data.depth"},
+                    "current": {"value": "7"}}}),
+                json!({"type": "External", "external": {"metric": {"name": "configmaps:data.n",
+                    "selector": {"matchLabels": {"q": "x"}}},
+                    "current": {"averageValue": "3500m"}}}),
             ]
         );
     }

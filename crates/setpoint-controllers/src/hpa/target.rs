@@ -1,12 +1,14 @@
 //! The scale target of an autoscaler: finding its resource through discovery, reading its
 //! `scale` subresource, and observing the pods its selector matches with their
-//! `metrics.k8s.io` PodMetrics — shared by the HPA and PID autoscaler loops.
+//! `metrics.k8s.io` PodMetrics — shared by the HPA and PID autoscaler loops (which read
+//! `Object` and `External` metric values with [`super::metric_source`]).
 
 use std::time::Duration;
 
 use k8s_openapi::api::autoscaling::v1::Scale;
 use k8s_openapi::api::autoscaling::v2::CrossVersionObjectReference;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResource;
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::core::GroupVersionKind;
 use kube::Api;
@@ -20,6 +22,18 @@ pub(crate) async fn resource_of(
     api_version: &str,
     kind: &str,
 ) -> Option<ApiResource> {
+    discover(client, api_version, |r| r.kind == kind)
+        .await
+        .map(|(r, _)| r)
+}
+
+/// The first resource of `api_version` (not a subresource) `matches` accepts, from discovery,
+/// and whether it is namespaced.
+pub(crate) async fn discover(
+    client: &Client,
+    api_version: &str,
+    matches: impl Fn(&APIResource) -> bool,
+) -> Option<(ApiResource, bool)> {
     let list = if api_version.contains('/') {
         client.kube().list_api_group_resources(api_version).await
     } else {
@@ -29,11 +43,11 @@ pub(crate) async fn resource_of(
     let r = list
         .resources
         .iter()
-        .find(|r| r.kind == kind && !r.name.contains('/'))?;
+        .find(|r| !r.name.contains('/') && matches(r))?;
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    Some(ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(group, version, kind),
-        &r.name,
+    Some((
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, &r.kind), &r.name),
+        r.namespaced,
     ))
 }
 
@@ -63,12 +77,14 @@ pub(crate) async fn read_scale(
     }
 }
 
-/// The pods a selector matches and their metrics.
+/// The pods a selector matches and their metrics, with the target's spec and status replica
+/// counts.
 pub(crate) async fn observe(
     client: &Client,
     namespace: &str,
     selector: &str,
     replicas: i32,
+    status_replicas: i32,
 ) -> Observation {
     let lp = ListParams::default().labels(selector);
     let pods = client
@@ -94,8 +110,10 @@ pub(crate) async fn observe(
             .unwrap_or_default();
     Observation {
         spec_replicas: replicas,
+        status_replicas,
         pods: pods.iter().map(super::observe::pod_info).collect(),
         metrics: super::observe::pod_metrics(&metrics),
+        values: Default::default(),
     }
 }
 

@@ -2,7 +2,8 @@
 //! [`PidAutoscaler`] law in place of the HPA's. It installs its CRD at start
 //! ([`install_crd`]), then every sample period (`spec.samplePeriodSeconds`, else the HPA sync
 //! period) and on every spec change, per PIDAutoscaler: reads the target's `scale`, observes
-//! its pods and PodMetrics, runs the law (kept per object, so I and D carry over), writes a
+//! its pods and PodMetrics and the values of its `Object` and `External` metrics (as the HPA
+//! loop does), runs the law (kept per object, so I and D carry over), writes a
 //! changed count to the scale subresource and, once that succeeded, records it with the law;
 //! then writes status with the P, I, D terms.
 
@@ -12,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerSpec;
+use k8s_openapi::api::autoscaling::v2::{HorizontalPodAutoscalerSpec, MetricSpec};
 use kube::api::{Patch, PatchParams};
 use kube::CustomResourceExt;
 use parking_lot::Mutex;
@@ -21,7 +22,7 @@ use setpoint_control::{PidAutoscaler, PidAutoscalerConfig, Recommendation, Recom
 use setpoint_runtime::{install_crd, Action, Client, Controller, ControllerError, Predicate};
 use tokio_util::sync::CancellationToken;
 
-use crate::hpa::{observe, status, target};
+use crate::hpa::{metric_source, observe, status, target};
 use crate::LoopContext;
 pub use resource::{Gains, PIDAutoscaler, PidAutoscalerSpec, PidAutoscalerStatus, Terms};
 
@@ -73,9 +74,12 @@ pub(crate) async fn run(
         .await
 }
 
-/// The law's configuration from a spec: the tuned defaults, with what the spec sets.
-fn config(spec: &PidAutoscalerSpec, period: Duration) -> PidAutoscalerConfig {
-    let (hpa, _) = observe::hpa_spec(&HorizontalPodAutoscalerSpec {
+/// The law's configuration from a spec: the tuned defaults, with what the spec sets; and
+/// the `MetricSpec` of each of its metrics, in its order.
+fn config(spec: &PidAutoscalerSpec, period: Duration) -> (PidAutoscalerConfig, Vec<MetricSpec>) {
+    let observe::Translated {
+        spec: hpa, sources, ..
+    } = observe::hpa_spec(&HorizontalPodAutoscalerSpec {
         scale_target_ref: spec.scale_target_ref.clone(),
         min_replicas: spec.min_replicas,
         max_replicas: spec.max_replicas,
@@ -92,7 +96,7 @@ fn config(spec: &PidAutoscalerSpec, period: Duration) -> PidAutoscalerConfig {
     if let Some(d) = spec.deadband {
         cfg.deadband = d;
     }
-    cfg
+    (cfg, sources)
 }
 
 fn decide(
@@ -161,14 +165,20 @@ async fn reconcile(pa: Arc<PIDAutoscaler>, ctx: Arc<Context>) -> Result<Action, 
             let current = scale.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0);
             st["currentReplicas"] = json!(scale.status.as_ref().map_or(0, |s| s.replicas));
             let selector = scale.status.as_ref().and_then(|s| s.selector.clone());
-            let obs = match &selector {
-                Some(sel) => target::observe(&ctx.client, &namespace, sel, current).await,
+            let status_replicas = scale.status.as_ref().map_or(0, |s| s.replicas);
+            let mut obs = match &selector {
+                Some(sel) => {
+                    target::observe(&ctx.client, &namespace, sel, current, status_replicas).await
+                }
                 None => setpoint_control::Observation {
                     spec_replicas: current,
+                    status_replicas,
                     ..Default::default()
                 },
             };
-            match decide(&ctx, &uid, &config(&pa.spec, period), now, &obs) {
+            let (cfg, sources) = config(&pa.spec, period);
+            obs.values = metric_source::read(&ctx.client, &namespace, &sources).await;
+            match decide(&ctx, &uid, &cfg, now, &obs) {
                 Err(message) => {
                     st["desiredReplicas"] = json!(current);
                     st["conditions"] = json!([status::condition(
@@ -182,7 +192,7 @@ async fn reconcile(pa: Arc<PIDAutoscaler>, ctx: Arc<Context>) -> Result<Action, 
                 }
                 Ok(rec) => {
                     let mut conditions = status::conditions(&rec, previous, &now_text);
-                    st["currentMetrics"] = json!(status::current_metrics(&rec));
+                    st["currentMetrics"] = json!(status::current_metrics(&rec, &sources));
                     if let Some(t) = rec.terms {
                         st["terms"] = json!({"p": t.p, "i": t.i, "d": t.d, "output": t.output});
                     }

@@ -37,7 +37,7 @@ pub struct PidAutoscalerSpec {
     pub min_replicas: Option<i32>,
     /// Upper bound.
     pub max_replicas: i32,
-    /// The metrics, as an HPA's (`Resource` metrics with `Utilization` targets are evaluated).
+    /// The metrics, as an HPA's (`Resource`, `Object` and `External` metrics are evaluated).
     #[serde(default)]
     pub metrics: Vec<MetricSpec>,
     /// Rate policies, as an HPA's `behavior` (the stabilization windows are not used).
