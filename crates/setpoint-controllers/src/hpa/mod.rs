@@ -169,8 +169,7 @@ async fn reconcile(
                             &now_text,
                         ));
                     }
-                    status["currentMetrics"] =
-                        json!(status::current_metrics(&rec, &translated.sources));
+                    status["currentMetrics"] = json!(status::current_metrics(&rec, &translated));
                     let desired = if rec.replicas != current {
                         let patch = Patch::Merge(json!({"spec": {"replicas": rec.replicas}}));
                         let target = &hpa

@@ -82,6 +82,11 @@ pub(crate) struct Translated {
     /// The `MetricSpec` of each of `spec.metrics`, in the same order (for status and for
     /// reading `Object` and `External` values).
     pub(crate) sources: Vec<MetricSpec>,
+    /// Where each of `sources` sits in the spec's `metrics`: status keeps one entry per listed
+    /// metric, as Kubernetes does, so `kubectl get hpa` pairs each target with its value.
+    pub(crate) positions: Vec<usize>,
+    /// How many metrics the spec lists.
+    pub(crate) listed: usize,
     /// The types of the metrics that are not evaluated (`Pods`, `ContainerResource`, or a
     /// target the type does not allow).
     pub(crate) unsupported: Vec<String>,
@@ -92,11 +97,14 @@ pub(crate) fn hpa_spec(spec: &HorizontalPodAutoscalerSpec) -> Translated {
     let mut unsupported = Vec::new();
     let mut metrics = Vec::new();
     let mut sources = Vec::new();
-    for m in spec.metrics.iter().flatten() {
+    let mut positions = Vec::new();
+    let listed = spec.metrics.as_ref().map_or(0, Vec::len);
+    for (i, m) in spec.metrics.iter().flatten().enumerate() {
         match metric_target(m) {
             Some(t) => {
                 metrics.push(t);
                 sources.push(m.clone());
+                positions.push(i);
             }
             None => unsupported.push(m.type_.clone()),
         }
@@ -120,6 +128,8 @@ pub(crate) fn hpa_spec(spec: &HorizontalPodAutoscalerSpec) -> Translated {
     Translated {
         spec: hpa,
         sources,
+        positions,
+        listed,
         unsupported,
     }
 }

@@ -9,6 +9,8 @@ use k8s_openapi::api::autoscaling::v2::MetricSpec;
 use serde_json::{json, Value};
 use setpoint_control::{ConditionType, CurrentValue, Recommendation};
 
+use super::observe::Translated;
+
 /// A milli-unit amount as a quantity (`250m`, `2`).
 pub(crate) fn milli_quantity(milli: i64) -> String {
     if milli % 1000 == 0 {
@@ -74,34 +76,46 @@ pub(crate) fn conditions(rec: &Recommendation, previous: &Value, now: &str) -> V
         .collect()
 }
 
-/// `status.currentMetrics` of a recommendation; `sources` are the specs of the metrics the
-/// recommender was given, in its order.
-pub(crate) fn current_metrics(rec: &Recommendation, sources: &[MetricSpec]) -> Vec<Value> {
-    rec.current_metrics
-        .iter()
-        .filter_map(|m| {
-            let source = sources.get(m.index)?;
-            Some(match &m.current {
-                CurrentValue::Resource {
-                    resource,
-                    average_utilization,
-                    average_value_milli,
-                } => {
-                    let mut current = json!({"averageValue": milli_quantity(*average_value_milli)});
-                    if let Some(u) = average_utilization {
-                        current["averageUtilization"] = json!(u);
-                    }
-                    json!({"type": "Resource", "resource": {"name": resource, "current": current}})
+/// `status.currentMetrics` of a recommendation: one entry per metric of the spec, in its
+/// order (`translated` says which spec metric each of the recommender's metrics is).
+pub(crate) fn current_metrics(rec: &Recommendation, translated: &Translated) -> Vec<Value> {
+    if rec.current_metrics.is_empty() {
+        return Vec::new();
+    }
+    // One entry per metric the spec lists; one that gave no value stays an empty status
+    // (`type: ""`), which `kubectl get hpa` shows as `<unknown>`.
+    let mut out = vec![json!({"type": ""}); translated.listed];
+    for m in &rec.current_metrics {
+        let (Some(source), Some(&slot)) = (
+            translated.sources.get(m.index),
+            translated.positions.get(m.index),
+        ) else {
+            continue;
+        };
+        let status = match &m.current {
+            CurrentValue::Resource {
+                resource,
+                average_utilization,
+                average_value_milli,
+            } => {
+                let mut current = json!({"averageValue": milli_quantity(*average_value_milli)});
+                if let Some(u) = average_utilization {
+                    current["averageUtilization"] = json!(u);
                 }
-                CurrentValue::Value(v) => {
-                    value_status(source, json!({"value": milli_quantity(*v)}))?
-                }
-                CurrentValue::AverageValue(v) => {
-                    value_status(source, json!({"averageValue": milli_quantity(*v)}))?
-                }
-            })
-        })
-        .collect()
+                Some(
+                    json!({"type": "Resource", "resource": {"name": resource, "current": current}}),
+                )
+            }
+            CurrentValue::Value(v) => value_status(source, json!({"value": milli_quantity(*v)})),
+            CurrentValue::AverageValue(v) => {
+                value_status(source, json!({"averageValue": milli_quantity(*v)}))
+            }
+        };
+        if let (Some(status), Some(entry)) = (status, out.get_mut(slot)) {
+            *entry = status;
+        }
+    }
+    out
 }
 
 /// The status of an `Object` or `External` metric with `current`.
@@ -177,6 +191,15 @@ mod tests {
                 "target": {"type": "AverageValue", "averageValue": "2"}}}
         ]))
         .unwrap();
+        // The spec lists a Pods metric (not evaluated) second, and the Object metric gave no
+        // value this time: both keep their places as empty statuses.
+        let translated = Translated {
+            spec: setpoint_control::hpa::HpaSpec::cpu(1, 5, 50),
+            sources,
+            positions: vec![0, 2, 3],
+            listed: 4,
+            unsupported: vec!["Pods".into()],
+        };
         let value = |index, current| setpoint_control::MetricValue { index, current };
         let rec = Recommendation {
             replicas: 1,
@@ -191,22 +214,55 @@ mod tests {
                         average_value_milli: 3_500,
                     },
                 ),
-                value(1, CurrentValue::Value(7_000)),
                 value(2, CurrentValue::AverageValue(3_500)),
             ],
             terms: None,
         };
         assert_eq!(
-            current_metrics(&rec, &sources),
+            current_metrics(&rec, &translated),
             vec![
                 json!({"type": "Resource", "resource": {"name": "cpu",
                     "current": {"averageValue": "3500m"}}}),
-                json!({"type": "Object", "object": {"describedObject": {"apiVersion": "v1",
-                    "kind": "ConfigMap", "name": "q"}, "metric": {"name": ".data.depth"},
-                    "current": {"value": "7"}}}),
+                json!({"type": ""}),
+                json!({"type": ""}),
                 json!({"type": "External", "external": {"metric": {"name": "configmaps:data.n",
                     "selector": {"matchLabels": {"q": "x"}}},
                     "current": {"averageValue": "3500m"}}}),
+            ]
+        );
+    }
+
+    #[test]
+    fn object_and_external_values_should_be_reported_in_their_own_form() {
+        let sources: Vec<MetricSpec> = serde_json::from_value(json!([
+            {"type": "Object", "object": {"describedObject": {"apiVersion": "v1",
+                "kind": "ConfigMap", "name": "q"}, "metric": {"name": ".data.depth"},
+                "target": {"type": "Value", "value": "5"}}}
+        ]))
+        .unwrap();
+        let translated = Translated {
+            spec: setpoint_control::hpa::HpaSpec::cpu(1, 5, 50),
+            sources,
+            positions: vec![0],
+            listed: 1,
+            unsupported: Vec::new(),
+        };
+        let rec = Recommendation {
+            replicas: 1,
+            proposal: None,
+            conditions: Vec::new(),
+            current_metrics: vec![setpoint_control::MetricValue {
+                index: 0,
+                current: CurrentValue::Value(7_000),
+            }],
+            terms: None,
+        };
+        assert_eq!(
+            current_metrics(&rec, &translated),
+            vec![
+                json!({"type": "Object", "object": {"describedObject": {"apiVersion": "v1",
+                "kind": "ConfigMap", "name": "q"}, "metric": {"name": ".data.depth"},
+                "current": {"value": "7"}}})
             ]
         );
     }

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::autoscaling::v2::{HorizontalPodAutoscalerSpec, MetricSpec};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerSpec;
 use kube::api::{Patch, PatchParams};
 use kube::CustomResourceExt;
 use parking_lot::Mutex;
@@ -75,20 +75,22 @@ pub(crate) async fn run(
 }
 
 /// The law's configuration from a spec: the tuned defaults, with what the spec sets; and
-/// the `MetricSpec` of each of its metrics, in its order.
-fn config(spec: &PidAutoscalerSpec, period: Duration) -> (PidAutoscalerConfig, Vec<MetricSpec>) {
-    let observe::Translated {
-        spec: hpa, sources, ..
-    } = observe::hpa_spec(&HorizontalPodAutoscalerSpec {
+/// the spec's metrics as the law takes them.
+fn config(
+    spec: &PidAutoscalerSpec,
+    period: Duration,
+) -> (PidAutoscalerConfig, observe::Translated) {
+    let translated = observe::hpa_spec(&HorizontalPodAutoscalerSpec {
         scale_target_ref: spec.scale_target_ref.clone(),
         min_replicas: spec.min_replicas,
         max_replicas: spec.max_replicas,
         metrics: Some(spec.metrics.clone()),
         behavior: spec.behavior.clone(),
     });
+    let hpa = &translated.spec;
     let mut cfg = PidAutoscalerConfig::cpu(hpa.min_replicas, hpa.max_replicas, 1);
-    cfg.metrics = hpa.metrics;
-    cfg.behavior = hpa.behavior;
+    cfg.metrics = hpa.metrics.clone();
+    cfg.behavior = hpa.behavior.clone();
     cfg.period = period;
     if let Some(g) = &spec.gains {
         (cfg.kp, cfg.ki, cfg.kd) = (g.kp, g.ki, g.kd);
@@ -96,7 +98,7 @@ fn config(spec: &PidAutoscalerSpec, period: Duration) -> (PidAutoscalerConfig, V
     if let Some(d) = spec.deadband {
         cfg.deadband = d;
     }
-    (cfg, sources)
+    (cfg, translated)
 }
 
 fn decide(
@@ -176,8 +178,8 @@ async fn reconcile(pa: Arc<PIDAutoscaler>, ctx: Arc<Context>) -> Result<Action, 
                     ..Default::default()
                 },
             };
-            let (cfg, sources) = config(&pa.spec, period);
-            obs.values = metric_source::read(&ctx.client, &namespace, &sources).await;
+            let (cfg, translated) = config(&pa.spec, period);
+            obs.values = metric_source::read(&ctx.client, &namespace, &translated.sources).await;
             match decide(&ctx, &uid, &cfg, now, &obs) {
                 Err(message) => {
                     st["desiredReplicas"] = json!(current);
@@ -192,7 +194,7 @@ async fn reconcile(pa: Arc<PIDAutoscaler>, ctx: Arc<Context>) -> Result<Action, 
                 }
                 Ok(rec) => {
                     let mut conditions = status::conditions(&rec, previous, &now_text);
-                    st["currentMetrics"] = json!(status::current_metrics(&rec, &sources));
+                    st["currentMetrics"] = json!(status::current_metrics(&rec, &translated));
                     if let Some(t) = rec.terms {
                         st["terms"] = json!({"p": t.p, "i": t.i, "d": t.d, "output": t.output});
                     }
