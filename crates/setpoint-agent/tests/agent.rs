@@ -527,6 +527,11 @@ async fn environment_should_resolve_references_and_expand_variables() {
     assert_eq!(env.get("GREETING"), Some(&"hello-envy"));
     assert_eq!(env.get("ESCAPED"), Some(&"$(POD_NAME)"));
     assert_eq!(env.get("HOSTNAME"), Some(&"envy"));
+    assert_eq!(
+        env.get("MIMALLOC_ALLOW_THP"),
+        None,
+        "the shim's allocator setting stays with the shim"
+    );
     assert_eq!(args.trim(), "hello-envy", "$(VAR) in command is expanded");
 
     // A missing (non-optional) ConfigMap keeps the container waiting, with the reason.

@@ -38,6 +38,9 @@ pub(crate) enum LaunchError {
     },
 }
 
+/// The allocator setting every shim starts with (see [`launch`]).
+const SHIM_ALLOCATOR_ENV: (&str, &str) = ("MIMALLOC_ALLOW_THP", "0");
+
 /// Starts run `paths` with `spec` through the shim command `shim` (program and leading
 /// arguments). Cancel-safe only before the shim is started: dropped later, the run goes on
 /// and is adopted from its records.
@@ -64,6 +67,12 @@ pub(crate) async fn launch(
     })?;
     let mut child = Command::new(program)
         .args(leading)
+        // The shim is usually the `setpoint` binary, whose allocator (mimalloc) backs its
+        // arenas with transparent huge pages: each shim would then fault in and clear several
+        // 2 MiB pages (8 MiB of PSS per shim, 200 pods starting took twice as long). A shim
+        // needs little memory, so it asks for small pages. The container does not inherit
+        // this: the shim gives it only the pod's environment.
+        .env(SHIM_ALLOCATOR_ENV.0, SHIM_ALLOCATOR_ENV.1)
         .arg("--spec")
         .arg(&paths.spec)
         .stdin(Stdio::null())
