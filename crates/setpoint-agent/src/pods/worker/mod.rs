@@ -9,11 +9,15 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{Patch, PatchParams};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+mod adoption;
+mod termination;
+
+use self::termination::{grace_period, MIN_GRACE};
 use super::backoff::CrashBackoff;
 use super::probing::ContainerProbes;
 use super::slot::{AbortOnDrop, Run, Slot};
@@ -21,17 +25,13 @@ use super::status::{merge_is_noop, phase, pod_status, StatusInput};
 use super::{env, PodContext, PodUpdate};
 use crate::probes::ProbeTarget;
 use crate::process::{
-    find_latest_run, launch, now, read_json, FoundRun, Launched, RunPaths, RunSpec, ShimWatch,
+    find_latest_run, launch, now, FoundRun, Launched, RunPaths, RunSpec, ShimWatch,
 };
 
 /// How often a worker syncs without being woken.
 const RESYNC: Duration = Duration::from_secs(10);
 /// How soon a failed status write is retried.
 const RETRY: Duration = Duration::from_secs(1);
-/// The shortest grace period a container gets (the kubelet's minimum).
-const MIN_GRACE: Duration = Duration::from_secs(2);
-/// How long the worker waits for shims to record exits after SIGKILL.
-const KILL_WAIT: Duration = Duration::from_secs(10);
 
 /// What wakes a worker besides pod updates.
 #[derive(Debug)]
@@ -255,76 +255,6 @@ impl Worker {
         }
     }
 
-    /// For a pod gone from the API: the containers its directory records.
-    fn load_from_disk(&mut self) {
-        self.loaded = true;
-        let names: Vec<String> = std::fs::read_dir(self.dir.join("runs"))
-            .map(|d| {
-                d.filter_map(|e| e.ok()?.file_name().into_string().ok())
-                    .collect()
-            })
-            .unwrap_or_default();
-        for name in names {
-            let slot = self.adopt_unspecified(name);
-            self.main.push(slot);
-        }
-    }
-
-    fn adopt_unspecified(&mut self, name: String) -> Slot {
-        let mut slot = Slot::new(name.clone(), String::new());
-        if let Some((n, found, previous)) = find_latest_run(&self.dir, &name) {
-            slot.previous = previous;
-            slot.latest = Some((n, self.adopted_run(&name, n, found, None)));
-        }
-        slot
-    }
-
-    fn adopt(&mut self, pod: &Pod, container: Option<&Container>, name: String) -> Slot {
-        let image = container.and_then(|c| c.image.clone()).unwrap_or_default();
-        let mut slot = Slot::new(name.clone(), image);
-        if let Some((n, found, previous)) = find_latest_run(&self.dir, &name) {
-            slot.previous = previous;
-            let probes = container.map(|c| (pod, c));
-            slot.latest = Some((n, self.adopted_run(&name, n, found, probes)));
-        }
-        slot
-    }
-
-    fn adopted_run(
-        &self,
-        name: &str,
-        n: u32,
-        found: FoundRun,
-        container: Option<(&Pod, &Container)>,
-    ) -> Run {
-        match found {
-            FoundRun::Running(record, watch) => {
-                tracing::info!(pod = %self.label, container = name, pid = record.container_pid, "adopted a running container");
-                let probes = match container {
-                    Some((_, c)) => {
-                        let spec = read_json::<RunSpec>(&RunPaths::new(&self.dir, name, n).spec)
-                            .ok()
-                            .flatten();
-                        match spec {
-                            Some(spec) => self.probes(c, spec.env, spec.working_dir),
-                            None => ContainerProbes::default(),
-                        }
-                    }
-                    None => ContainerProbes::default(),
-                };
-                Run::Running {
-                    record,
-                    _watcher: self.watch_exit(name, n, watch),
-                    probes: Box::new(probes),
-                }
-            }
-            FoundRun::Exited(exit) => Run::Exited {
-                exit,
-                at: Instant::now(),
-            },
-        }
-    }
-
     fn watch_exit(&self, name: &str, n: u32, mut watch: ShimWatch) -> AbortOnDrop {
         let tx = self.events_tx.clone();
         let container = name.to_owned();
@@ -511,111 +441,6 @@ impl Worker {
         slot.stopping_because = None;
     }
 
-    /// Deletion: stops the processes within the grace period (preStop hooks, SIGTERM,
-    /// SIGKILL), reports the final status, and removes the pod from the API.
-    async fn terminate_and_delete(&mut self, pod: &Arc<Pod>) {
-        let grace = grace_period(pod, true);
-        self.stop_all(grace, Some(pod)).await;
-        let final_phase = if self.main.iter().all(Slot::succeeded) {
-            "Succeeded"
-        } else {
-            "Failed"
-        };
-        if !self.terminal {
-            self.report(pod, Some(final_phase)).await;
-        }
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-        let params = DeleteParams {
-            grace_period_seconds: Some(0),
-            preconditions: Some(Preconditions {
-                uid: Some(self.uid.clone()),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
-        let api = self.ctx.client.namespaced_api::<Pod>(&namespace);
-        match api.delete(&name, &params).await {
-            Ok(_) => self.delete_done = true,
-            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
-                self.delete_done = true;
-            }
-            Err(e) => tracing::warn!(pod = %self.label, error = %e, "deleting a stopped pod"),
-        }
-    }
-
-    /// Stops every running container: runs preStop hooks (with a pod), sends SIGTERM to each
-    /// process group, SIGKILL to what is left after `grace`, and waits for the exits.
-    async fn stop_all(&mut self, grace: Duration, pod: Option<&Arc<Pod>>) {
-        let running: Vec<(String, crate::process::ProcessId)> = self
-            .init
-            .iter()
-            .chain(self.main.iter())
-            .filter_map(|s| Some((s.name.clone(), s.running_process()?)))
-            .collect();
-        if running.is_empty() {
-            return;
-        }
-        let deadline = Instant::now() + grace;
-        if let Some(pod) = pod {
-            let hooks = running.iter().filter_map(|(name, _)| {
-                let container = pod
-                    .spec
-                    .as_ref()?
-                    .containers
-                    .iter()
-                    .find(|c| &c.name == name)?;
-                let hook = container.lifecycle.as_ref()?.pre_stop.clone()?;
-                let n = self.slot_named_ref(name)?.latest.as_ref()?.0;
-                let spec = read_json::<RunSpec>(&RunPaths::new(&self.dir, name, n).spec).ok()??;
-                Some(super::hooks::run_pre_stop(
-                    hook,
-                    spec,
-                    self.ctx.node_ip,
-                    deadline,
-                ))
-            });
-            futures::future::join_all(hooks.collect::<Vec<_>>()).await;
-        }
-        for (_, process) in &running {
-            let _ = process.signal_group(rustix::process::Signal::TERM);
-        }
-        let mut killed = false;
-        let mut deadline = deadline;
-        loop {
-            let still: Vec<_> = self
-                .init
-                .iter()
-                .chain(self.main.iter())
-                .filter_map(Slot::running_process)
-                .collect();
-            if still.is_empty() {
-                return;
-            }
-            tokio::select! {
-                Some(event) = self.events.recv() => self.handle(event),
-                () = tokio::time::sleep_until(deadline) => {
-                    if killed {
-                        tracing::warn!(pod = %self.label, "containers did not report their exit after SIGKILL");
-                        return;
-                    }
-                    for process in still {
-                        let _ = process.signal_group(rustix::process::Signal::KILL);
-                    }
-                    killed = true;
-                    deadline = Instant::now() + KILL_WAIT;
-                }
-            }
-        }
-    }
-
-    fn slot_named_ref(&self, name: &str) -> Option<&Slot> {
-        self.init
-            .iter()
-            .chain(self.main.iter())
-            .find(|s| s.name == name)
-    }
-
     /// Writes the pod's status if it differs from the API's; `phase` overrides the computed
     /// one. Returns false if the write failed.
     async fn report(&mut self, pod: &Pod, phase_override: Option<&'static str>) -> bool {
@@ -692,18 +517,4 @@ fn restart_policy(pod: &Pod) -> &str {
         .as_ref()
         .and_then(|s| s.restart_policy.as_deref())
         .unwrap_or("Always")
-}
-
-/// How long containers get between SIGTERM and SIGKILL: the deletion's grace period if the
-/// pod is being deleted, else the spec's; at least [`MIN_GRACE`].
-fn grace_period(pod: &Pod, deleting: bool) -> Duration {
-    let deletion = deleting
-        .then_some(pod.metadata.deletion_grace_period_seconds)
-        .flatten();
-    let spec = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.termination_grace_period_seconds);
-    let seconds = deletion.or(spec).unwrap_or(30);
-    Duration::from_secs(u64::try_from(seconds).unwrap_or(0)).max(MIN_GRACE)
 }
