@@ -50,6 +50,8 @@ spec:
             required: [size]
             x-kubernetes-validations:
             - {rule: "self.size <= 5 || self.color == 'red'", message: big widgets must be red}
+            - {rule: "!has(self.replicas) || self.replicas <= self.size", message: too many,
+               messageExpression: "'replicas ' + string(self.replicas) + ' exceed size ' + string(self.size)"}
             properties:
               size: {type: integer, minimum: 1, maximum: 10, description: How big the widget is.}
               color: {type: string, enum: [red, blue, green]}
@@ -271,6 +273,16 @@ fn custom_resources_should_go_through_their_whole_life_with_kubectl() {
         r#"{"spec":{"size":7}}"#,
     ]);
     assert!(err.contains("big widgets must be red"), "{err}");
+    // A rule whose message comes from its messageExpression.
+    let err = s.fails(&[
+        "patch",
+        "wd",
+        "w1",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"replicas":9}}"#,
+    ]);
+    assert!(err.contains("replicas 9 exceed size 4"), "{err}");
     s.ok(&[
         "patch",
         "wd",

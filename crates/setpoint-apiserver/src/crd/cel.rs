@@ -5,10 +5,11 @@
 //! not supported: such rules run only when there is an old value too).
 //!
 //! A rule that is false, or that fails to evaluate, becomes a cause at the node's path (or
-//! at `fieldPath` below it) with the rule's `message` (else `failed rule: <rule>`) and its
-//! `reason` (default `FieldValueInvalid`). Kubernetes' CEL libraries beyond the standard one
-//! (`quantity`, `url`, `isSorted`, …) and `messageExpression` are not available, and no
-//! cost budget is enforced.
+//! at `fieldPath` below it) with its `reason` (default `FieldValueInvalid`) and a message:
+//! the string its `messageExpression` evaluates to (with the rule's variables), else — when
+//! there is none, or it fails, or gives an empty, blank or multi-line string — the rule's
+//! `message`, else `failed rule: <rule>`. Kubernetes' CEL libraries beyond the standard one
+//! (`quantity`, `url`, `isSorted`, …) are not available, and no cost budget is enforced.
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -22,6 +23,8 @@ pub(crate) struct Rule {
     source: String,
     program: Program,
     message: Option<String>,
+    /// `messageExpression`, compiled, with its source.
+    message_expression: Option<(String, Program)>,
     reason: String,
     /// A path below the node to report at, e.g. `.spec.replicas` → `<node>.spec.replicas`.
     field_path: Option<String>,
@@ -67,6 +70,19 @@ impl Rule {
             format!("{path}.rule: Invalid value: {source:?}: compilation failed: {e}")
         })?;
         let transition = program.references().has_variable("oldSelf");
+        let message_expression = match v
+            .get("messageExpression")
+            .and_then(Value::as_str)
+            .filter(|m| !m.trim().is_empty())
+        {
+            Some(m) => Some((
+                m.to_owned(),
+                env().compile(m).map_err(|e| {
+                    format!("{path}.messageExpression: Invalid value: {m:?}: messageExpression compilation failed: {e}")
+                })?,
+            )),
+            None => None,
+        };
         let reason = match v.get("reason").and_then(Value::as_str) {
             None | Some("FieldValueInvalid") => "FieldValueInvalid",
             Some("FieldValueForbidden") => "FieldValueForbidden",
@@ -84,6 +100,7 @@ impl Rule {
                 .and_then(Value::as_str)
                 .filter(|m| !m.is_empty())
                 .map(str::to_owned),
+            message_expression,
             reason: reason.to_owned(),
             field_path: v
                 .get("fieldPath")
@@ -94,13 +111,8 @@ impl Rule {
         })
     }
 
-    /// Evaluates the rule on `value` (and `old`); `Ok(true)` if it holds, `Ok(false)` if it
-    /// does not, `Err` if it could not be evaluated. A transition rule without an old value
-    /// holds.
-    pub(crate) fn evaluate(&self, value: &Value, old: Option<&Value>) -> Result<bool, String> {
-        if self.transition && old.is_none() {
-            return Ok(true);
-        }
+    /// The variables a rule and its message expression see.
+    fn context(value: &Value, old: Option<&Value>) -> Result<Context<'static, 'static>, String> {
         let mut context = Context::with_env(env());
         let this = cel::to_value(value).map_err(|e| e.to_string())?;
         context.add_variable_from_value("self", this);
@@ -108,11 +120,49 @@ impl Rule {
             let before = cel::to_value(old).map_err(|e| e.to_string())?;
             context.add_variable_from_value("oldSelf", before);
         }
+        Ok(context)
+    }
+
+    /// Evaluates the rule on `value` (and `old`); `Ok(true)` if it holds, `Ok(false)` if it
+    /// does not, `Err` if it could not be evaluated. A transition rule without an old value
+    /// holds.
+    pub(crate) fn evaluate(&self, value: &Value, old: Option<&Value>) -> Result<bool, String> {
+        if self.transition && old.is_none() {
+            return Ok(true);
+        }
+        let context = Self::context(value, old)?;
         match self.program.execute(&context) {
             Ok(cel::Value::Bool(b)) => Ok(b),
             Ok(other) => Err(format!("rule returned {other:?}, not a bool")),
             Err(e) => Err(e.to_string()),
         }
+    }
+
+    /// The failure message of a rule that does not hold: its `messageExpression`'s value if
+    /// that is a usable one-line string, else `message`, else `failed rule: <rule>`.
+    fn failure_message(&self, value: &Value, old: Option<&Value>) -> String {
+        if let Some((source, program)) = &self.message_expression {
+            let evaluated = Self::context(value, old)
+                .and_then(|c| program.execute(&c).map_err(|e| e.to_string()));
+            match evaluated {
+                Ok(cel::Value::String(m)) if !m.trim().is_empty() && !m.contains('\n') => {
+                    return m.to_string();
+                }
+                Ok(other) => tracing::debug!(
+                    message_expression = %source,
+                    result = ?other,
+                    "messageExpression gave no usable message (not a one-line, non-blank string)"
+                ),
+                Err(e) => tracing::debug!(
+                    message_expression = %source,
+                    error = %e,
+                    "messageExpression failed to evaluate"
+                ),
+            }
+        }
+        self.message
+            .clone()
+            .unwrap_or_else(|| format!("failed rule: {}", self.source))
     }
 
     /// The cause to report when the rule does not hold for the value at `path`.
@@ -124,10 +174,7 @@ impl Rule {
         };
         let detail = match self.evaluate(value, old) {
             Ok(true) => return None,
-            Ok(false) => self
-                .message
-                .clone()
-                .unwrap_or_else(|| format!("failed rule: {}", self.source)),
+            Ok(false) => self.failure_message(value, old),
             Err(e) => format!("rule evaluation error: {}: {e}", self.source),
         };
         let shown = json!(type_name(value));
@@ -198,6 +245,53 @@ mod tests {
         let cause = r.check(&json!("b"), Some(&json!("a")), "spec").unwrap();
         assert_eq!(cause.reason, "FieldValueForbidden");
         assert_eq!(cause.field, "spec.mode");
+    }
+
+    #[test]
+    fn message_expressions_should_give_the_message_and_fall_back_when_unusable() {
+        let r = rule(json!({"rule": "self.replicas <= self.max",
+            "message": "too many",
+            "messageExpression": "'replicas must be at most ' + string(self.max)"}));
+        let cause = r
+            .check(&json!({"replicas": 5, "max": 3}), None, "spec")
+            .unwrap();
+        assert!(
+            cause.message.ends_with(": replicas must be at most 3"),
+            "{}",
+            cause.message
+        );
+        for unusable in [
+            "self.missing.field",
+            "''",
+            "'   '",
+            "'two\\nlines'",
+            "self.max",
+        ] {
+            let r = rule(json!({"rule": "self.replicas <= self.max",
+                "message": "too many", "messageExpression": unusable}));
+            let cause = r
+                .check(&json!({"replicas": 5, "max": 3}), None, "spec")
+                .unwrap();
+            assert!(
+                cause.message.ends_with(": too many"),
+                "{unusable}: {}",
+                cause.message
+            );
+        }
+        let bare = rule(json!({"rule": "self.replicas <= self.max", "messageExpression": "''"}));
+        let cause = bare
+            .check(&json!({"replicas": 5, "max": 3}), None, "spec")
+            .unwrap();
+        assert!(
+            cause
+                .message
+                .ends_with("failed rule: self.replicas <= self.max"),
+            "{}",
+            cause.message
+        );
+        let e =
+            Rule::compile(&json!({"rule": "true", "messageExpression": "'a' +"}), "x").unwrap_err();
+        assert!(e.starts_with("x.messageExpression: Invalid value"), "{e}");
     }
 
     #[test]
