@@ -3,7 +3,8 @@
 //! progress every 100 ms), each member on its own free client and peer ports, all in one
 //! temporary directory; every member still running is killed when the cluster is dropped.
 
-use std::net::SocketAddr;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -109,6 +110,16 @@ impl LocalEtcdCluster {
         EtcdConfig::new(self.endpoints())
     }
 
+    /// The index of the member that leads the cluster now, as a live member reports it
+    /// (etcd's JSON gateway, `POST /v3/maintenance/status`: the member whose id is the
+    /// leader's); `None` while there is no leader or no member answers.
+    #[must_use]
+    pub fn leader(&self) -> Option<usize> {
+        self.members.iter().position(|m| {
+            m.child.is_some() && status(m.client).is_some_and(|(me, leader)| me == leader)
+        })
+    }
+
     /// Kills member `index` (SIGKILL) and waits for it; does nothing if it is gone already.
     pub fn kill(&mut self, index: usize) {
         if let Some(mut child) = self.members.get_mut(index).and_then(|m| m.child.take()) {
@@ -116,6 +127,29 @@ impl LocalEtcdCluster {
             let _ = child.wait();
         }
     }
+}
+
+/// A member's own id and the leader's id it knows, from its status; `None` if it does not
+/// answer or knows no leader.
+fn status(client: SocketAddr) -> Option<(String, String)> {
+    let mut stream = TcpStream::connect_timeout(&client, Duration::from_millis(200)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    stream
+        .write_all(
+            b"POST /v3/maintenance/status HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+        )
+        .ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).ok()?;
+    // The ids are uint64s, which the gateway writes as JSON strings.
+    let field = |name: &str| {
+        let start = answer.find(&format!("\"{name}\":\""))? + name.len() + 4;
+        let len = answer[start..].find('"')?;
+        Some(answer[start..start + len].to_owned())
+    };
+    let me = field("member_id")?;
+    let leader = field("leader").filter(|l| l != "0")?;
+    Some((me, leader))
 }
 
 impl Drop for LocalEtcdCluster {
