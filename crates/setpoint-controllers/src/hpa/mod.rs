@@ -90,14 +90,8 @@ async fn reconcile(
     let now_text = target::rfc3339(now);
     let old_status = serde_json::to_value(&hpa.status).unwrap_or(Value::Null);
     let previous = &old_status["conditions"];
-    let mut status = json!({
-        "observedGeneration": hpa.metadata.generation,
-        "currentReplicas": old_status["currentReplicas"].as_i64().unwrap_or(0),
-        "desiredReplicas": old_status["desiredReplicas"].as_i64().unwrap_or(0),
-    });
-    if !old_status["lastScaleTime"].is_null() {
-        status["lastScaleTime"] = old_status["lastScaleTime"].clone();
-    }
+    let mut status = status::carried(&old_status);
+    status["observedGeneration"] = json!(hpa.metadata.generation);
     let translated = observe::hpa_spec(&hpa.spec.clone().unwrap_or_default());
     let (spec, unsupported) = (&translated.spec, &translated.unsupported);
 
@@ -106,7 +100,7 @@ async fn reconcile(
         .as_ref()
         .map(|s| s.scale_target_ref.clone())
         .unwrap_or_default();
-    match target::read_scale(&ctx.client, &namespace, &target_ref).await {
+    match target::read(&ctx.client, &namespace, &target_ref, &translated.sources).await {
         Err((reason, message)) => {
             status["conditions"] = json!([status::condition(
                 previous,
@@ -117,24 +111,10 @@ async fn reconcile(
                 &now_text
             )]);
         }
-        Ok((api, scale)) => {
-            let current = scale.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0);
-            status["currentReplicas"] = json!(scale.status.as_ref().map_or(0, |s| s.replicas));
-            let selector = scale.status.as_ref().and_then(|s| s.selector.clone());
-            let status_replicas = scale.status.as_ref().map_or(0, |s| s.replicas);
-            let mut obs = match &selector {
-                Some(sel) => {
-                    target::observe(&ctx.client, &namespace, sel, current, status_replicas).await
-                }
-                None => Observation {
-                    spec_replicas: current,
-                    status_replicas,
-                    ..Observation::default()
-                },
-            };
-            obs.values = metric_source::read(&ctx.client, &namespace, &translated.sources).await;
-            let outcome = decide(&ctx, &uid, spec, unsupported, now, &obs);
-            match outcome {
+        Ok(target) => {
+            let current = target.current;
+            status["currentReplicas"] = json!(target.status_replicas);
+            match decide(&ctx, &uid, spec, unsupported, now, &target.observation) {
                 Err(message) => {
                     status["desiredReplicas"] = json!(current);
                     status["conditions"] = json!([
@@ -158,7 +138,7 @@ async fn reconcile(
                 }
                 Ok(rec) => {
                     let mut conditions = status::conditions(&rec, previous, &now_text);
-                    if selector.is_none() {
+                    if !target.has_selector {
                         conditions.retain(|c| c["type"] != "ScalingActive");
                         conditions.push(status::condition(
                             previous,
@@ -170,35 +150,24 @@ async fn reconcile(
                         ));
                     }
                     status["currentMetrics"] = json!(status::current_metrics(&rec, &translated));
-                    let desired = if rec.replicas != current {
-                        let patch = Patch::Merge(json!({"spec": {"replicas": rec.replicas}}));
-                        let target = &hpa
-                            .spec
-                            .as_ref()
-                            .map(|s| s.scale_target_ref.name.clone())
-                            .unwrap_or_default();
-                        match api
-                            .patch_scale(target, &PatchParams::default(), &patch)
-                            .await
-                        {
-                            Ok(_) => {
+                    let mut desired = current;
+                    if rec.replicas != current {
+                        match target.rescale(&target_ref.name, rec.replicas).await {
+                            Ok(()) => {
                                 if let Some(t) = ctx.tracked.lock().get_mut(&uid) {
                                     t.recommender.record_scale(now, current, rec.replicas);
                                 }
                                 status["lastScaleTime"] = json!(now_text);
                                 tracing::info!(hpa = %format!("{namespace}/{name}"), from = current, to = rec.replicas, "rescaled");
-                                rec.replicas
+                                desired = rec.replicas;
                             }
                             Err(e) => {
                                 conditions.retain(|c| c["type"] != "AbleToScale");
                                 conditions.push(status::condition(previous, "AbleToScale", false, "FailedUpdateScale",
                                     &format!("the HPA controller was unable to update the target scale: {e}"), &now_text));
-                                current
                             }
                         }
-                    } else {
-                        current
-                    };
+                    }
                     status["desiredReplicas"] = json!(desired);
                     status["conditions"] = json!(conditions);
                 }

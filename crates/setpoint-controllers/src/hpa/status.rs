@@ -28,6 +28,19 @@ fn type_name(kind: ConditionType) -> &'static str {
     }
 }
 
+/// The part of an autoscaler's `status` a sync keeps unless it learns better: the replica
+/// counts and `lastScaleTime` of the `old` status.
+pub(crate) fn carried(old: &Value) -> Value {
+    let mut status = json!({
+        "currentReplicas": old["currentReplicas"].as_i64().unwrap_or(0),
+        "desiredReplicas": old["desiredReplicas"].as_i64().unwrap_or(0),
+    });
+    if !old["lastScaleTime"].is_null() {
+        status["lastScaleTime"] = old["lastScaleTime"].clone();
+    }
+    status
+}
+
 /// One condition, keeping the previous transition time when the status did not change.
 pub(crate) fn condition(
     previous: &Value,

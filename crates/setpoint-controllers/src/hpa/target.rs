@@ -6,13 +6,13 @@
 use std::time::Duration;
 
 use k8s_openapi::api::autoscaling::v1::Scale;
-use k8s_openapi::api::autoscaling::v2::CrossVersionObjectReference;
+use k8s_openapi::api::autoscaling::v2::{CrossVersionObjectReference, MetricSpec};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResource;
-use kube::api::{ApiResource, DynamicObject, ListParams};
+use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::Api;
-use serde_json::Value;
+use serde_json::{json, Value};
 use setpoint_control::Observation;
 use setpoint_runtime::Client;
 
@@ -52,7 +52,7 @@ pub(crate) async fn discover(
 }
 
 /// What reading the target gave: its scale, or why not (reason, message).
-pub(crate) async fn read_scale(
+async fn read_scale(
     client: &Client,
     namespace: &str,
     target: &CrossVersionObjectReference,
@@ -74,6 +74,62 @@ pub(crate) async fn read_scale(
             "FailedGetScale",
             format!("the HPA controller was unable to get the target's current scale: {e}"),
         )),
+    }
+}
+
+/// What an autoscaler reads of its target each sync.
+pub(crate) struct Target {
+    /// The target's resource, to write its scale through.
+    api: Api<DynamicObject>,
+    /// `spec.replicas` of the scale.
+    pub(crate) current: i32,
+    /// `status.replicas` of the scale.
+    pub(crate) status_replicas: i32,
+    /// Whether the scale names a pod selector (without one no pod is observed).
+    pub(crate) has_selector: bool,
+    /// The pods, their metrics and the values of the Object and External metrics.
+    pub(crate) observation: Observation,
+}
+
+/// Reads the scale of `target_ref`, the pods its selector matches with their metrics, and the
+/// Object and External values `metrics` name; `Err` (reason, message) when the scale cannot be
+/// read.
+pub(crate) async fn read(
+    client: &Client,
+    namespace: &str,
+    target_ref: &CrossVersionObjectReference,
+    metrics: &[MetricSpec],
+) -> Result<Target, (&'static str, String)> {
+    let (api, scale) = read_scale(client, namespace, target_ref).await?;
+    let current = scale.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0);
+    let status_replicas = scale.status.as_ref().map_or(0, |s| s.replicas);
+    let selector = scale.status.as_ref().and_then(|s| s.selector.as_deref());
+    let mut observation = match selector {
+        Some(sel) => observe(client, namespace, sel, current, status_replicas).await,
+        None => Observation {
+            spec_replicas: current,
+            status_replicas,
+            ..Observation::default()
+        },
+    };
+    observation.values = super::metric_source::read(client, namespace, metrics).await;
+    Ok(Target {
+        api,
+        current,
+        status_replicas,
+        has_selector: selector.is_some(),
+        observation,
+    })
+}
+
+impl Target {
+    /// Writes `replicas` to the scale of the target named `name`.
+    pub(crate) async fn rescale(&self, name: &str, replicas: i32) -> Result<(), kube::Error> {
+        let patch = Patch::Merge(json!({"spec": {"replicas": replicas}}));
+        self.api
+            .patch_scale(name, &PatchParams::default(), &patch)
+            .await
+            .map(drop)
     }
 }
 

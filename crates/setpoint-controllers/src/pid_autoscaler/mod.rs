@@ -22,7 +22,7 @@ use setpoint_control::{PidAutoscaler, PidAutoscalerConfig, Recommendation, Recom
 use setpoint_runtime::{install_crd, Action, Client, Controller, ControllerError, Predicate};
 use tokio_util::sync::CancellationToken;
 
-use crate::hpa::{metric_source, observe, status, target};
+use crate::hpa::{observe, status, target};
 use crate::LoopContext;
 pub use resource::{Gains, PIDAutoscaler, PidAutoscalerSpec, PidAutoscalerStatus, Terms};
 
@@ -145,14 +145,10 @@ async fn reconcile(pa: Arc<PIDAutoscaler>, ctx: Arc<Context>) -> Result<Action, 
     let now_text = target::rfc3339(now);
     let old = serde_json::to_value(&pa.status).unwrap_or(Value::Null);
     let previous = &old["conditions"];
-    let mut st = json!({
-        "currentReplicas": old["currentReplicas"].as_i64().unwrap_or(0),
-        "desiredReplicas": old["desiredReplicas"].as_i64().unwrap_or(0),
-    });
-    if !old["lastScaleTime"].is_null() {
-        st["lastScaleTime"] = old["lastScaleTime"].clone();
-    }
-    match target::read_scale(&ctx.client, &namespace, &pa.spec.scale_target_ref).await {
+    let mut st = status::carried(&old);
+    let (cfg, translated) = config(&pa.spec, period);
+    let target_ref = &pa.spec.scale_target_ref;
+    match target::read(&ctx.client, &namespace, target_ref, &translated.sources).await {
         Err((reason, message)) => {
             st["conditions"] = json!([status::condition(
                 previous,
@@ -163,24 +159,10 @@ async fn reconcile(pa: Arc<PIDAutoscaler>, ctx: Arc<Context>) -> Result<Action, 
                 &now_text
             )]);
         }
-        Ok((api, scale)) => {
-            let current = scale.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0);
-            st["currentReplicas"] = json!(scale.status.as_ref().map_or(0, |s| s.replicas));
-            let selector = scale.status.as_ref().and_then(|s| s.selector.clone());
-            let status_replicas = scale.status.as_ref().map_or(0, |s| s.replicas);
-            let mut obs = match &selector {
-                Some(sel) => {
-                    target::observe(&ctx.client, &namespace, sel, current, status_replicas).await
-                }
-                None => setpoint_control::Observation {
-                    spec_replicas: current,
-                    status_replicas,
-                    ..Default::default()
-                },
-            };
-            let (cfg, translated) = config(&pa.spec, period);
-            obs.values = metric_source::read(&ctx.client, &namespace, &translated.sources).await;
-            match decide(&ctx, &uid, &cfg, now, &obs) {
+        Ok(target) => {
+            let current = target.current;
+            st["currentReplicas"] = json!(target.status_replicas);
+            match decide(&ctx, &uid, &cfg, now, &target.observation) {
                 Err(message) => {
                     st["desiredReplicas"] = json!(current);
                     st["conditions"] = json!([status::condition(
@@ -200,13 +182,8 @@ async fn reconcile(pa: Arc<PIDAutoscaler>, ctx: Arc<Context>) -> Result<Action, 
                     }
                     let mut desired = current;
                     if rec.replicas != current {
-                        let patch = Patch::Merge(json!({"spec": {"replicas": rec.replicas}}));
-                        let target_name = &pa.spec.scale_target_ref.name;
-                        match api
-                            .patch_scale(target_name, &PatchParams::default(), &patch)
-                            .await
-                        {
-                            Ok(_) => {
+                        match target.rescale(&target_ref.name, rec.replicas).await {
+                            Ok(()) => {
                                 if let Some(t) = ctx.tracked.lock().get_mut(&uid) {
                                     t.law.record_scale(now, current, rec.replicas);
                                 }
