@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::Server;
 
-use common::burn::{deployment, wait_output, Cleanup};
+use common::burn::{deployment, wait_burn_replicas, wait_output, Cleanup};
 
 #[test]
 fn hpa_should_scale_a_burning_deployment_up_and_back_down() {
@@ -83,17 +83,7 @@ fn hpa_should_scale_a_burning_deployment_up_and_back_down() {
     assert_eq!(v1, "50");
 
     // Burning: up to the maximum, with the utilisation in TARGETS.
-    wait_output(
-        &s,
-        &[
-            "get",
-            "deployment",
-            "burn",
-            "-o",
-            "jsonpath={.spec.replicas}",
-        ],
-        |r| r == "3",
-    );
+    wait_burn_replicas(&s, "3");
     let table = wait_output(&s, &["get", "hpa"], |t| {
         t.lines()
             .any(|l| l.starts_with("burn") && l.contains("%/50%"))
@@ -172,17 +162,7 @@ fn hpa_should_scale_a_burning_deployment_up_and_back_down() {
     ]);
     assert_eq!(behavior, "2 0", "defaults fill the rest of behavior");
     std::fs::write(&stop, b"").unwrap();
-    wait_output(
-        &s,
-        &[
-            "get",
-            "deployment",
-            "burn",
-            "-o",
-            "jsonpath={.spec.replicas}",
-        ],
-        |r| r == "1",
-    );
+    wait_burn_replicas(&s, "1");
     let desired = s.ok(&[
         "get",
         "hpa",

@@ -8,7 +8,7 @@ mod common;
 
 use common::Server;
 
-use common::burn::{deployment, wait_output, Cleanup};
+use common::burn::{deployment, wait_burn_replicas, wait_output, Cleanup};
 
 const AUTOSCALER: &str = r#"
 apiVersion: autoscaling.setpoint.dev/v1alpha1
@@ -60,17 +60,7 @@ fn pid_autoscaler_should_scale_a_burning_deployment_up_and_back_down() {
         );
     }
 
-    wait_output(
-        &s,
-        &[
-            "get",
-            "deployment",
-            "burn",
-            "-o",
-            "jsonpath={.spec.replicas}",
-        ],
-        |r| r == "3",
-    );
+    wait_burn_replicas(&s, "3");
     let terms = wait_output(
         &s,
         &[
@@ -110,17 +100,7 @@ fn pid_autoscaler_should_scale_a_burning_deployment_up_and_back_down() {
     assert!(metric.parse::<i64>().is_ok_and(|u| u > 50), "{metric}");
 
     std::fs::write(&stop, b"").unwrap();
-    wait_output(
-        &s,
-        &[
-            "get",
-            "deployment",
-            "burn",
-            "-o",
-            "jsonpath={.spec.replicas}",
-        ],
-        |r| r == "1",
-    );
+    wait_burn_replicas(&s, "1");
     let desired = s.ok(&[
         "get",
         "pida",

@@ -78,3 +78,18 @@ pub fn wait_output(s: &Server, args: &[&str], check: impl Fn(&str) -> bool) -> S
         std::thread::sleep(Duration::from_millis(300));
     }
 }
+
+/// Waits until the `burn` Deployment's `spec.replicas` is `replicas`.
+pub fn wait_burn_replicas(s: &Server, replicas: &str) {
+    wait_output(
+        s,
+        &[
+            "get",
+            "deployment",
+            "burn",
+            "-o",
+            "jsonpath={.spec.replicas}",
+        ],
+        |r| r == replicas,
+    );
+}
