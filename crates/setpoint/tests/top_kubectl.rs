@@ -6,9 +6,7 @@
 
 mod common;
 
-use std::process::Command;
-use std::time::{Duration, Instant};
-
+use common::burn::{wait_output, Cleanup};
 use common::Server;
 
 /// Two pods on the local agent's node: `burn` spins a shell loop, `idle` sleeps.
@@ -38,57 +36,6 @@ spec:
     command: ["sh", "-c", "exec sleep 1000 # {marker}"]
 "#
     )
-}
-
-/// Kills what a failed test may have left: the marked containers and the agent's shims.
-struct Cleanup {
-    marker: String,
-    agent_root: String,
-}
-
-fn processes_with(needle: &str) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-                .filter(|pid| {
-                    std::fs::read(format!("/proc/{pid}/cmdline"))
-                        .is_ok_and(|cmd| String::from_utf8_lossy(&cmd).contains(needle))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let mut pids = processes_with(&self.marker);
-        pids.extend(processes_with("agent-shim").into_iter().filter(|&pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&self.agent_root))
-        }));
-        for pid in pids {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-        }
-    }
-}
-
-/// Polls `kubectl args` until it succeeds with output satisfying `check`; panics with the last
-/// output after 90 s.
-fn wait_output(s: &Server, args: &[&str], check: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let out = s.kubectl(args);
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        if out.status.success() && check(&stdout) {
-            return stdout;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "kubectl {args:?}: {stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
 }
 
 /// The row of `name` in `kubectl top` output, split in columns.

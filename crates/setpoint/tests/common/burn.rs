@@ -60,10 +60,10 @@ impl Drop for Cleanup {
     }
 }
 
-/// Polls `kubectl args` until its output satisfies `check`; panics with the last output after
-/// 60 s.
+/// Polls `kubectl args` until it succeeds with output satisfying `check`; panics with the last
+/// output after 90 s.
 pub fn wait_output(s: &Server, args: &[&str], check: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         let out = s.kubectl(args);
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
