@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::processes::{processes_with, Cleanup};
 use common::Server;
 
 /// The Deployment: three shells looping, each with `marker` in its command line. Bound to the
@@ -33,41 +34,6 @@ spec:
         command: ["sh", "-c", "while true; do sleep 1; done # {marker}"]
 "#
     )
-}
-
-/// The processes whose command line holds `needle`.
-fn processes_with(needle: &str) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-                .filter(|pid| {
-                    std::fs::read(format!("/proc/{pid}/cmdline"))
-                        .is_ok_and(|cmd| String::from_utf8_lossy(&cmd).contains(needle))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Kills what a failed test may have left: the marked containers and the agent's shims.
-struct Cleanup {
-    marker: String,
-    agent_root: String,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let mut pids = processes_with(&self.marker);
-        pids.extend(processes_with("agent-shim").into_iter().filter(|&pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&self.agent_root))
-        }));
-        for pid in pids {
-            let _ = std::process::Command::new("kill")
-                .args(["-9", &pid.to_string()])
-                .status();
-        }
-    }
 }
 
 /// Pod name → (phase, container pid, restart count, running) of the pods labelled app=loop.

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use common::Server;
 
-use common::burn::{deployment, wait_burn_replicas, wait_output, Cleanup};
+use common::burn::{deployment, wait_burn_replicas, wait_output};
+use common::processes::Cleanup;
 
 #[test]
 fn hpa_should_scale_a_burning_deployment_up_and_back_down() {

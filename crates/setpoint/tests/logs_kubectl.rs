@@ -12,6 +12,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::processes::Cleanup;
 use common::Server;
 
 /// Two pods, bound to the local agent's node from the start (this test is about logs, not
@@ -48,38 +49,6 @@ spec:
     command: ["sh", "-c", "n=$(cat {dir}/count 2>/dev/null || echo 0); n=$((n+1)); echo $n > {dir}/count; echo run $n; if [ $n -ge 2 ]; then exec sleep 1000; fi; exit 1 # {marker}"]
 "#
     )
-}
-
-/// Kills what a failed test may have left: the marked containers and the agent's shims.
-struct Cleanup {
-    marker: String,
-    agent_root: String,
-}
-
-fn processes_with(needle: &str) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-                .filter(|pid| {
-                    std::fs::read(format!("/proc/{pid}/cmdline"))
-                        .is_ok_and(|cmd| String::from_utf8_lossy(&cmd).contains(needle))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let mut pids = processes_with(&self.marker);
-        pids.extend(processes_with("agent-shim").into_iter().filter(|&pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&self.agent_root))
-        }));
-        for pid in pids {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-        }
-    }
 }
 
 /// Polls `kubectl args` until its output satisfies `check`; panics with the last output after

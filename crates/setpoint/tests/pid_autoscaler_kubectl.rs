@@ -8,7 +8,8 @@ mod common;
 
 use common::Server;
 
-use common::burn::{deployment, wait_burn_replicas, wait_output, Cleanup};
+use common::burn::{deployment, wait_burn_replicas, wait_output};
+use common::processes::Cleanup;
 
 const AUTOSCALER: &str = r#"
 apiVersion: autoscaling.setpoint.dev/v1alpha1

@@ -6,7 +6,8 @@
 
 mod common;
 
-use common::burn::{wait_output, Cleanup};
+use common::burn::wait_output;
+use common::processes::Cleanup;
 use common::Server;
 
 /// Two pods on the local agent's node: `burn` spins a shell loop, `idle` sleeps.

@@ -7,6 +7,7 @@
 #![allow(dead_code, unreachable_pub, missing_docs, clippy::unwrap_used)] // shared test support; failures should panic
 
 pub mod burn;
+pub mod processes;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
