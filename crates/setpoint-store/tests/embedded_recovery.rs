@@ -207,6 +207,50 @@ async fn snapshots_should_replace_old_segments_and_bound_the_files() {
     assert_eq!(at.kvs.len(), 20);
 }
 
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt as _;
+    fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+// Regression (issue 14.15): the log files were created 0644, and a data directory that already
+// existed with 0755 was used as it was.
+#[tokio::test]
+async fn every_store_file_should_be_private_and_an_open_directory_tightened() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("store");
+    fs::create_dir(&dir).unwrap();
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cfg = EmbeddedConfig::on_disk(&dir);
+    cfg.segment_bytes = 16 << 10;
+    cfg.history_revisions = 20;
+    cfg.history_min_revisions = 5;
+    cfg.compaction_interval = Some(Duration::from_millis(5));
+    {
+        let store = EmbeddedStore::open(cfg.clone()).unwrap();
+        assert_eq!(mode(&dir), 0o700, "an open directory is tightened");
+        fill(&store, 200).await; // several segments
+        for _ in 0..500 {
+            if !files_with(&dir, ".snap").is_empty() {
+                break;
+            }
+            store.update(b("/k/0"), b("again"), None).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        store.close();
+    }
+    assert!(!files_with(&dir, ".snap").is_empty(), "no snapshot was written");
+    for path in files_with(&dir, "") {
+        assert_eq!(mode(&path), 0o600, "{}", path.display());
+    }
+    // A file left readable by others (an older version, or a user) is tightened at open.
+    let segment = files_with(&dir, ".log").pop().unwrap();
+    fs::set_permissions(&segment, fs::Permissions::from_mode(0o644)).unwrap();
+    let store = EmbeddedStore::open(cfg.without_auto_compaction()).unwrap();
+    assert_eq!(mode(&segment), 0o600);
+    store.close();
+}
+
 #[tokio::test]
 async fn a_second_process_should_not_open_a_directory_in_use() {
     let dir = tempfile::tempdir().unwrap();

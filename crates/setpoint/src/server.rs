@@ -29,6 +29,9 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
         }
         None => None,
     };
+    if let Some(dir) = &data_dir {
+        private_data_dir(dir)?;
+    }
     if apiserver && args.kubeconfig.is_some() {
         anyhow::bail!("--kubeconfig is for the roles without the apiserver role, which serve the API themselves");
     }
@@ -146,6 +149,44 @@ async fn start_api(
         async move { api.handle(request).await }
     });
     Ok((client, running, embedded))
+}
+
+/// Creates the data directory with mode 0700, or tightens an existing one that group or
+/// others may read: it holds the store, keys and pod logs. The files in it are 0600 or
+/// tightened by their owners (the store, the PKI, the agent).
+pub(crate) fn private_data_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("creating the data directory {}", dir.display()))?;
+    let meta = std::fs::metadata(dir)
+        .with_context(|| format!("reading the data directory {}", dir.display()))?;
+    anyhow::ensure!(
+        meta.is_dir(),
+        "--data-dir {} is not a directory: name a directory (it is created if missing)",
+        dir.display()
+    );
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode & 0o700)).with_context(
+            || {
+                format!(
+                    "the data directory {} is open to other users (mode {mode:o}) and could not \
+                     be tightened to 0700: chmod 700 it, or name another directory",
+                    dir.display()
+                )
+            },
+        )?;
+        tracing::warn!(
+            data_dir = %dir.display(),
+            was = format!("{mode:o}"),
+            now = format!("{:o}", mode & 0o700),
+            "the data directory was open to other users; tightened its mode"
+        );
+    }
+    Ok(())
 }
 
 /// Opens the store the flags choose; the embedded one is also returned, to be closed at the end.

@@ -7,9 +7,12 @@
 //! DIR/snap-<revision:016x>.snap    snapshots: every live key as of that revision
 //! DIR/snap-<revision:016x>.tmp    a snapshot being written; removed at open
 //! ```
+//!
+//! The directory is private to the store's user: created 0700 (an existing one with group or
+//! other bits is tightened to 0700 at open, with a warning), and every file in it 0600.
 
 use std::fs::{self, File, OpenOptions};
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use setpoint_core::Revision;
@@ -33,19 +36,27 @@ pub(super) fn snapshot_path(dir: &Path, revision: Revision) -> PathBuf {
     dir.join(format!("snap-{:016x}.snap", revision.get()))
 }
 
-/// Creates the directory (mode 0700) if needed and takes its exclusive lock, held as long as
-/// the returned file is open.
+/// Mode of the data directory: only its owner may list or enter it.
+pub(super) const DIR_MODE: u32 = 0o700;
+/// Mode of every file the store creates: only its owner may read or write it.
+pub(super) const FILE_MODE: u32 = 0o600;
+
+/// Creates the directory (mode 0700) if needed, tightens an existing one and the files in it
+/// that group or others could read, and takes its exclusive lock, held as long as the returned
+/// file is open.
 pub(super) fn create_and_lock(dir: &Path) -> Result<File> {
     fs::DirBuilder::new()
         .recursive(true)
-        .mode(0o700)
+        .mode(DIR_MODE)
         .create(dir)
         .map_err(|e| StoreError::io(format!("creating data directory {}", dir.display()), e))?;
+    tighten(dir, DIR_MODE)?;
     let lock_path = dir.join("LOCK");
     let lock = OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
+        .mode(FILE_MODE)
         .open(&lock_path)
         .map_err(|e| StoreError::io(format!("opening {}", lock_path.display()), e))?;
     match lock.try_lock() {
@@ -61,6 +72,26 @@ pub(super) fn create_and_lock(dir: &Path) -> Result<File> {
     }
 }
 
+/// Removes the group and other bits beyond `mode` from `path` (an older version, or the user,
+/// may have left it readable by others), saying so in the log.
+fn tighten(path: &Path, mode: u32) -> Result<()> {
+    let meta = fs::metadata(path)
+        .map_err(|e| StoreError::io(format!("reading the mode of {}", path.display()), e))?;
+    let current = meta.permissions().mode() & 0o777;
+    if current & !mode == 0 {
+        return Ok(());
+    }
+    fs::set_permissions(path, fs::Permissions::from_mode(current & mode))
+        .map_err(|e| StoreError::io(format!("tightening the mode of {}", path.display()), e))?;
+    tracing::warn!(
+        path = %path.display(),
+        was = format!("{current:o}"),
+        now = format!("{:o}", current & mode),
+        "store data was readable by other users; tightened its mode"
+    );
+    Ok(())
+}
+
 /// Lists segments and snapshots. With `remove_temporaries` (only while opening, when nothing
 /// else can be writing one), removes the temporary files a crash left.
 pub(super) fn list(dir: &Path, remove_temporaries: bool) -> Result<DirListing> {
@@ -72,6 +103,9 @@ pub(super) fn list(dir: &Path, remove_temporaries: bool) -> Result<DirListing> {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
         let path = entry.path();
+        if remove_temporaries && entry.file_type().is_ok_and(|t| t.is_file()) {
+            tighten(&path, FILE_MODE)?;
+        }
         if let Some(hex) = name
             .strip_prefix("wal-")
             .and_then(|n| n.strip_suffix(".log"))

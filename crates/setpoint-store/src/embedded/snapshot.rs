@@ -5,6 +5,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufReader, BufWriter, Write};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use setpoint_core::Revision;
@@ -23,6 +24,7 @@ pub(super) fn write(dir: &Path, revision: Revision, index: &Index) -> Result<(Pa
         .create(true)
         .truncate(true)
         .write(true)
+        .mode(files::FILE_MODE)
         .open(&tmp)
         .map_err(io_err)?;
     let mut out = BufWriter::with_capacity(1 << 20, file);

@@ -12,6 +12,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -141,6 +142,7 @@ fn create_segment(
     let file = OpenOptions::new()
         .create_new(true)
         .write(true)
+        .mode(files::FILE_MODE)
         .open(&path)
         .map_err(io_err)?;
     preallocate(&file, size);
