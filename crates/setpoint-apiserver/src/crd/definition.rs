@@ -383,4 +383,25 @@ mod tests {
         let causes = validate_definition(&changed, Some(&crd()));
         assert_eq!(causes[0].field, "spec.scope");
     }
+
+    #[test]
+    fn an_unchanged_schema_should_not_be_held_to_the_per_rule_cost_limit_again() {
+        // Over the per-rule limit (2000² pairs), under the per-CRD one.
+        let mut c = crd();
+        c["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({"type": "object",
+            "x-kubernetes-validations": [{"rule": "self.l.all(a, self.l.all(b, a + b >= 0))"}],
+            "properties": {"l": {"type": "array", "maxItems": 2000, "items": {"type": "integer"}}}});
+        let causes = validate_definition(&c, None);
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert_eq!(
+            causes[0].field,
+            "spec.versions[0].schema.openAPIV3Schema.x-kubernetes-validations[0].rule"
+        );
+        assert!(causes[0]
+            .message
+            .contains("estimated rule cost exceeds budget by factor of"));
+        let mut relabelled = c.clone();
+        relabelled["spec"]["names"]["shortNames"] = json!(["w"]);
+        assert!(validate_definition(&relabelled, Some(&c)).is_empty());
+    }
 }

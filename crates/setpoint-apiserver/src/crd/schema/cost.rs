@@ -32,7 +32,7 @@ impl Total {
             return;
         }
         self.most_expensive.push((cost, path));
-        self.most_expensive.sort_by(|a, b| b.0.cmp(&a.0));
+        self.most_expensive.sort_by_key(|e| std::cmp::Reverse(e.0));
         self.most_expensive.truncate(4);
     }
 }
