@@ -1,7 +1,8 @@
 //! The CustomResourceDefinition kind's own defaults and validation, as far as Setpoint
 //! serves CRDs: names (`<plural>.<group>`, DNS labels, a group with a dot), scope, versions
 //! (unique names, at least one, exactly one storage version), a compilable structural schema
-//! per version, scale paths and printer columns; `spec.scope` and `spec.group` never change.
+//! per version whose CEL rules are not estimated to cost too much (kube-apiserver's limits),
+//! scale paths and printer columns; `spec.scope` and `spec.group` never change.
 
 use serde_json::{json, Value};
 use setpoint_core::Cause;
@@ -140,7 +141,13 @@ pub(crate) fn validate_definition(crd: &Value, old: Option<&Value>) -> Vec<Cause
             causes.push(Cause::duplicate(format!("{at}.name"), &v["name"]));
         }
         seen.push(&v["name"]);
-        version(&mut causes, &at, v);
+        // kube-apiserver does not hold a version's unchanged schema to the per-rule cost
+        // limit again, so an update elsewhere never fails on rules it once accepted.
+        let unchanged = old
+            .and_then(|o| o["spec"]["versions"].as_array())
+            .and_then(|olds| olds.iter().find(|o| o["name"] == v["name"]))
+            .is_some_and(|o| o["schema"] == v["schema"]);
+        version(&mut causes, &at, v, unchanged);
     }
     if let Some(old) = old {
         for field in ["scope", "group"] {
@@ -156,7 +163,7 @@ pub(crate) fn validate_definition(crd: &Value, old: Option<&Value>) -> Vec<Cause
     causes
 }
 
-fn version(causes: &mut Vec<Cause>, at: &str, v: &Value) {
+fn version(causes: &mut Vec<Cause>, at: &str, v: &Value, schema_unchanged: bool) {
     let schema = &v["schema"]["openAPIV3Schema"];
     let schema_at = format!("{at}.schema.openAPIV3Schema");
     if schema.is_null() {
@@ -166,10 +173,14 @@ fn version(causes: &mut Vec<Cause>, at: &str, v: &Value) {
             format!("{schema_at}: Required value: schemas are required"),
         ));
     } else {
-        match Schema::compile(schema, &schema_at) {
-            Ok(_) => {}
-            Err(e) => causes.push(compile_cause(e)),
-        }
+        let before = causes.len();
+        let compiled = match Schema::compile(schema, &schema_at) {
+            Ok(compiled) => Some(compiled),
+            Err(e) => {
+                causes.push(compile_cause(e));
+                None
+            }
+        };
         structural(causes, schema, &schema_at, true);
         if schema["type"] != json!("object") {
             causes.push(Cause::invalid(
@@ -177,6 +188,10 @@ fn version(causes: &mut Vec<Cause>, at: &str, v: &Value) {
                 &schema["type"],
                 "must be object at the root",
             ));
+        }
+        // Rule costs are estimated only on a schema that is otherwise valid.
+        if let Some(compiled) = compiled.filter(|_| causes.len() == before) {
+            causes.extend(compiled.check_costs(&schema_at, !schema_unchanged));
         }
     }
     if let Some(scale) = v["subresources"].get("scale").filter(|s| !s.is_null()) {
@@ -367,5 +382,26 @@ mod tests {
         changed["spec"]["scope"] = json!("Cluster");
         let causes = validate_definition(&changed, Some(&crd()));
         assert_eq!(causes[0].field, "spec.scope");
+    }
+
+    #[test]
+    fn an_unchanged_schema_should_not_be_held_to_the_per_rule_cost_limit_again() {
+        // Over the per-rule limit (2000² pairs), under the per-CRD one.
+        let mut c = crd();
+        c["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({"type": "object",
+            "x-kubernetes-validations": [{"rule": "self.l.all(a, self.l.all(b, a + b >= 0))"}],
+            "properties": {"l": {"type": "array", "maxItems": 2000, "items": {"type": "integer"}}}});
+        let causes = validate_definition(&c, None);
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert_eq!(
+            causes[0].field,
+            "spec.versions[0].schema.openAPIV3Schema.x-kubernetes-validations[0].rule"
+        );
+        assert!(causes[0]
+            .message
+            .contains("estimated rule cost exceeds budget by factor of"));
+        let mut relabelled = c.clone();
+        relabelled["spec"]["names"]["shortNames"] = json!(["w"]);
+        assert!(validate_definition(&relabelled, Some(&c)).is_empty());
     }
 }

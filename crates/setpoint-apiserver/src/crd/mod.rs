@@ -25,6 +25,7 @@ mod schema;
 pub(crate) mod table;
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{json, Value};
@@ -105,10 +106,34 @@ impl CustomResource {
         self.schema.apply_defaults(object);
     }
 
-    /// Validates an object against the schema and its rules (`old` on updates).
-    pub(crate) fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<Cause> {
+    /// Validates an object against the schema and its rules (`old` on updates). A schema
+    /// with CEL rules is checked on a blocking thread ([`cel::pool`]), within one request's
+    /// cost budget.
+    pub(crate) async fn validate(
+        self: &Arc<Self>,
+        object: &Value,
+        old: Option<&Value>,
+    ) -> Vec<Cause> {
+        if !self.schema.has_rules() {
+            return self.validate_now(object, old);
+        }
+        let this = Arc::clone(self);
+        let (object, old) = (object.clone(), old.cloned());
+        cel::pool::run(move || this.validate_now(&object, old.as_ref()))
+            .await
+            .unwrap_or_else(|| {
+                vec![Cause::new(
+                    "InternalError",
+                    "",
+                    "validation was cancelled: the server is shutting down",
+                )]
+            })
+    }
+
+    fn validate_now(&self, object: &Value, old: Option<&Value>) -> Vec<Cause> {
         let mut causes = Vec::new();
-        self.schema.validate(object, old, "", &mut causes);
+        let budget = cel::Budget::new(cel::limits::RUNTIME_BUDGET);
+        self.schema.validate(object, old, "", &budget, &mut causes);
         causes
     }
 

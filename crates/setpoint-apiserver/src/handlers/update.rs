@@ -131,7 +131,7 @@ pub(crate) async fn guaranteed_update(
         // past the rules that stop clients changing immutable fields: `pods/binding` sets
         // `spec.nodeName`, which no client update may.
         let old = (scope != Scope::Full).then_some(&current);
-        let mut causes = def.validate(&new, old);
+        let mut causes = def.validate(&new, old).await;
         let old_finalizers = meta::finalizers(&current);
         let new_finalizers = meta::finalizers(&new);
         let deleting = !current["metadata"]["deletionTimestamp"].is_null();

@@ -263,7 +263,7 @@ pub(crate) async fn create_object(
             .into_iter()
             .map(|p| Cause::invalid("metadata.name", &json!(name), &p))
             .collect();
-        causes.extend(def.validate(&object, None));
+        causes.extend(def.validate(&object, None).await);
         if !causes.is_empty() {
             return Err(invalid(def, &name, causes));
         }

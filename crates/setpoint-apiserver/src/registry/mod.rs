@@ -159,9 +159,9 @@ impl ResourceDef {
     }
 
     /// Validates an object (and, for an update, what changed from `old`).
-    pub(crate) fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<Cause> {
+    pub(crate) async fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<Cause> {
         match &self.custom {
-            Some(c) => c.validate(object, old),
+            Some(c) => c.validate(object, old).await,
             None => self.strategy.validate(object, old),
         }
     }

@@ -5,8 +5,10 @@
 //!
 //! Compiling fails (with the field path in the CRD) on what could not be applied later: a
 //! `pattern` that is not a regular expression, a CEL rule that does not parse, a `type` that
-//! OpenAPI does not have.
+//! OpenAPI does not have. [`Schema::check_costs`] refuses CEL rules estimated to cost too
+//! much.
 
+mod cost;
 mod default;
 mod prune;
 mod validate;
@@ -125,6 +127,19 @@ fn join(path: &str, child: &str) -> String {
 }
 
 impl Schema {
+    /// Whether the schema has CEL rules anywhere.
+    pub(crate) fn has_rules(&self) -> bool {
+        !self.rules.is_empty()
+            || self.properties.values().any(Schema::has_rules)
+            || self.items.as_deref().is_some_and(Schema::has_rules)
+            || matches!(&self.additional, Some(Additional::Schema(s)) if s.has_rules())
+            || (self.all_of.iter())
+                .chain(&self.any_of)
+                .chain(&self.one_of)
+                .chain(self.not.as_deref())
+                .any(Schema::has_rules)
+    }
+
     /// Compiles a JSONSchemaProps value; `path` names it in errors
     /// (`spec.versions[0].schema.openAPIV3Schema.properties[spec]`).
     pub(crate) fn compile(v: &Value, path: &str) -> Result<Schema, String> {

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use setpoint_core::Cause;
 
 use super::{Additional, ListType, Schema, Type};
+use crate::crd::cel::{check_rules, Budget};
 
 fn type_name(v: &Value) -> &'static str {
     match v {
@@ -93,12 +94,14 @@ fn map_key(item: &Value, keys: &[String]) -> Value {
 
 impl Schema {
     /// Validates `value` at `path` (empty for the whole object); `old` is the same place in
-    /// the object before an update, where it can be told (for transition rules).
+    /// the object before an update, where it can be told (for transition rules). CEL rules
+    /// are paid for from `budget`, and no longer run once it is exhausted.
     pub(crate) fn validate(
         &self,
         value: &Value,
         old: Option<&Value>,
         path: &str,
+        budget: &Budget,
         causes: &mut Vec<Cause>,
     ) {
         let before = causes.len();
@@ -167,16 +170,16 @@ impl Schema {
                 self.validate_number(n.as_f64().unwrap_or(0.0), value, path, causes)
             }
             Value::String(s) => self.validate_string(s, value, path, causes),
-            Value::Array(items) => self.validate_array(items, old, path, causes),
-            Value::Object(map) => self.validate_object(map, old, path, causes),
+            Value::Array(items) => self.validate_array(items, old, path, budget, causes),
+            Value::Object(map) => self.validate_object(map, old, path, budget, causes),
             _ => {}
         }
         for s in &self.all_of {
-            s.validate(value, old, path, causes);
+            s.validate(value, old, path, budget, causes);
         }
         let passes = |s: &Schema| {
             let mut scratch = Vec::new();
-            s.validate(value, old, path, &mut scratch);
+            s.validate(value, old, path, budget, &mut scratch);
             scratch.is_empty()
         };
         if !self.any_of.is_empty() && !self.any_of.iter().any(passes) {
@@ -204,11 +207,7 @@ impl Schema {
         }
         // CEL rules run only on values that passed the rest, as kube-apiserver's do.
         if causes.len() == before {
-            for rule in &self.rules {
-                if let Some(cause) = rule.check(value, old, shown(path)) {
-                    causes.push(cause);
-                }
-            }
+            check_rules(&self.rules, value, old, shown(path), budget, causes);
         }
     }
 
@@ -290,6 +289,7 @@ impl Schema {
         items: &[Value],
         old: Option<&Value>,
         path: &str,
+        budget: &Budget,
         causes: &mut Vec<Cause>,
     ) {
         let p = shown(path);
@@ -340,7 +340,7 @@ impl Schema {
                 }
                 _ => None,
             };
-            schema.validate(item, before, &format!("{path}[{i}]"), causes);
+            schema.validate(item, before, &format!("{path}[{i}]"), budget, causes);
         }
     }
 
@@ -349,6 +349,7 @@ impl Schema {
         map: &serde_json::Map<String, Value>,
         old: Option<&Value>,
         path: &str,
+        budget: &Budget,
         causes: &mut Vec<Cause>,
     ) {
         let p = shown(path);
@@ -398,7 +399,7 @@ impl Schema {
                 },
             };
             let before = old.and_then(|o| o.get(k));
-            schema.validate(v, before, &child(path, k), causes);
+            schema.validate(v, before, &child(path, k), budget, causes);
         }
     }
 }
@@ -408,11 +409,14 @@ mod tests {
     use serde_json::json;
 
     use super::super::Schema;
+    use crate::crd::cel::limits::RUNTIME_BUDGET;
+    use crate::crd::cel::Budget;
 
     fn check(schema: serde_json::Value, value: serde_json::Value) -> Vec<String> {
         let s = Schema::compile(&schema, "s").unwrap();
         let mut causes = Vec::new();
-        s.validate(&value, None, "", &mut causes);
+        let budget = Budget::new(RUNTIME_BUDGET);
+        s.validate(&value, None, "", &budget, &mut causes);
         causes.into_iter().map(|c| c.message).collect()
     }
 
@@ -513,5 +517,46 @@ mod tests {
             "{msgs:?}"
         );
         assert_eq!(msgs[1], "obj.apiVersion: Required value");
+    }
+
+    fn check_with(schema: &Schema, value: serde_json::Value, budget: &Budget) -> Vec<String> {
+        let mut causes = Vec::new();
+        schema.validate(&value, None, "", budget, &mut causes);
+        causes.into_iter().map(|c| c.message).collect()
+    }
+
+    #[test]
+    fn costly_rules_should_stop_at_the_call_limit_and_the_request_budget() {
+        // Regression (issue 14.5): CEL rules had no runtime cost limit.
+        let pairs = "self.v.all(a, self.v.all(b, a + b >= 0))";
+        let schema = Schema::compile(
+            &json!({"type": "object", "properties": {"items": {"type": "array", "items": {
+                "type": "object",
+                "x-kubernetes-validations": [{"rule": pairs}, {"rule": "false", "message": "second"}],
+                "properties": {"v": {"type": "array", "items": {"type": "integer"}}}}}}}),
+            "s",
+        )
+        .unwrap();
+        // 600² steps are past the per-call limit: the rule fails, and no other rule runs.
+        let long: Vec<i64> = (0..600).collect();
+        let budget = Budget::new(RUNTIME_BUDGET);
+        let msgs = check_with(
+            &schema,
+            json!({"items": [{"v": long}, {"v": [1]}]}),
+            &budget,
+        );
+        assert_eq!(
+            msgs,
+            vec![format!("items[0]: Invalid value: \"object\": 'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: {pairs}")]
+        );
+        // Items that each fit in the limit but together not in the budget: the rules run
+        // until the budget is spent.
+        let short: Vec<i64> = (0..30).collect();
+        let items: Vec<_> = (0..5).map(|_| json!({"v": short})).collect();
+        let msgs = check_with(&schema, json!({"items": items}), &Budget::new(20_000));
+        let out = "Invalid value: \"object\": validation failed due to running out of cost budget, no further validation rules will be run";
+        assert!(msgs.last().unwrap().ends_with(out), "{msgs:?}");
+        assert!(msgs.len() < 5, "{msgs:?}");
+        assert!(msgs[0].ends_with(": second"), "{msgs:?}");
     }
 }

@@ -9,22 +9,40 @@
 //! the string its `messageExpression` evaluates to (with the rule's variables), else — when
 //! there is none, or it fails, or gives an empty, blank or multi-line string — the rule's
 //! `message`, else `failed rule: <rule>`. Kubernetes' CEL libraries beyond the standard one
-//! (`quantity`, `url`, `isSorted`, …) are not available, and no cost budget is enforced.
+//! (`quantity`, `url`, `isSorted`, …) are not available.
+//!
+//! Costs are limited as kube-apiserver limits them ([`limits`]): a CRD whose rules are
+//! estimated ([`estimate`]) to cost too much is refused, and at run time ([`meter`]) an
+//! evaluation past [`limits::PER_CALL_LIMIT`], or rules past the request's
+//! [`limits::RUNTIME_BUDGET`], fail the request and stop every further rule. Rules run off
+//! the async worker threads ([`pool`]).
+
+mod estimate;
+pub(crate) mod limits;
+mod meter;
+pub(crate) mod pool;
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use cel::{Context, Env, Program};
+use cel::{Context, Env};
 use serde_json::{json, Value};
 use setpoint_core::Cause;
+
+pub(crate) use estimate::unbounded_cardinality;
+use limits::{COST_LIMIT_EXCEEDED, PER_CALL_LIMIT};
+pub(crate) use meter::Budget;
+use meter::Metered;
+
+use crate::crd::schema::Schema;
 
 /// One compiled rule.
 pub(crate) struct Rule {
     source: String,
-    program: Program,
+    program: Metered,
     message: Option<String>,
     /// `messageExpression`, compiled, with its source.
-    message_expression: Option<(String, Program)>,
+    message_expression: Option<(String, Metered)>,
     reason: String,
     /// A path below the node to report at, e.g. `.spec.replicas` → `<node>.spec.replicas`.
     field_path: Option<String>,
@@ -70,6 +88,7 @@ impl Rule {
             format!("{path}.rule: Invalid value: {source:?}: compilation failed: {e}")
         })?;
         let transition = program.references().has_variable("oldSelf");
+        let program = Metered::new(program);
         let message_expression = match v
             .get("messageExpression")
             .and_then(Value::as_str)
@@ -77,9 +96,9 @@ impl Rule {
         {
             Some(m) => Some((
                 m.to_owned(),
-                env().compile(m).map_err(|e| {
+                Metered::new(env().compile(m).map_err(|e| {
                     format!("{path}.messageExpression: Invalid value: {m:?}: messageExpression compilation failed: {e}")
-                })?,
+                })?),
             )),
             None => None,
         };
@@ -123,30 +142,66 @@ impl Rule {
         Ok(context)
     }
 
-    /// Evaluates the rule on `value` (and `old`); `Ok(true)` if it holds, `Ok(false)` if it
-    /// does not, `Err` if it could not be evaluated. A transition rule without an old value
-    /// holds.
+    /// The worst-case cost of evaluating the rule once at `node`, and of its message
+    /// expression if it has one.
+    pub(crate) fn estimated_costs(&self, node: &Schema) -> (u64, Option<u64>) {
+        let rule = estimate::estimate(self.program.program().expression(), node);
+        let message = self
+            .message_expression
+            .as_ref()
+            .map(|(_, m)| estimate::estimate(m.program().expression(), node));
+        (rule, message)
+    }
+
+    /// How kube-apiserver names the rule in cost errors: its message, else its source.
+    fn error_string(&self) -> &str {
+        match &self.message {
+            Some(m) if !m.trim().is_empty() => m.trim(),
+            _ => self.source.trim(),
+        }
+    }
+
+    /// Evaluates the rule on `value` (and `old`) with no limit; `Ok(true)` if it holds.
+    #[cfg(test)]
     pub(crate) fn evaluate(&self, value: &Value, old: Option<&Value>) -> Result<bool, String> {
         if self.transition && old.is_none() {
             return Ok(true);
         }
         let context = Self::context(value, old)?;
-        match self.program.execute(&context) {
-            Ok(cel::Value::Bool(b)) => Ok(b),
-            Ok(other) => Err(format!("rule returned {other:?}, not a bool")),
-            Err(e) => Err(e.to_string()),
+        match self.program.run(context, u64::MAX).result? {
+            cel::Value::Bool(b) => Ok(b),
+            other => Err(format!("rule returned {other:?}, not a bool")),
         }
     }
 
     /// The failure message of a rule that does not hold: its `messageExpression`'s value if
-    /// that is a usable one-line string, else `message`, else `failed rule: <rule>`.
-    fn failure_message(&self, value: &Value, old: Option<&Value>) -> String {
+    /// that is a usable one-line string, else `message`, else `failed rule: <rule>`. `Err`
+    /// is the cause to report instead when the message expression overran its limit or the
+    /// budget.
+    fn failure_message(
+        &self,
+        value: &Value,
+        old: Option<&Value>,
+        field: &str,
+        budget: &Budget,
+    ) -> Result<String, Cause> {
         if let Some((source, program)) = &self.message_expression {
-            let evaluated = Self::context(value, old)
-                .and_then(|c| program.execute(&c).map_err(|e| e.to_string()));
+            let run = Self::context(value, old).map(|c| program.run(c, PER_CALL_LIMIT));
+            let shown = json!(type_name(value));
+            let evaluated = match run {
+                Ok(run) if run.over_limit => {
+                    budget.exhaust();
+                    return Err(Cause::invalid(field, &shown, &format!("no further validation rules will be run due to call cost exceeds limit for messageExpression: {source:?}")));
+                }
+                Ok(run) if !budget.spend(run.cost) => {
+                    return Err(Cause::invalid(field, &shown, "messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run"));
+                }
+                Ok(run) => run.result,
+                Err(e) => Err(e),
+            };
             match evaluated {
                 Ok(cel::Value::String(m)) if !m.trim().is_empty() && !m.contains('\n') => {
-                    return m.to_string();
+                    return Ok(m.to_string());
                 }
                 Ok(other) => tracing::debug!(
                     message_expression = %source,
@@ -160,24 +215,64 @@ impl Rule {
                 ),
             }
         }
-        self.message
+        Ok(self
+            .message
             .clone()
-            .unwrap_or_else(|| format!("failed rule: {}", self.source))
+            .unwrap_or_else(|| format!("failed rule: {}", self.source)))
     }
 
-    /// The cause to report when the rule does not hold for the value at `path`.
-    pub(crate) fn check(&self, value: &Value, old: Option<&Value>, path: &str) -> Option<Cause> {
+    /// The cause to report when the rule does not hold for the value at `path`, paying for
+    /// the evaluation from `budget`. A rule that overruns [`PER_CALL_LIMIT`] or the budget
+    /// exhausts it and gets a cause saying so.
+    pub(crate) fn check(
+        &self,
+        value: &Value,
+        old: Option<&Value>,
+        path: &str,
+        budget: &Budget,
+    ) -> Option<Cause> {
+        if self.transition && old.is_none() {
+            return None;
+        }
+        let shown = json!(type_name(value));
+        let run = match Self::context(value, old) {
+            Ok(context) => self.program.run(context, PER_CALL_LIMIT),
+            Err(e) => {
+                return Some(Cause::invalid(
+                    path,
+                    &shown,
+                    &format!("rule evaluation error: {}: {e}", self.source),
+                ))
+            }
+        };
+        if run.over_limit {
+            budget.exhaust();
+            let detail = format!(
+                "'{COST_LIMIT_EXCEEDED}': no further validation rules will be run due to call cost exceeds limit for rule: {}",
+                self.error_string()
+            );
+            return Some(Cause::invalid(path, &shown, &detail));
+        }
+        if !budget.spend(run.cost) {
+            return Some(out_of_budget(path, value));
+        }
         let field = match &self.field_path {
             Some(p) if p.starts_with('.') || p.starts_with('[') => format!("{path}{p}"),
             Some(p) => format!("{path}.{p}"),
             None => path.to_owned(),
         };
-        let detail = match self.evaluate(value, old) {
-            Ok(true) => return None,
-            Ok(false) => self.failure_message(value, old),
+        let detail = match run.result {
+            Ok(cel::Value::Bool(true)) => return None,
+            Ok(cel::Value::Bool(false)) => match self.failure_message(value, old, &field, budget) {
+                Ok(message) => message,
+                Err(cause) => return Some(cause),
+            },
+            Ok(other) => format!(
+                "rule evaluation error: {}: rule returned {other:?}, not a bool",
+                self.source
+            ),
             Err(e) => format!("rule evaluation error: {}: {e}", self.source),
         };
-        let shown = json!(type_name(value));
         Some(match self.reason.as_str() {
             "FieldValueForbidden" => Cause::forbidden(field, &detail),
             "FieldValueRequired" => Cause::new(
@@ -195,6 +290,41 @@ impl Rule {
     }
 }
 
+/// The cause for rules that cannot run because the request's budget is spent.
+pub(crate) fn out_of_budget(path: &str, value: &Value) -> Cause {
+    Cause::invalid(
+        path,
+        &json!(type_name(value)),
+        "validation failed due to running out of cost budget, no further validation rules will be run",
+    )
+}
+
+/// Checks `rules` (those of the node at `path`) on `value`, adding a cause for each that
+/// does not hold, until the budget is exhausted.
+pub(crate) fn check_rules(
+    rules: &[Rule],
+    value: &Value,
+    old: Option<&Value>,
+    path: &str,
+    budget: &Budget,
+    causes: &mut Vec<Cause>,
+) {
+    if rules.is_empty() || budget.exhausted() {
+        return;
+    }
+    if budget.remaining() == 0 {
+        budget.exhaust();
+        causes.push(out_of_budget(path, value));
+        return;
+    }
+    for rule in rules {
+        if budget.exhausted() {
+            return;
+        }
+        causes.extend(rule.check(value, old, path, budget));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,16 +333,30 @@ mod tests {
         Rule::compile(&v, "r").unwrap()
     }
 
+    fn budget() -> Budget {
+        Budget::new(limits::RUNTIME_BUDGET)
+    }
+
     #[test]
     fn rules_should_see_self_and_report_their_message() {
         let r = rule(
             json!({"rule": "self.replicas <= self.maxReplicas", "message": "replicas must not exceed maxReplicas"}),
         );
         assert!(r
-            .check(&json!({"replicas": 2, "maxReplicas": 3}), None, "spec")
+            .check(
+                &json!({"replicas": 2, "maxReplicas": 3}),
+                None,
+                "spec",
+                &budget()
+            )
             .is_none());
         let cause = r
-            .check(&json!({"replicas": 5, "maxReplicas": 3}), None, "spec")
+            .check(
+                &json!({"replicas": 5, "maxReplicas": 3}),
+                None,
+                "spec",
+                &budget(),
+            )
             .unwrap();
         assert_eq!(cause.field, "spec");
         assert_eq!(
@@ -220,7 +364,9 @@ mod tests {
             "spec: Invalid value: \"object\": replicas must not exceed maxReplicas"
         );
         let plain = rule(json!({"rule": "self.name.startsWith('a')"}));
-        let cause = plain.check(&json!({"name": "bob"}), None, "spec").unwrap();
+        let cause = plain
+            .check(&json!({"name": "bob"}), None, "spec", &budget())
+            .unwrap();
         assert!(
             cause
                 .message
@@ -238,11 +384,13 @@ mod tests {
         let r = rule(
             json!({"rule": "self == oldSelf", "message": "is immutable", "reason": "FieldValueForbidden", "fieldPath": ".mode"}),
         );
-        assert!(r.check(&json!("a"), None, "spec.mode").is_none());
+        assert!(r.check(&json!("a"), None, "spec.mode", &budget()).is_none());
         assert!(r
-            .check(&json!("a"), Some(&json!("a")), "spec.mode")
+            .check(&json!("a"), Some(&json!("a")), "spec.mode", &budget())
             .is_none());
-        let cause = r.check(&json!("b"), Some(&json!("a")), "spec").unwrap();
+        let cause = r
+            .check(&json!("b"), Some(&json!("a")), "spec", &budget())
+            .unwrap();
         assert_eq!(cause.reason, "FieldValueForbidden");
         assert_eq!(cause.field, "spec.mode");
     }
@@ -253,7 +401,7 @@ mod tests {
             "message": "too many",
             "messageExpression": "'replicas must be at most ' + string(self.max)"}));
         let cause = r
-            .check(&json!({"replicas": 5, "max": 3}), None, "spec")
+            .check(&json!({"replicas": 5, "max": 3}), None, "spec", &budget())
             .unwrap();
         assert!(
             cause.message.ends_with(": replicas must be at most 3"),
@@ -270,7 +418,7 @@ mod tests {
             let r = rule(json!({"rule": "self.replicas <= self.max",
                 "message": "too many", "messageExpression": unusable}));
             let cause = r
-                .check(&json!({"replicas": 5, "max": 3}), None, "spec")
+                .check(&json!({"replicas": 5, "max": 3}), None, "spec", &budget())
                 .unwrap();
             assert!(
                 cause.message.ends_with(": too many"),
@@ -280,7 +428,7 @@ mod tests {
         }
         let bare = rule(json!({"rule": "self.replicas <= self.max", "messageExpression": "''"}));
         let cause = bare
-            .check(&json!({"replicas": 5, "max": 3}), None, "spec")
+            .check(&json!({"replicas": 5, "max": 3}), None, "spec", &budget())
             .unwrap();
         assert!(
             cause
