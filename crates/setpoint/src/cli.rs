@@ -341,6 +341,17 @@ pub(crate) enum DebugCommand {
     /// Write to an embedded store forever, printing one `ack` line per acknowledged write; the
     /// crash test kills it and checks that every acknowledged write survived.
     StoreWriter(StoreWriterArgs),
+    /// Panic `--count` times in caught panics, as a server's request handlers may, and print
+    /// the resident memory before and after: shows what a panic report costs.
+    Panics(PanicsArgs),
+}
+
+/// Flags of `setpoint debug panics`.
+#[derive(Debug, Args)]
+pub(crate) struct PanicsArgs {
+    /// How many panics, each in code of its own (a different place to symbolize).
+    #[arg(long, default_value_t = 3)]
+    pub(crate) count: usize,
 }
 
 /// Flags of `setpoint debug store-writer`.

@@ -11,6 +11,7 @@ mod bench;
 mod cli;
 mod debug;
 mod migrate;
+mod panic_report;
 mod roles;
 mod server;
 mod simulated;
@@ -31,6 +32,7 @@ use crate::cli::{Cli, Command};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> Result<ExitCode> {
+    panic_report::install();
     let cli = Cli::parse();
     // The container shim is a small synchronous supervisor: no runtime, no logging set-up.
     if let Command::AgentShim { args } = cli.command {

@@ -2,6 +2,7 @@
 //! kill them mid-write, for instance). Not a stable interface.
 
 mod crash_value;
+mod panics;
 mod store_writer;
 
 use anyhow::Result;
@@ -12,5 +13,6 @@ use crate::cli::DebugCommand;
 pub(crate) async fn debug(command: DebugCommand) -> Result<()> {
     match command {
         DebugCommand::StoreWriter(args) => store_writer::store_writer(args).await,
+        DebugCommand::Panics(args) => panics::panics(&args),
     }
 }
