@@ -239,7 +239,10 @@ async fn every_store_file_should_be_private_and_an_open_directory_tightened() {
         }
         store.close();
     }
-    assert!(!files_with(&dir, ".snap").is_empty(), "no snapshot was written");
+    assert!(
+        !files_with(&dir, ".snap").is_empty(),
+        "no snapshot was written"
+    );
     for path in files_with(&dir, "") {
         assert_eq!(mode(&path), 0o600, "{}", path.display());
     }
