@@ -501,3 +501,198 @@ async fn a_continue_token_from_another_collection_should_be_refused() {
     .await;
     expect(&got, 400, "BadRequest");
 }
+
+/// The raw answer: status and body text, for checks of the exact bytes.
+async fn call_text(
+    api: &Api,
+    method: &str,
+    uri: &str,
+    content_type: &str,
+    body: &str,
+) -> (StatusCode, String) {
+    let request = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("content-type", content_type)
+        .body(Bytes::from(body.to_owned()))
+        .unwrap();
+    let response = api.handle(request).await;
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8(bytes.to_vec()).unwrap())
+}
+
+async fn create_cm(api: &Api, name: &str) -> (StatusCode, Value) {
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
+    call(api, "POST", CM, JSON, &body.to_string()).await
+}
+
+#[tokio::test]
+async fn an_unknown_subresource_should_be_a_404_with_empty_details() {
+    // Regression (issue 14.7): the 404 for an unknown path or subresource had no `details`,
+    // and `kubectl debug` (which reads `Details.Name` of the pods/ephemeralcontainers 404)
+    // panicked on the nil pointer. kube-apiserver sends `"details":{}`.
+    let api = api().await;
+    for (method, path) in [
+        (
+            "PATCH",
+            "/api/v1/namespaces/default/pods/p/ephemeralcontainers",
+        ),
+        ("GET", "/api/v1/namespaces/default/widgets"),
+        ("GET", "/apis/nope.example.com/v1"),
+    ] {
+        let got = call_text(
+            &api,
+            method,
+            path,
+            "application/strategic-merge-patch+json",
+            "{}",
+        )
+        .await;
+        assert_eq!(got.0, StatusCode::NOT_FOUND, "{path}");
+        assert_eq!(
+            got.1,
+            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"the server could not find the requested resource\",\"reason\":\"NotFound\",\"details\":{},\"code\":404}\n",
+            "{path}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn status_bodies_should_have_kube_apiservers_field_order_and_details() {
+    // Regression (issue 14.11a): Status keys came out alphabetically with no trailing newline;
+    // kube-apiserver writes `kind, apiVersion, metadata, status, message, reason, details, code`
+    // and ends every JSON body with a newline (the Python client's tests compare the text).
+    let api = api().await;
+    let missing = call_text(&api, "GET", &format!("{CM}/nope"), JSON, "").await;
+    assert_eq!(
+        missing.1,
+        "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"configmaps \\\"nope\\\" not found\",\"reason\":\"NotFound\",\"details\":{\"name\":\"nope\",\"kind\":\"configmaps\"},\"code\":404}\n"
+    );
+    let missing_deploy = call_text(
+        &api,
+        "GET",
+        "/apis/apps/v1/namespaces/default/deployments/web",
+        JSON,
+        "",
+    )
+    .await;
+    assert!(
+        missing_deploy.1.contains(
+            r#""details":{"name":"web","group":"apps","kind":"deployments"},"code":404}"#
+        ),
+        "{}",
+        missing_deploy.1
+    );
+    assert_eq!(create_cm(&api, "c").await.0, StatusCode::CREATED);
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+    let exists = call_text(&api, "POST", CM, JSON, &body.to_string()).await;
+    assert_eq!(
+        exists.1,
+        "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"configmaps \\\"c\\\" already exists\",\"reason\":\"AlreadyExists\",\"details\":{\"name\":\"c\",\"kind\":\"configmaps\"},\"code\":409}\n"
+    );
+    let invalid = call_text(
+        &api,
+        "POST",
+        CM,
+        JSON,
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"Bad"}}"#,
+    )
+    .await;
+    assert!(
+        invalid.1.starts_with("{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"ConfigMap \\\"Bad\\\" is invalid: metadata.name: Invalid value: \\\"Bad\\\": a lowercase RFC 1123 subdomain"),
+        "{}",
+        invalid.1
+    );
+    assert!(
+        invalid.1.contains("\"reason\":\"Invalid\",\"details\":{\"name\":\"Bad\",\"kind\":\"ConfigMap\",\"causes\":[{\"reason\":\"FieldValueInvalid\",\"message\":\"Invalid value: \\\"Bad\\\": a lowercase RFC 1123 subdomain"),
+        "{}",
+        invalid.1
+    );
+    assert!(
+        invalid
+            .1
+            .ends_with("\"field\":\"metadata.name\"}]},\"code\":422}\n"),
+        "{}",
+        invalid.1
+    );
+    // Reasons kube-apiserver sends without details.
+    let bad = call_text(&api, "POST", CM, JSON, "{not json").await;
+    assert!(
+        bad.1.contains("\"reason\":\"BadRequest\",\"code\":400}\n"),
+        "{}",
+        bad.1
+    );
+    let media = call_text(&api, "POST", CM, "text/plain", "x").await;
+    assert!(
+        media
+            .1
+            .contains("\"reason\":\"UnsupportedMediaType\",\"code\":415}\n"),
+        "{}",
+        media.1
+    );
+    // MethodNotAllowed: go-restful's answer for a path without a route for the method.
+    let verb = call_text(&api, "PUT", CM, JSON, "{}").await;
+    assert!(
+        verb.1.ends_with("\"message\":\"the server does not allow this method on the requested resource\",\"reason\":\"MethodNotAllowed\",\"details\":{},\"code\":405}\n"),
+        "{}",
+        verb.1
+    );
+    // A verb the resource does not support: apimachinery's NewMethodNotSupported names it.
+    let verb = call_text(&api, "DELETE", "/api/v1/namespaces", JSON, "").await;
+    assert!(
+        verb.1.ends_with(
+            "\"reason\":\"MethodNotAllowed\",\"details\":{\"kind\":\"namespaces\"},\"code\":405}\n"
+        ),
+        "{}",
+        verb.1
+    );
+    // A successful delete answers a Success Status with the object's name, kind and uid.
+    let deleted = call_text(&api, "DELETE", &format!("{CM}/c"), JSON, "").await;
+    assert_eq!(deleted.0, StatusCode::OK);
+    assert!(
+        deleted.1.starts_with("{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Success\",\"details\":{\"name\":\"c\",\"kind\":\"configmaps\",\"uid\":\""),
+        "{}",
+        deleted.1
+    );
+    assert!(deleted.1.ends_with("\"}}\n"), "{}", deleted.1);
+}
+
+#[tokio::test]
+async fn objects_and_lists_should_start_with_kind_api_version_and_metadata() {
+    // Regression (issue 14.11a): objects came out with alphabetical keys (`apiVersion, data,
+    // kind, metadata`) and no trailing newline.
+    let api = api().await;
+    let body = r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"c","labels":{"a":"b"}},"data":{"k":"v"}}"#;
+    let created = call_text(&api, "POST", CM, JSON, body).await;
+    assert_eq!(created.0, StatusCode::CREATED);
+    assert!(
+        created.1.starts_with("{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"c\",\"namespace\":\"default\",\"uid\":"),
+        "{}",
+        created.1
+    );
+    assert!(
+        created.1.ends_with("},\"data\":{\"k\":\"v\"}}\n"),
+        "{}",
+        created.1
+    );
+    let got = call_text(&api, "GET", &format!("{CM}/c"), JSON, "").await;
+    assert!(
+        got.1.starts_with(
+            "{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"c\","
+        ),
+        "{}",
+        got.1
+    );
+    assert!(got.1.ends_with("}\n"), "{}", got.1);
+    let list = call_text(&api, "GET", CM, JSON, "").await;
+    assert!(
+        list.1.starts_with(
+            "{\"kind\":\"ConfigMapList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":"
+        ),
+        "{}",
+        list.1
+    );
+    assert!(list.1.contains("\"items\":[{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"c\","), "{}", list.1);
+    assert!(list.1.ends_with("]}\n"), "{}", list.1);
+}

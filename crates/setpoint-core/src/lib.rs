@@ -9,6 +9,7 @@ mod patch;
 mod revision;
 mod selector;
 mod status;
+pub mod wire;
 
 pub use gvk::{api_version, GroupResource, GroupVersionKind};
 pub use patch::{

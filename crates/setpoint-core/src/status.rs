@@ -89,6 +89,24 @@ impl Reason {
             Reason::Timeout => "Timeout",
         }
     }
+
+    /// Whether kube-apiserver's `Status` for this reason always carries `details` (maybe
+    /// empty, `{}`): apimachinery builds these errors with a non-nil `Details`, and clients
+    /// read it without checking (`kubectl debug` dereferences `Details.Name` of a 404).
+    #[must_use]
+    pub fn always_has_details(self) -> bool {
+        matches!(
+            self,
+            Reason::NotFound
+                | Reason::AlreadyExists
+                | Reason::Conflict
+                | Reason::Invalid
+                | Reason::Forbidden
+                | Reason::MethodNotAllowed
+                | Reason::InternalError
+                | Reason::Timeout
+        )
+    }
 }
 
 /// One reason an object is invalid, naming the field (`spec.replicas`).
@@ -123,6 +141,22 @@ impl Cause {
             .strip_prefix(self.field.as_str())
             .and_then(|rest| rest.strip_prefix(": "))
             .unwrap_or(&self.message)
+    }
+
+    /// The cause as a `Status` carries it: `reason, message, field`, each left out when
+    /// empty (Go's `omitempty`).
+    fn to_json(&self) -> Value {
+        let mut cause = Map::new();
+        for (key, value) in [
+            ("reason", self.reason.as_str()),
+            ("message", self.body()),
+            ("field", self.field.as_str()),
+        ] {
+            if !value.is_empty() {
+                cause.insert(key.into(), value.into());
+            }
+        }
+        Value::Object(cause)
     }
 
     /// `field: Required value`.
@@ -352,12 +386,30 @@ impl ApiError {
         )
     }
 
-    /// 500 with the message.
+    /// 500 `Internal error occurred: <message>`, the message also as the one cause (as
+    /// apimachinery's `NewInternalError`).
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(
-            Reason::InternalError,
-            format!("Internal error occurred: {}", message.into()),
-        )
+        let message = message.into();
+        ApiError {
+            reason: Reason::InternalError,
+            message: format!("Internal error occurred: {message}"),
+            details: Some(Box::new(Details {
+                causes: vec![Cause::new("", "", message)],
+                ..Default::default()
+            })),
+        }
+    }
+
+    /// 404 for a path the server does not serve (an unknown resource, subresource or
+    /// group version): kube-apiserver's `the server could not find the requested resource`
+    /// with empty `details`. Clients tell it from a missing object by the empty
+    /// `details.name` (`kubectl debug` does, to say ephemeral containers are unsupported).
+    pub fn no_such_path() -> Self {
+        ApiError {
+            reason: Reason::NotFound,
+            message: "the server could not find the requested resource".to_owned(),
+            details: Some(Box::default()),
+        }
     }
 
     /// 403 with the message.
@@ -365,9 +417,13 @@ impl ApiError {
         Self::new(Reason::Forbidden, message)
     }
 
-    /// 504 with the message.
+    /// 504 `Timeout: <message>` (apimachinery's `NewTimeoutError`).
     pub fn timeout(message: impl Into<String>) -> Self {
-        Self::new(Reason::Timeout, message)
+        ApiError {
+            reason: Reason::Timeout,
+            message: format!("Timeout: {}", message.into()),
+            details: Some(Box::default()),
+        }
     }
 
     /// 503 with the message.
@@ -381,7 +437,16 @@ impl ApiError {
         self.reason.code()
     }
 
-    /// The `Status` object for this error.
+    /// The `Status` body for this error, as kube-apiserver writes it: fields in its order
+    /// (see [`crate::wire`]), without the response's trailing newline.
+    #[must_use]
+    pub fn to_json(&self) -> Vec<u8> {
+        crate::wire::to_vec(&self.to_status())
+    }
+
+    /// The `Status` object for this error. Empty detail fields are left out, as Go's
+    /// `omitempty` does; `details` itself is there (maybe `{}`) whenever apimachinery always
+    /// sets it for the reason ([`Reason::always_has_details`]).
     #[must_use]
     pub fn to_status(&self) -> Value {
         let mut status = json!({
@@ -408,17 +473,15 @@ impl ApiError {
                 details.insert("uid".into(), uid.clone().into());
             }
             if !d.causes.is_empty() {
-                let causes: Vec<Value> = d
-                    .causes
-                    .iter()
-                    .map(|c| json!({"reason": c.reason, "message": c.body(), "field": c.field}))
-                    .collect();
+                let causes: Vec<Value> = d.causes.iter().map(Cause::to_json).collect();
                 details.insert("causes".into(), causes.into());
             }
             if let Some(s) = d.retry_after_seconds {
                 details.insert("retryAfterSeconds".into(), s.into());
             }
             status["details"] = Value::Object(details);
+        } else if self.reason.always_has_details() {
+            status["details"] = json!({});
         }
         status
     }

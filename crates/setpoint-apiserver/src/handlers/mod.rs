@@ -212,12 +212,7 @@ impl Api {
             .caches
             .get(&gvr_of(def))
             .cloned()
-            .ok_or_else(|| {
-                ApiError::new(
-                    setpoint_core::Reason::NotFound,
-                    "the server could not find the requested resource",
-                )
-            })
+            .ok_or_else(|| ApiError::no_such_path())
     }
 
     /// Waits until the resource's cache reflects every write acknowledged so far.
@@ -276,10 +271,7 @@ impl Api {
                 return Ok(r);
             }
         }
-        Err(ApiError::new(
-            setpoint_core::Reason::NotFound,
-            "the server could not find the requested resource",
-        ))
+        Err(ApiError::no_such_path())
     }
 
     async fn resource(
@@ -294,17 +286,9 @@ impl Api {
             .registry
             .get(&r.group, &r.version, &r.resource)
             .cloned()
-            .ok_or_else(|| {
-                ApiError::new(
-                    setpoint_core::Reason::NotFound,
-                    "the server could not find the requested resource",
-                )
-            })?;
+            .ok_or_else(|| ApiError::no_such_path())?;
         if r.namespace.is_some() && !def.namespaced {
-            return Err(ApiError::new(
-                setpoint_core::Reason::NotFound,
-                "the server could not find the requested resource",
-            ));
+            return Err(ApiError::no_such_path());
         }
         let ctx = Ctx {
             api: self,
@@ -322,10 +306,7 @@ impl Api {
         };
         if let Some(sub) = &r.subresource {
             if !def.has_subresource(sub) {
-                return Err(ApiError::new(
-                    setpoint_core::Reason::NotFound,
-                    "the server could not find the requested resource",
-                ));
+                return Err(ApiError::no_such_path());
             }
             return subresource::handle(&ctx, sub).await;
         }
