@@ -696,3 +696,42 @@ async fn objects_and_lists_should_start_with_kind_api_version_and_metadata() {
     assert!(list.1.contains("\"items\":[{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"c\","), "{}", list.1);
     assert!(list.1.ends_with("]}\n"), "{}", list.1);
 }
+
+#[tokio::test]
+async fn creating_a_crd_should_answer_with_its_initial_status() {
+    // Regression (issue 14.11b): the answer to creating a CRD had no `status`; kube-apiserver
+    // answers with `acceptedNames` and `storedVersions` (kube-rs' crd_api example unwraps it).
+    let api = api().await;
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object"}},
+            }],
+        },
+    });
+    let (status, created) = call(
+        &api,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        JSON,
+        &crd.to_string(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(
+        created["status"]["storedVersions"],
+        json!(["v1"]),
+        "{created}"
+    );
+    assert!(created["status"]["acceptedNames"].is_object(), "{created}");
+    let decoded: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+        serde_json::from_value(created).unwrap();
+    assert!(decoded.status.is_some());
+}
