@@ -735,3 +735,45 @@ async fn creating_a_crd_should_answer_with_its_initial_status() {
         serde_json::from_value(created).unwrap();
     assert!(decoded.status.is_some());
 }
+
+#[tokio::test]
+async fn a_node_without_unschedulable_should_match_spec_unschedulable_false() {
+    // Regression (issue 14.11c): `spec.unschedulable=false` did not select a node without the
+    // field; kube-apiserver formats the absent bool as `false`.
+    let api = api().await;
+    for (name, spec) in [
+        ("free", json!({})),
+        ("cordoned", json!({"unschedulable": true})),
+    ] {
+        let node =
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": spec});
+        let (status, body) = call(&api, "POST", "/api/v1/nodes", JSON, &node.to_string()).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let names = |list: &Value| -> Vec<String> {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["metadata"]["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (_, schedulable) = call(
+        &api,
+        "GET",
+        "/api/v1/nodes?fieldSelector=spec.unschedulable%3Dfalse",
+        JSON,
+        "",
+    )
+    .await;
+    assert_eq!(names(&schedulable), ["free"], "{schedulable}");
+    let (_, cordoned) = call(
+        &api,
+        "GET",
+        "/api/v1/nodes?fieldSelector=spec.unschedulable!%3Dfalse",
+        JSON,
+        "",
+    )
+    .await;
+    assert_eq!(names(&cordoned), ["cordoned"], "{cordoned}");
+}
