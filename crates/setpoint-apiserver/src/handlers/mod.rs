@@ -212,7 +212,7 @@ impl Api {
             .caches
             .get(&gvr_of(def))
             .cloned()
-            .ok_or_else(|| ApiError::no_such_path())
+            .ok_or_else(ApiError::no_such_path)
     }
 
     /// Waits until the resource's cache reflects every write acknowledged so far.
@@ -286,7 +286,7 @@ impl Api {
             .registry
             .get(&r.group, &r.version, &r.resource)
             .cloned()
-            .ok_or_else(|| ApiError::no_such_path())?;
+            .ok_or_else(ApiError::no_such_path)?;
         if r.namespace.is_some() && !def.namespaced {
             return Err(ApiError::no_such_path());
         }
