@@ -698,6 +698,22 @@ async fn objects_and_lists_should_start_with_kind_api_version_and_metadata() {
 }
 
 #[tokio::test]
+async fn the_version_document_should_be_written_as_kube_apiserver_writes_it() {
+    // Issue 14.11a: `/version` is not written by the API encoder but indented, in
+    // `version.Info`'s field order, without a trailing newline.
+    let api = api().await;
+    let (status, text) = call_text(&api, "GET", "/version", JSON, "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        text.starts_with(
+            "{\n  \"major\": \"1\",\n  \"minor\": \"33\",\n  \"gitVersion\": \"v1.33.0-setpoint."
+        ),
+        "{text}"
+    );
+    assert!(text.ends_with("\"\n}"), "{text}");
+}
+
+#[tokio::test]
 async fn creating_a_crd_should_answer_with_its_initial_status() {
     // Regression (issue 14.11b): the answer to creating a CRD had no `status`; kube-apiserver
     // answers with `acceptedNames` and `storedVersions` (kube-rs' crd_api example unwraps it).
