@@ -856,6 +856,35 @@ async fn finalizer_names_should_be_qualified_or_standard() {
 }
 
 #[tokio::test]
+async fn a_foreground_delete_should_replace_an_orphan_finalizer() {
+    // Issue 14.10: with finalizer validation refusing orphan together with
+    // foregroundDeletion, a delete's propagation finalizer must replace the other one (as
+    // kube-apiserver's delete does) instead of failing validation.
+    let api = api().await;
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "c", "finalizers": ["orphan"]}});
+    assert_eq!(
+        call(&api, "POST", CM, JSON, &cm.to_string()).await.0,
+        StatusCode::CREATED
+    );
+    let (status, body) = call(
+        &api,
+        "DELETE",
+        &format!("{CM}/c"),
+        JSON,
+        r#"{"propagationPolicy":"Foreground"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, cm) = call(&api, "GET", &format!("{CM}/c"), JSON, "").await;
+    assert_eq!(
+        cm["metadata"]["finalizers"],
+        json!(["foregroundDeletion"]),
+        "{cm}"
+    );
+}
+
+#[tokio::test]
 async fn a_patch_should_not_move_an_object_to_another_namespace_or_name() {
     // Regression (issue 14.10): a merge patch that changed `metadata.namespace` was silently
     // ignored; kube-apiserver refuses it with 400.
