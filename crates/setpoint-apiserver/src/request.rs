@@ -205,13 +205,13 @@ pub(crate) fn resolve(
         ("PATCH", true) => Verb::Patch,
         ("DELETE", true) => Verb::Delete,
         ("DELETE", false) => Verb::DeleteCollection,
-        (m, _) => {
+        _ => {
+            // go-restful's 405 for a path without a route for the method, as kube-apiserver
+            // words it (`details` is `{}`, as for every MethodNotAllowed).
             return Err(ApiError::new(
                 setpoint_core::Reason::MethodNotAllowed,
-                format!(
-                    "the server does not allow this method on the requested resource ({m} {path})"
-                ),
-            ))
+                "the server does not allow this method on the requested resource",
+            ));
         }
     };
     Ok(Target::Resource(ResourceRequest {

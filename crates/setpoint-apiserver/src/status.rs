@@ -94,9 +94,12 @@ impl Failure {
         serde_json::to_string(&status).unwrap_or_default()
     }
 
-    /// The HTTP response.
+    /// The HTTP response: the `Status` body with the trailing newline kube-apiserver's JSON
+    /// encoder writes after every body.
     pub(crate) fn into_response(self) -> Response<Body> {
-        let mut response = Response::new(full_body(self.to_json()));
+        let mut body = self.to_json();
+        body.push('\n');
+        let mut response = Response::new(full_body(body));
         *response.status_mut() = self.code();
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));

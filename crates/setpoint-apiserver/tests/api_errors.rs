@@ -650,3 +650,512 @@ async fn a_costly_rule_should_not_hold_up_other_requests() {
         got.1
     );
 }
+
+/// The raw answer: status and body text, for checks of the exact bytes.
+async fn call_text(
+    api: &Api,
+    method: &str,
+    uri: &str,
+    content_type: &str,
+    body: &str,
+) -> (StatusCode, String) {
+    let request = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("content-type", content_type)
+        .body(Bytes::from(body.to_owned()))
+        .unwrap();
+    let response = api.handle(request).await;
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8(bytes.to_vec()).unwrap())
+}
+
+async fn create_cm(api: &Api, name: &str) -> (StatusCode, Value) {
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
+    call(api, "POST", CM, JSON, &body.to_string()).await
+}
+
+#[tokio::test]
+async fn an_unknown_subresource_should_be_a_404_with_empty_details() {
+    // Regression (issue 14.7): the 404 for an unknown path or subresource had no `details`,
+    // and `kubectl debug` (which reads `Details.Name` of the pods/ephemeralcontainers 404)
+    // panicked on the nil pointer. kube-apiserver sends `"details":{}`.
+    let api = api().await;
+    for (method, path) in [
+        (
+            "PATCH",
+            "/api/v1/namespaces/default/pods/p/ephemeralcontainers",
+        ),
+        ("GET", "/api/v1/namespaces/default/widgets"),
+        ("GET", "/apis/nope.example.com/v1"),
+    ] {
+        let got = call_text(
+            &api,
+            method,
+            path,
+            "application/strategic-merge-patch+json",
+            "{}",
+        )
+        .await;
+        assert_eq!(got.0, StatusCode::NOT_FOUND, "{path}");
+        assert_eq!(
+            got.1,
+            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"the server could not find the requested resource\",\"reason\":\"NotFound\",\"details\":{},\"code\":404}\n",
+            "{path}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn status_bodies_should_have_kube_apiservers_field_order_and_details() {
+    // Regression (issue 14.11a): Status keys came out alphabetically with no trailing newline;
+    // kube-apiserver writes `kind, apiVersion, metadata, status, message, reason, details, code`
+    // and ends every JSON body with a newline (the Python client's tests compare the text).
+    let api = api().await;
+    let missing = call_text(&api, "GET", &format!("{CM}/nope"), JSON, "").await;
+    assert_eq!(
+        missing.1,
+        "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"configmaps \\\"nope\\\" not found\",\"reason\":\"NotFound\",\"details\":{\"name\":\"nope\",\"kind\":\"configmaps\"},\"code\":404}\n"
+    );
+    let missing_deploy = call_text(
+        &api,
+        "GET",
+        "/apis/apps/v1/namespaces/default/deployments/web",
+        JSON,
+        "",
+    )
+    .await;
+    assert!(
+        missing_deploy.1.contains(
+            r#""details":{"name":"web","group":"apps","kind":"deployments"},"code":404}"#
+        ),
+        "{}",
+        missing_deploy.1
+    );
+    assert_eq!(create_cm(&api, "c").await.0, StatusCode::CREATED);
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+    let exists = call_text(&api, "POST", CM, JSON, &body.to_string()).await;
+    assert_eq!(
+        exists.1,
+        "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"configmaps \\\"c\\\" already exists\",\"reason\":\"AlreadyExists\",\"details\":{\"name\":\"c\",\"kind\":\"configmaps\"},\"code\":409}\n"
+    );
+    let invalid = call_text(
+        &api,
+        "POST",
+        CM,
+        JSON,
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"Bad"}}"#,
+    )
+    .await;
+    assert!(
+        invalid.1.starts_with("{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"ConfigMap \\\"Bad\\\" is invalid: metadata.name: Invalid value: \\\"Bad\\\": a lowercase RFC 1123 subdomain"),
+        "{}",
+        invalid.1
+    );
+    assert!(
+        invalid.1.contains("\"reason\":\"Invalid\",\"details\":{\"name\":\"Bad\",\"kind\":\"ConfigMap\",\"causes\":[{\"reason\":\"FieldValueInvalid\",\"message\":\"Invalid value: \\\"Bad\\\": a lowercase RFC 1123 subdomain"),
+        "{}",
+        invalid.1
+    );
+    assert!(
+        invalid
+            .1
+            .ends_with("\"field\":\"metadata.name\"}]},\"code\":422}\n"),
+        "{}",
+        invalid.1
+    );
+    // Reasons kube-apiserver sends without details.
+    let bad = call_text(&api, "POST", CM, JSON, "{not json").await;
+    assert!(
+        bad.1.contains("\"reason\":\"BadRequest\",\"code\":400}\n"),
+        "{}",
+        bad.1
+    );
+    let media = call_text(&api, "POST", CM, "text/plain", "x").await;
+    assert!(
+        media
+            .1
+            .contains("\"reason\":\"UnsupportedMediaType\",\"code\":415}\n"),
+        "{}",
+        media.1
+    );
+    // MethodNotAllowed: go-restful's answer for a path without a route for the method.
+    let verb = call_text(&api, "PUT", CM, JSON, "{}").await;
+    assert!(
+        verb.1.ends_with("\"message\":\"the server does not allow this method on the requested resource\",\"reason\":\"MethodNotAllowed\",\"details\":{},\"code\":405}\n"),
+        "{}",
+        verb.1
+    );
+    // A verb the resource does not support: apimachinery's NewMethodNotSupported names it.
+    let verb = call_text(&api, "DELETE", "/api/v1/namespaces", JSON, "").await;
+    assert!(
+        verb.1.ends_with(
+            "\"reason\":\"MethodNotAllowed\",\"details\":{\"kind\":\"namespaces\"},\"code\":405}\n"
+        ),
+        "{}",
+        verb.1
+    );
+    // A successful delete answers a Success Status with the object's name, kind and uid.
+    let deleted = call_text(&api, "DELETE", &format!("{CM}/c"), JSON, "").await;
+    assert_eq!(deleted.0, StatusCode::OK);
+    assert!(
+        deleted.1.starts_with("{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Success\",\"details\":{\"name\":\"c\",\"kind\":\"configmaps\",\"uid\":\""),
+        "{}",
+        deleted.1
+    );
+    assert!(deleted.1.ends_with("\"}}\n"), "{}", deleted.1);
+}
+
+#[tokio::test]
+async fn objects_and_lists_should_start_with_kind_api_version_and_metadata() {
+    // Regression (issue 14.11a): objects came out with alphabetical keys (`apiVersion, data,
+    // kind, metadata`) and no trailing newline.
+    let api = api().await;
+    let body = r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"c","labels":{"a":"b"}},"data":{"k":"v"}}"#;
+    let created = call_text(&api, "POST", CM, JSON, body).await;
+    assert_eq!(created.0, StatusCode::CREATED);
+    assert!(
+        created.1.starts_with("{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"c\",\"namespace\":\"default\",\"uid\":"),
+        "{}",
+        created.1
+    );
+    assert!(
+        created.1.ends_with("},\"data\":{\"k\":\"v\"}}\n"),
+        "{}",
+        created.1
+    );
+    let got = call_text(&api, "GET", &format!("{CM}/c"), JSON, "").await;
+    assert!(
+        got.1.starts_with(
+            "{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"c\","
+        ),
+        "{}",
+        got.1
+    );
+    assert!(got.1.ends_with("}\n"), "{}", got.1);
+    let list = call_text(&api, "GET", CM, JSON, "").await;
+    assert!(
+        list.1.starts_with(
+            "{\"kind\":\"ConfigMapList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":"
+        ),
+        "{}",
+        list.1
+    );
+    assert!(list.1.contains("\"items\":[{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"c\","), "{}", list.1);
+    assert!(list.1.ends_with("]}\n"), "{}", list.1);
+}
+
+#[tokio::test]
+async fn the_version_document_should_be_written_as_kube_apiserver_writes_it() {
+    // Issue 14.11a: `/version` is not written by the API encoder but indented, in
+    // `version.Info`'s field order, without a trailing newline.
+    let api = api().await;
+    let (status, text) = call_text(&api, "GET", "/version", JSON, "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        text.starts_with(
+            "{\n  \"major\": \"1\",\n  \"minor\": \"33\",\n  \"gitVersion\": \"v1.33.0-setpoint."
+        ),
+        "{text}"
+    );
+    assert!(text.ends_with("\"\n}"), "{text}");
+}
+
+#[tokio::test]
+async fn creating_a_crd_should_answer_with_its_initial_status() {
+    // Regression (issue 14.11b): the answer to creating a CRD had no `status`; kube-apiserver
+    // answers with `acceptedNames` and `storedVersions` (kube-rs' crd_api example unwraps it).
+    let api = api().await;
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object"}},
+            }],
+        },
+    });
+    let (status, created) = call(
+        &api,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        JSON,
+        &crd.to_string(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(
+        created["status"]["storedVersions"],
+        json!(["v1"]),
+        "{created}"
+    );
+    assert!(created["status"]["acceptedNames"].is_object(), "{created}");
+    let decoded: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+        serde_json::from_value(created).unwrap();
+    assert!(decoded.status.is_some());
+}
+
+#[tokio::test]
+async fn subdomain_names_should_allow_253_characters_and_services_dns_1035_labels() {
+    // Regression (issue 14.10): ConfigMap names of 64-253 characters were refused with the
+    // 63-character DNS label rule. kube-apiserver checks most kinds' names as DNS-1123
+    // subdomains, namespaces as DNS-1123 labels and services as DNS-1035 labels.
+    let api = api().await;
+    let long = "a".repeat(100);
+    let (status, body) = create_cm(&api, &long).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(
+        create_cm(&api, &"b".repeat(253)).await.0,
+        StatusCode::CREATED
+    );
+    let too_long = create_cm(&api, &"c".repeat(254)).await;
+    expect(&too_long, 422, "Invalid");
+    assert!(
+        too_long.1["message"]
+            .as_str()
+            .unwrap()
+            .contains("must be no more than 253 characters"),
+        "{}",
+        too_long.1
+    );
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n".repeat(64)}});
+    expect(
+        &call(&api, "POST", "/api/v1/namespaces", JSON, &ns.to_string()).await,
+        422,
+        "Invalid",
+    );
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "1svc"},
+        "spec": {"ports": [{"port": 80}]}});
+    let got = call(
+        &api,
+        "POST",
+        "/api/v1/namespaces/default/services",
+        JSON,
+        &svc.to_string(),
+    )
+    .await;
+    expect(&got, 422, "Invalid");
+    assert!(
+        got.1["message"]
+            .as_str()
+            .unwrap()
+            .contains("a DNS-1035 label"),
+        "{}",
+        got.1
+    );
+}
+
+#[tokio::test]
+async fn finalizer_names_should_be_qualified_or_standard() {
+    // Regression (issue 14.10): finalizer names were not validated. kube-apiserver wants a
+    // qualified name, and on built-in kinds a name without a domain only from its own list.
+    let api = api().await;
+    let with = |name: &str, finalizers: Value| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "finalizers": finalizers}})
+        .to_string()
+    };
+    let got = call(&api, "POST", CM, JSON, &with("a", json!(["cleanup"]))).await;
+    expect(&got, 422, "Invalid");
+    assert_eq!(
+        got.1["message"],
+        "ConfigMap \"a\" is invalid: metadata.finalizers[0]: Invalid value: \"cleanup\": name is neither a standard finalizer name nor is it fully qualified"
+    );
+    let got = call(
+        &api,
+        "POST",
+        CM,
+        JSON,
+        &with("b", json!(["example.com/a b"])),
+    )
+    .await;
+    expect(&got, 422, "Invalid");
+    let got = call(
+        &api,
+        "POST",
+        CM,
+        JSON,
+        &with("c", json!(["orphan", "foregroundDeletion"])),
+    )
+    .await;
+    expect(&got, 422, "Invalid");
+    assert!(
+        got.1["message"]
+            .as_str()
+            .unwrap()
+            .contains("finalizer orphan and foregroundDeletion cannot be both set"),
+        "{}",
+        got.1
+    );
+    let ok = call(
+        &api,
+        "POST",
+        CM,
+        JSON,
+        &with("d", json!(["example.com/cleanup", "kubernetes"])),
+    )
+    .await;
+    assert_eq!(ok.0, StatusCode::CREATED, "{}", ok.1);
+}
+
+#[tokio::test]
+async fn a_foreground_delete_should_replace_an_orphan_finalizer() {
+    // Issue 14.10: with finalizer validation refusing orphan together with
+    // foregroundDeletion, a delete's propagation finalizer must replace the other one (as
+    // kube-apiserver's delete does) instead of failing validation.
+    let api = api().await;
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "c", "finalizers": ["orphan"]}});
+    assert_eq!(
+        call(&api, "POST", CM, JSON, &cm.to_string()).await.0,
+        StatusCode::CREATED
+    );
+    let (status, body) = call(
+        &api,
+        "DELETE",
+        &format!("{CM}/c"),
+        JSON,
+        r#"{"propagationPolicy":"Foreground"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, cm) = call(&api, "GET", &format!("{CM}/c"), JSON, "").await;
+    assert_eq!(
+        cm["metadata"]["finalizers"],
+        json!(["foregroundDeletion"]),
+        "{cm}"
+    );
+}
+
+#[tokio::test]
+async fn a_patch_should_not_move_an_object_to_another_namespace_or_name() {
+    // Regression (issue 14.10): a merge patch that changed `metadata.namespace` was silently
+    // ignored; kube-apiserver refuses it with 400.
+    let api = api().await;
+    assert_eq!(create_cm(&api, "c").await.0, StatusCode::CREATED);
+    let merge = "application/merge-patch+json";
+    let got = call(
+        &api,
+        "PATCH",
+        &format!("{CM}/c"),
+        merge,
+        r#"{"metadata":{"namespace":"kube-system"}}"#,
+    )
+    .await;
+    expect(&got, 400, "BadRequest");
+    assert_eq!(
+        got.1["message"],
+        "the namespace of the provided object does not match the namespace sent on the request"
+    );
+    let got = call(
+        &api,
+        "PATCH",
+        &format!("{CM}/c"),
+        merge,
+        r#"{"metadata":{"name":"d"}}"#,
+    )
+    .await;
+    expect(&got, 400, "BadRequest");
+    assert_eq!(
+        got.1["message"],
+        "the name of the object (d) does not match the name on the URL (c)"
+    );
+    let put = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "c", "namespace": "kube-system"}});
+    expect(
+        &call(&api, "PUT", &format!("{CM}/c"), JSON, &put.to_string()).await,
+        400,
+        "BadRequest",
+    );
+    let (status, cm) = call(&api, "GET", &format!("{CM}/c"), JSON, "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(cm["metadata"]["namespace"], "default");
+}
+
+#[tokio::test]
+async fn config_map_and_secret_data_should_be_at_most_one_mebibyte() {
+    // Regression (issue 14.10): a 2 MiB ConfigMap was accepted; kube-apiserver allows 1 MiB of
+    // data in a ConfigMap or Secret.
+    let api = api().await;
+    let big = "x".repeat(2 * 1024 * 1024);
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"},
+        "data": {"a": big}});
+    let got = call(&api, "POST", CM, JSON, &cm.to_string()).await;
+    expect(&got, 422, "Invalid");
+    assert_eq!(
+        got.1["message"],
+        "ConfigMap \"big\" is invalid: []: Too long: must have at most 1048576 bytes"
+    );
+    assert_eq!(got.1["details"]["causes"][0]["reason"], "FieldValueTooLong");
+    assert_eq!(got.1["details"]["causes"][0]["field"], "[]");
+    let exact = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "max"},
+        "data": {"a": "y".repeat(1024 * 1024)}});
+    assert_eq!(
+        call(&api, "POST", CM, JSON, &exact.to_string()).await.0,
+        StatusCode::CREATED
+    );
+    use base64::Engine as _;
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "big"},
+        "data": {"a": base64::engine::general_purpose::STANDARD.encode(vec![0u8; 1024 * 1024 + 1])}});
+    let got = call(
+        &api,
+        "POST",
+        "/api/v1/namespaces/default/secrets",
+        JSON,
+        &secret.to_string(),
+    )
+    .await;
+    expect(&got, 422, "Invalid");
+    assert_eq!(
+        got.1["message"],
+        "Secret \"big\" is invalid: data: Too long: must have at most 1048576 bytes"
+    );
+}
+
+#[tokio::test]
+async fn a_node_without_unschedulable_should_match_spec_unschedulable_false() {
+    // Regression (issue 14.11c): `spec.unschedulable=false` did not select a node without the
+    // field; kube-apiserver formats the absent bool as `false`.
+    let api = api().await;
+    for (name, spec) in [
+        ("free", json!({})),
+        ("cordoned", json!({"unschedulable": true})),
+    ] {
+        let node =
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": spec});
+        let (status, body) = call(&api, "POST", "/api/v1/nodes", JSON, &node.to_string()).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let names = |list: &Value| -> Vec<String> {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["metadata"]["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (_, schedulable) = call(
+        &api,
+        "GET",
+        "/api/v1/nodes?fieldSelector=spec.unschedulable%3Dfalse",
+        JSON,
+        "",
+    )
+    .await;
+    assert_eq!(names(&schedulable), ["free"], "{schedulable}");
+    let (_, cordoned) = call(
+        &api,
+        "GET",
+        "/api/v1/nodes?fieldSelector=spec.unschedulable!%3Dfalse",
+        JSON,
+        "",
+    )
+    .await;
+    assert_eq!(names(&cordoned), ["cordoned"], "{cordoned}");
+}

@@ -7,7 +7,11 @@ mod common;
 use common::{get, TestClient, TestServer};
 use http::StatusCode;
 
-const UNAUTHORIZED: &str = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#;
+// kube-apiserver's encoder ends every JSON body with a newline (issue 14.11a).
+const UNAUTHORIZED: &str = concat!(
+    r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#,
+    "\n"
+);
 
 #[tokio::test]
 async fn requests_without_valid_credentials_should_get_a_401_status() {

@@ -12,7 +12,11 @@ use http::StatusCode;
 use setpoint_apiserver::{full_body, stream_body, DEFAULT_MAX_REQUEST_BODY_BYTES};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-const TOO_LARGE: &str = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Request entity too large: limit is 3145728","reason":"RequestEntityTooLarge","code":413}"#;
+// kube-apiserver's encoder ends every JSON body with a newline (issue 14.11a).
+const TOO_LARGE: &str = concat!(
+    r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Request entity too large: limit is 3145728","reason":"RequestEntityTooLarge","code":413}"#,
+    "\n"
+);
 const FOUR_MIB: usize = 4 * 1024 * 1024;
 
 /// `total` bytes in 64 KiB chunks, with no declared length (HTTP/1.1 sends it chunked).

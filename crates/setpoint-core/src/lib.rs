@@ -4,12 +4,15 @@
 //! ([`LabelSelector`], [`FieldSelector`]). The rest of the API object model (metadata,
 //! group/version/kinds, `Status` errors) joins them as the API server is built.
 
+mod cause;
 mod gvk;
 mod patch;
 mod revision;
 mod selector;
 mod status;
+pub mod wire;
 
+pub use cause::Cause;
 pub use gvk::{api_version, GroupResource, GroupVersionKind};
 pub use patch::{
     apply_patch, json_patch, merge_patch, strategic_merge_patch, FieldStrategy, JsonPatch,
@@ -21,4 +24,4 @@ pub use selector::{
     FieldOperator, FieldSelector, FieldSelectorError, FieldTerm, InvalidLabelRequirement,
     LabelOperator, LabelRequirement, LabelSelector, LabelSelectorError, SelectableFields,
 };
-pub use status::{success_status, ApiError, ApiResult, Cause, Details, Reason};
+pub use status::{success_status, ApiError, ApiResult, Details, Reason};

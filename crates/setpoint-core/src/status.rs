@@ -5,6 +5,7 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::cause::Cause;
 use crate::gvk::GroupResource;
 
 /// Why a request failed: the `reason` field of a `Status`.
@@ -89,97 +90,22 @@ impl Reason {
             Reason::Timeout => "Timeout",
         }
     }
-}
 
-/// One reason an object is invalid, naming the field (`spec.replicas`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Cause {
-    /// `FieldValueInvalid`, `FieldValueRequired`, `FieldValueNotSupported`, …
-    pub reason: String,
-    /// What is wrong, as kubectl prints it after the field.
-    pub message: String,
-    /// The field's path.
-    pub field: String,
-}
-
-impl Cause {
-    /// A cause of the given type.
-    pub fn new(reason: &str, field: impl Into<String>, message: impl Into<String>) -> Self {
-        Cause {
-            reason: reason.to_owned(),
-            message: message.into(),
-            field: field.into(),
-        }
-    }
-
-    /// The message without its leading `field: `: what a `Status` carries in a cause, as
-    /// apimachinery sends it (kubectl prints `field: message` for each cause, so a message
-    /// that repeated the field would show it twice).
-    pub fn body(&self) -> &str {
-        if self.field.is_empty() {
-            return &self.message;
-        }
-        self.message
-            .strip_prefix(self.field.as_str())
-            .and_then(|rest| rest.strip_prefix(": "))
-            .unwrap_or(&self.message)
-    }
-
-    /// `field: Required value`.
-    pub fn required(field: impl Into<String>) -> Self {
-        let field = field.into();
-        Cause::new(
-            "FieldValueRequired",
-            field.clone(),
-            format!("{field}: Required value"),
-        )
-    }
-
-    /// `field: Invalid value: <value>: <detail>`.
-    pub fn invalid(field: impl Into<String>, value: &Value, detail: &str) -> Self {
-        let field = field.into();
-        let shown = match value {
-            Value::String(s) => format!("{s:?}"),
-            other => other.to_string(),
-        };
-        Cause::new(
-            "FieldValueInvalid",
-            field.clone(),
-            format!("{field}: Invalid value: {shown}: {detail}"),
-        )
-    }
-
-    /// `field: Unsupported value: <value>: supported values: …`.
-    pub fn not_supported(field: impl Into<String>, value: &Value, supported: &[&str]) -> Self {
-        let field = field.into();
-        let list: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
-        Cause::new(
-            "FieldValueNotSupported",
-            field.clone(),
-            format!(
-                "{field}: Unsupported value: {value}: supported values: {}",
-                list.join(", ")
-            ),
-        )
-    }
-
-    /// `field: Forbidden: <detail>`.
-    pub fn forbidden(field: impl Into<String>, detail: &str) -> Self {
-        let field = field.into();
-        Cause::new(
-            "FieldValueForbidden",
-            field.clone(),
-            format!("{field}: Forbidden: {detail}"),
-        )
-    }
-
-    /// `field: Duplicate value: <value>`.
-    pub fn duplicate(field: impl Into<String>, value: &Value) -> Self {
-        let field = field.into();
-        Cause::new(
-            "FieldValueDuplicate",
-            field.clone(),
-            format!("{field}: Duplicate value: {value}"),
+    /// Whether kube-apiserver's `Status` for this reason always carries `details` (maybe
+    /// empty, `{}`): apimachinery builds these errors with a non-nil `Details`, and clients
+    /// read it without checking (`kubectl debug` dereferences `Details.Name` of a 404).
+    #[must_use]
+    pub fn always_has_details(self) -> bool {
+        matches!(
+            self,
+            Reason::NotFound
+                | Reason::AlreadyExists
+                | Reason::Conflict
+                | Reason::Invalid
+                | Reason::Forbidden
+                | Reason::MethodNotAllowed
+                | Reason::InternalError
+                | Reason::Timeout
         )
     }
 }
@@ -352,12 +278,30 @@ impl ApiError {
         )
     }
 
-    /// 500 with the message.
+    /// 500 `Internal error occurred: <message>`, the message also as the one cause (as
+    /// apimachinery's `NewInternalError`).
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(
-            Reason::InternalError,
-            format!("Internal error occurred: {}", message.into()),
-        )
+        let message = message.into();
+        ApiError {
+            reason: Reason::InternalError,
+            message: format!("Internal error occurred: {message}"),
+            details: Some(Box::new(Details {
+                causes: vec![Cause::new("", "", message)],
+                ..Default::default()
+            })),
+        }
+    }
+
+    /// 404 for a path the server does not serve (an unknown resource, subresource or
+    /// group version): kube-apiserver's `the server could not find the requested resource`
+    /// with empty `details`. Clients tell it from a missing object by the empty
+    /// `details.name` (`kubectl debug` does, to say ephemeral containers are unsupported).
+    pub fn no_such_path() -> Self {
+        ApiError {
+            reason: Reason::NotFound,
+            message: "the server could not find the requested resource".to_owned(),
+            details: Some(Box::default()),
+        }
     }
 
     /// 403 with the message.
@@ -365,9 +309,13 @@ impl ApiError {
         Self::new(Reason::Forbidden, message)
     }
 
-    /// 504 with the message.
+    /// 504 `Timeout: <message>` (apimachinery's `NewTimeoutError`).
     pub fn timeout(message: impl Into<String>) -> Self {
-        Self::new(Reason::Timeout, message)
+        ApiError {
+            reason: Reason::Timeout,
+            message: format!("Timeout: {}", message.into()),
+            details: Some(Box::default()),
+        }
     }
 
     /// 503 with the message.
@@ -381,7 +329,16 @@ impl ApiError {
         self.reason.code()
     }
 
-    /// The `Status` object for this error.
+    /// The `Status` body for this error, as kube-apiserver writes it: fields in its order
+    /// (see [`crate::wire`]), without the response's trailing newline.
+    #[must_use]
+    pub fn to_json(&self) -> Vec<u8> {
+        crate::wire::to_vec(&self.to_status())
+    }
+
+    /// The `Status` object for this error. Empty detail fields are left out, as Go's
+    /// `omitempty` does; `details` itself is there (maybe `{}`) whenever apimachinery always
+    /// sets it for the reason ([`Reason::always_has_details`]).
     #[must_use]
     pub fn to_status(&self) -> Value {
         let mut status = json!({
@@ -408,17 +365,15 @@ impl ApiError {
                 details.insert("uid".into(), uid.clone().into());
             }
             if !d.causes.is_empty() {
-                let causes: Vec<Value> = d
-                    .causes
-                    .iter()
-                    .map(|c| json!({"reason": c.reason, "message": c.body(), "field": c.field}))
-                    .collect();
+                let causes: Vec<Value> = d.causes.iter().map(Cause::to_json).collect();
                 details.insert("causes".into(), causes.into());
             }
             if let Some(s) = d.retry_after_seconds {
                 details.insert("retryAfterSeconds".into(), s.into());
             }
             status["details"] = Value::Object(details);
+        } else if self.reason.always_has_details() {
+            status["details"] = json!({});
         }
         status
     }
@@ -493,6 +448,45 @@ mod tests {
         assert_eq!(
             s["message"],
             "Deployment \"bad\" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0"
+        );
+    }
+
+    #[test]
+    fn status_bodies_should_carry_details_exactly_where_apimachinery_does() {
+        // Regression (issue 14.7): a 404 without `details` made `kubectl debug` panic.
+        let text = |e: &ApiError| String::from_utf8(e.to_json()).unwrap();
+        assert_eq!(
+            text(&ApiError::no_such_path()),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","details":{},"code":404}"#
+        );
+        assert_eq!(
+            text(&ApiError::new(Reason::Forbidden, "no")),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"no","reason":"Forbidden","details":{},"code":403}"#
+        );
+        assert_eq!(
+            text(&ApiError::internal("boom")),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Internal error occurred: boom","reason":"InternalError","details":{"causes":[{"message":"boom"}]},"code":500}"#
+        );
+        assert_eq!(
+            text(&ApiError::too_large_resource_version(5, 3)),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Timeout: Too large resource version: 5, current: 3","reason":"Timeout","details":{"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],"retryAfterSeconds":1},"code":504}"#
+        );
+        for e in [
+            ApiError::bad_request("x"),
+            ApiError::expired("x"),
+            ApiError::unavailable("x"),
+            ApiError::new(Reason::NotAcceptable, "x"),
+            ApiError::unsupported_media_type("x"),
+            ApiError::new(Reason::Unauthorized, "x"),
+        ] {
+            assert!(!text(&e).contains("details"), "{}", text(&e));
+        }
+        assert_eq!(
+            text(&ApiError::already_exists(
+                &GroupResource::new("apps", "deployments"),
+                "web"
+            )),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"deployments.apps \"web\" already exists","reason":"AlreadyExists","details":{"name":"web","group":"apps","kind":"deployments"},"code":409}"#
         );
     }
 

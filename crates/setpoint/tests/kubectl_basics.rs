@@ -610,3 +610,29 @@ regarding: {apiVersion: apps/v1, kind: Deployment, name: web, namespace: default
     ]);
     assert_eq!(note, "events.k8s.io/v1 started the container p1");
 }
+
+#[test]
+fn kubectl_debug_should_fail_cleanly_without_ephemeral_containers() {
+    // Regression (issue 14.7): `kubectl debug POD -it --image=busybox` made kubectl itself
+    // panic: the 404 for the unsupported pods/ephemeralcontainers subresource had no
+    // `details`, and kubectl reads `Details.Name` to tell it from a missing pod.
+    let s = Server::start_api_only();
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p1}\nspec:\n  containers: [{name: c, image: busybox, command: [sleep, '100']}]\n";
+    let out = s.kubectl_stdin(&["create", "-f", "-", "--validate=false"], pod);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = s.kubectl(&["debug", "p1", "-it", "--image=busybox"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        !stderr.contains("panic") && !stderr.contains("goroutine"),
+        "kubectl panicked:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("ephemeral containers are disabled for this cluster"),
+        "{stderr}"
+    );
+}

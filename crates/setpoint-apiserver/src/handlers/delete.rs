@@ -200,6 +200,14 @@ async fn delete_one(
                     let list = meta.entry("finalizers").or_insert_with(|| json!([]));
                     if let Some(arr) = list.as_array_mut() {
                         if !arr.iter().any(|x| x == f) && !already {
+                            // One propagation policy at a time: finalizer validation refuses
+                            // orphan with foregroundDeletion, and kube-apiserver swaps them.
+                            let other = match f {
+                                "orphan" => Some("foregroundDeletion"),
+                                "foregroundDeletion" => Some("orphan"),
+                                _ => None,
+                            };
+                            arr.retain(|x| other.is_none_or(|o| x != o));
                             arr.push(json!(f));
                         }
                     }

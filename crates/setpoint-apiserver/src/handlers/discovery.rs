@@ -7,7 +7,7 @@
 
 use http::{header, HeaderValue, Response, StatusCode};
 use serde_json::{json, Value};
-use setpoint_core::{ApiError, Reason};
+use setpoint_core::ApiError;
 
 use super::response::{self, Body};
 use super::Api;
@@ -173,10 +173,7 @@ pub(super) fn groups(api: &Api, accept: Option<&str>) -> Response<Body> {
 }
 
 fn not_found() -> ApiError {
-    ApiError::new(
-        Reason::NotFound,
-        "the server could not find the requested resource",
-    )
+    ApiError::no_such_path()
 }
 
 /// `GET /apis/{group}`.

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
-use serde_json::{json, Value};
+use serde_json::json;
 use setpoint_core::{ApiError, GroupResource, Revision};
 use setpoint_store::Store;
 
@@ -212,12 +212,7 @@ impl Api {
             .caches
             .get(&gvr_of(def))
             .cloned()
-            .ok_or_else(|| {
-                ApiError::new(
-                    setpoint_core::Reason::NotFound,
-                    "the server could not find the requested resource",
-                )
-            })
+            .ok_or_else(ApiError::no_such_path)
     }
 
     /// Waits until the resource's cache reflects every write acknowledged so far.
@@ -270,16 +265,13 @@ impl Api {
     ) -> Result<Response<Body>, ApiError> {
         if method == Method::GET {
             if path == "/version" {
-                return Ok(response::json(StatusCode::OK, &version()));
+                return Ok(response::json_bytes(StatusCode::OK, version()));
             }
             if let Some(r) = self.served().openapi.serve(path, accept)? {
                 return Ok(r);
             }
         }
-        Err(ApiError::new(
-            setpoint_core::Reason::NotFound,
-            "the server could not find the requested resource",
-        ))
+        Err(ApiError::no_such_path())
     }
 
     async fn resource(
@@ -294,17 +286,9 @@ impl Api {
             .registry
             .get(&r.group, &r.version, &r.resource)
             .cloned()
-            .ok_or_else(|| {
-                ApiError::new(
-                    setpoint_core::Reason::NotFound,
-                    "the server could not find the requested resource",
-                )
-            })?;
+            .ok_or_else(ApiError::no_such_path)?;
         if r.namespace.is_some() && !def.namespaced {
-            return Err(ApiError::new(
-                setpoint_core::Reason::NotFound,
-                "the server could not find the requested resource",
-            ));
+            return Err(ApiError::no_such_path());
         }
         let ctx = Ctx {
             api: self,
@@ -322,10 +306,7 @@ impl Api {
         };
         if let Some(sub) = &r.subresource {
             if !def.has_subresource(sub) {
-                return Err(ApiError::new(
-                    setpoint_core::Reason::NotFound,
-                    "the server could not find the requested resource",
-                ));
+                return Err(ApiError::no_such_path());
             }
             return subresource::handle(&ctx, sub).await;
         }
@@ -397,17 +378,35 @@ impl Ctx<'_> {
     }
 }
 
-/// The `/version` document.
-pub(crate) fn version() -> Value {
-    json!({
-        "major": "1",
-        "minor": KUBERNETES_MINOR,
-        "gitVersion": format!("v1.{KUBERNETES_MINOR}.0-setpoint.{}", env!("CARGO_PKG_VERSION")),
-        "gitCommit": "",
-        "gitTreeState": "clean",
-        "buildDate": "",
-        "goVersion": "",
-        "compiler": "rustc",
-        "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
-    })
+/// The `/version` document, as kube-apiserver writes it: `version.Info`'s fields in order,
+/// indented by two spaces, without a trailing newline (it is not written by the API encoder).
+pub(crate) fn version() -> Vec<u8> {
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Info {
+        major: &'static str,
+        minor: &'static str,
+        git_version: String,
+        git_commit: &'static str,
+        git_tree_state: &'static str,
+        build_date: &'static str,
+        go_version: &'static str,
+        compiler: &'static str,
+        platform: String,
+    }
+    let info = Info {
+        major: "1",
+        minor: KUBERNETES_MINOR,
+        git_version: format!(
+            "v1.{KUBERNETES_MINOR}.0-setpoint.{}",
+            env!("CARGO_PKG_VERSION")
+        ),
+        git_commit: "",
+        git_tree_state: "clean",
+        build_date: "",
+        go_version: "",
+        compiler: "rustc",
+        platform: format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+    };
+    serde_json::to_vec_pretty(&info).expect("the version document serializes")
 }

@@ -4,7 +4,7 @@
 use bytes::{Bytes, BytesMut};
 use http::{header, HeaderValue, Response, StatusCode};
 use serde_json::{json, Value};
-use setpoint_core::ApiError;
+use setpoint_core::{wire, ApiError};
 
 pub(crate) use crate::handler::Body;
 
@@ -24,18 +24,20 @@ pub(crate) fn json_bytes(status: StatusCode, bytes: impl Into<Bytes>) -> Respons
     r
 }
 
-/// A JSON response of a value.
+/// A JSON response of a value, as kube-apiserver's encoder writes it: fields in its order
+/// ([`setpoint_core::wire`]) and a trailing newline.
 pub(crate) fn json(status: StatusCode, value: &Value) -> Response<Body> {
-    json_bytes(
-        status,
-        serde_json::to_vec(value).expect("a JSON value serializes"),
-    )
+    let mut bytes = wire::to_vec(value);
+    bytes.push(b'\n');
+    json_bytes(status, bytes)
 }
 
 /// The `Status` response for an error.
 pub(crate) fn error(e: &ApiError) -> Response<Body> {
     let status = StatusCode::from_u16(e.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    json(status, &e.to_status())
+    let mut bytes = e.to_json();
+    bytes.push(b'\n');
+    json_bytes(status, bytes)
 }
 
 /// What form of objects the client asked for with `Accept`.
@@ -84,7 +86,8 @@ pub(crate) fn form(accept: Option<&str>) -> Form {
     Form::Object
 }
 
-/// Assembles a list response from already-serialized items, without re-encoding them.
+/// Assembles a list response from already-serialized items, without re-encoding them: the
+/// whole body, with kube-apiserver's field order and trailing newline.
 pub(crate) fn list_bytes<'a>(
     kind: &str,
     api_version: &str,
@@ -92,11 +95,11 @@ pub(crate) fn list_bytes<'a>(
     items: impl Iterator<Item = &'a Bytes> + Clone,
 ) -> Bytes {
     let head = json!({"kind": kind, "apiVersion": api_version, "metadata": metadata});
-    let mut head = serde_json::to_vec(&head).expect("serializes");
+    let mut head = wire::to_vec(&head);
     head.pop(); // the closing brace
                 // One allocation of the exact size: a list of 10,000 objects is megabytes.
     let body: usize = items.clone().map(|i| i.len() + 1).sum();
-    let mut out = BytesMut::with_capacity(head.len() + 12 + body);
+    let mut out = BytesMut::with_capacity(head.len() + 13 + body);
     out.extend_from_slice(&head);
     out.extend_from_slice(b",\"items\":[");
     let mut first = true;
@@ -107,7 +110,7 @@ pub(crate) fn list_bytes<'a>(
         first = false;
         out.extend_from_slice(item);
     }
-    out.extend_from_slice(b"]}");
+    out.extend_from_slice(b"]}\n");
     out.freeze()
 }
 

@@ -79,6 +79,16 @@ pub(crate) async fn guaranteed_update(
                 return Err(ApiError::modified(&gr, name));
             }
         }
+        // An update or patch may not move an object: kube-apiserver refuses a namespace that
+        // differs from the request's (an empty one defaults to it; cluster-scoped objects
+        // have theirs cleared) before it checks the name.
+        if let Some(ns) = namespace {
+            if meta_str(&new, "namespace").is_some_and(|n| !n.is_empty() && n != ns) {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+        }
         if meta_str(&new, "name").is_some_and(|n| n != name) {
             return Err(ApiError::bad_request(format!(
                 "the name of the object ({}) does not match the name on the URL ({name})",

@@ -183,7 +183,7 @@ impl Stream {
                     Err(e) => {
                         self.done = true;
                         let mut out = BytesMut::new();
-                        let status = serde_json::to_vec(&e.to_status()).expect("serializes");
+                        let status = e.to_json();
                         out.extend_from_slice(b"{\"type\":\"ERROR\",\"object\":");
                         out.extend_from_slice(&status);
                         out.extend_from_slice(b"}\n");
@@ -220,14 +220,13 @@ impl Stream {
                     v1beta1,
                     "Metadata",
                 );
-                out.extend_from_slice(&serde_json::to_vec(&table).expect("serializes"));
+                out.extend_from_slice(&setpoint_core::wire::to_vec(&table));
             }
             Form::Metadata { v1beta1 } => {
                 let value: Value = serde_json::from_slice(object).unwrap_or(Value::Null);
-                out.extend_from_slice(
-                    &serde_json::to_vec(&response::partial_metadata(&value, v1beta1))
-                        .expect("serializes"),
-                );
+                out.extend_from_slice(&setpoint_core::wire::to_vec(&response::partial_metadata(
+                    &value, v1beta1,
+                )));
             }
         }
         out.extend_from_slice(b"}\n");
@@ -239,9 +238,9 @@ impl Stream {
             metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
         let object = json!({"kind": self.def.gvk.kind, "apiVersion": self.def.gvk.api_version(), "metadata": metadata});
-        let event = json!({"type": "BOOKMARK", "object": object});
-        let mut line = serde_json::to_vec(&event).expect("serializes");
-        line.push(b'\n');
+        let mut line = br#"{"type":"BOOKMARK","object":"#.to_vec();
+        setpoint_core::wire::write(&mut line, &object);
+        line.extend_from_slice(b"}\n");
         Bytes::from(line)
     }
 }

@@ -17,43 +17,50 @@ fn text(v: &Value) -> String {
     }
 }
 
-/// Per kind: `(field label, JSON pointer into the object)`, beyond `metadata.name` and
-/// `metadata.namespace`.
-fn kind_fields(kind: Kind) -> &'static [(&'static str, &'static str)] {
+/// Per kind: `(field label, JSON pointer into the object, value when absent)`, beyond
+/// `metadata.name` and `metadata.namespace`. kube-apiserver builds a field set from the typed
+/// object, so an absent field has its type's zero value: a bool formats as `false`
+/// (`spec.unschedulable` of a schedulable node), an integer as `0`, a string as empty.
+fn kind_fields(kind: Kind) -> &'static [(&'static str, &'static str, &'static str)] {
     match kind {
         Kind::Pod => &[
-            ("spec.nodeName", "/spec/nodeName"),
-            ("spec.restartPolicy", "/spec/restartPolicy"),
-            ("spec.schedulerName", "/spec/schedulerName"),
-            ("spec.serviceAccountName", "/spec/serviceAccountName"),
-            ("spec.hostNetwork", "/spec/hostNetwork"),
-            ("status.phase", "/status/phase"),
-            ("status.podIP", "/status/podIP"),
-            ("status.nominatedNodeName", "/status/nominatedNodeName"),
+            ("spec.nodeName", "/spec/nodeName", ""),
+            ("spec.restartPolicy", "/spec/restartPolicy", ""),
+            ("spec.schedulerName", "/spec/schedulerName", ""),
+            ("spec.serviceAccountName", "/spec/serviceAccountName", ""),
+            ("spec.hostNetwork", "/spec/hostNetwork", "false"),
+            ("status.phase", "/status/phase", ""),
+            ("status.podIP", "/status/podIP", ""),
+            ("status.nominatedNodeName", "/status/nominatedNodeName", ""),
         ],
-        Kind::Node => &[("spec.unschedulable", "/spec/unschedulable")],
-        Kind::Namespace => &[("status.phase", "/status/phase")],
-        Kind::Secret => &[("type", "/type")],
+        Kind::Node => &[("spec.unschedulable", "/spec/unschedulable", "false")],
+        Kind::Namespace => &[("status.phase", "/status/phase", "")],
+        Kind::Secret => &[("type", "/type", "")],
         Kind::Service => &[
-            ("spec.clusterIP", "/spec/clusterIP"),
-            ("spec.type", "/spec/type"),
+            ("spec.clusterIP", "/spec/clusterIP", ""),
+            ("spec.type", "/spec/type", ""),
         ],
-        Kind::ReplicaSet => &[("status.replicas", "/status/replicas")],
+        Kind::ReplicaSet => &[("status.replicas", "/status/replicas", "0")],
         Kind::CoreEvent => &[
-            ("involvedObject.kind", "/involvedObject/kind"),
-            ("involvedObject.namespace", "/involvedObject/namespace"),
-            ("involvedObject.name", "/involvedObject/name"),
-            ("involvedObject.uid", "/involvedObject/uid"),
-            ("involvedObject.apiVersion", "/involvedObject/apiVersion"),
+            ("involvedObject.kind", "/involvedObject/kind", ""),
+            ("involvedObject.namespace", "/involvedObject/namespace", ""),
+            ("involvedObject.name", "/involvedObject/name", ""),
+            ("involvedObject.uid", "/involvedObject/uid", ""),
+            (
+                "involvedObject.apiVersion",
+                "/involvedObject/apiVersion",
+                "",
+            ),
             (
                 "involvedObject.resourceVersion",
                 "/involvedObject/resourceVersion",
+                "",
             ),
-            ("involvedObject.fieldPath", "/involvedObject/fieldPath"),
-            ("reason", "/reason"),
-            ("reportingComponent", "/reportingComponent"),
-            ("source", "/source/component"),
-            ("type", "/type"),
+            ("involvedObject.fieldPath", "/involvedObject/fieldPath", ""),
+            ("reason", "/reason", ""),
+            ("reportingComponent", "/reportingComponent", ""),
+            ("source", "/source/component", ""),
+            ("type", "/type", ""),
         ],
         Kind::ConfigMap
         | Kind::ServiceAccount
@@ -78,7 +85,7 @@ pub(crate) fn selectable(kind: Kind, namespaced: bool) -> SelectableFields {
     if namespaced {
         labels.push("metadata.namespace");
     }
-    labels.extend(extra.iter().map(|(label, _)| *label));
+    labels.extend(extra.iter().map(|(label, _, _)| *label));
     let fields = SelectableFields::for_kind(labels);
     if kind == Kind::Pod {
         fields.with_alias("spec.host", "spec.nodeName")
@@ -98,9 +105,36 @@ pub(crate) fn field_set(kind: Kind, object: &Value) -> BTreeMap<String, String> 
         "metadata.namespace".to_owned(),
         text(&object["metadata"]["namespace"]),
     );
-    for (label, pointer) in kind_fields(kind) {
-        let value = object.pointer(pointer).map(text).unwrap_or_default();
+    for (label, pointer, absent) in kind_fields(kind) {
+        let value = match object.pointer(pointer) {
+            None | Some(Value::Null) => (*absent).to_owned(),
+            Some(v) => text(v),
+        };
         fields.insert((*label).to_owned(), value);
     }
     fields
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn absent_bool_and_integer_fields_should_read_as_their_zero_values() {
+        // Regression (issue 14.11c): `spec.unschedulable=false` did not match a node without
+        // the field; kube-apiserver formats the absent bool as `false`.
+        let node = json!({"metadata": {"name": "n"}, "spec": {}});
+        assert_eq!(field_set(Kind::Node, &node)["spec.unschedulable"], "false");
+        let cordoned = json!({"metadata": {"name": "n"}, "spec": {"unschedulable": true}});
+        assert_eq!(
+            field_set(Kind::Node, &cordoned)["spec.unschedulable"],
+            "true"
+        );
+        let pod = json!({"metadata": {"name": "p", "namespace": "d"}, "spec": {}});
+        assert_eq!(field_set(Kind::Pod, &pod)["spec.hostNetwork"], "false");
+        assert_eq!(field_set(Kind::Pod, &pod)["spec.nodeName"], "");
+        let rs = json!({"metadata": {"name": "r", "namespace": "d"}, "status": {}});
+        assert_eq!(field_set(Kind::ReplicaSet, &rs)["status.replicas"], "0");
+    }
 }

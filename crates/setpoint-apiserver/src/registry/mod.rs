@@ -161,7 +161,12 @@ impl ResourceDef {
     /// Validates an object (and, for an update, what changed from `old`).
     pub(crate) async fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<Cause> {
         match &self.custom {
-            Some(c) => c.validate(object, old).await,
+            Some(c) => {
+                let mut causes = Vec::new();
+                strategy::validate_finalizers(&object["metadata"], false, &mut causes);
+                causes.extend(c.validate(object, old).await);
+                causes
+            }
             None => self.strategy.validate(object, old),
         }
     }

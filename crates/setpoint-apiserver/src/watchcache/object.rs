@@ -91,7 +91,7 @@ impl CachedObject {
         CachedObject {
             key,
             namespace: object["metadata"]["namespace"].as_str().map(str::to_owned),
-            json: Bytes::from(serde_json::to_vec(object).expect("a JSON value serializes")),
+            json: Bytes::from(setpoint_core::wire::to_vec(object)),
             labels,
             fields,
         }

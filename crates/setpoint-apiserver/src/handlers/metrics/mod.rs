@@ -101,12 +101,7 @@ async fn resource(
     query: &BTreeMap<String, String>,
     accept: Option<&str>,
 ) -> Result<Response<Body>, ApiError> {
-    let not_found = || {
-        ApiError::new(
-            Reason::NotFound,
-            "the server could not find the requested resource",
-        )
-    };
+    let not_found = || ApiError::no_such_path();
     let kind = match (r.version.as_str(), r.resource.as_str(), &r.namespace) {
         (VERSION, "pods", _) => Kind::Pods,
         (VERSION, "nodes", None) => Kind::Nodes,

@@ -169,6 +169,22 @@ pub(super) fn initial_status(kind: Kind, object: &mut Value) {
                 json!({"currentReplicas": 0, "desiredReplicas": 0}),
             );
         }
+        Kind::CustomResourceDefinition => {
+            // As kube-apiserver's CRD strategy: no names accepted yet, the storage version
+            // recorded as stored. The create answer carries this status (kube-rs' `crd_api`
+            // example unwraps it); the CRD controller then fills in names and conditions.
+            let stored: Vec<Value> = map
+                .get("spec")
+                .and_then(|s| s["versions"].as_array())
+                .and_then(|vs| vs.iter().find(|v| v["storage"] == json!(true)))
+                .map(|v| v["name"].clone())
+                .into_iter()
+                .collect();
+            map.insert(
+                "status".into(),
+                json!({"acceptedNames": {"plural": "", "kind": ""}, "storedVersions": stored}),
+            );
+        }
         _ => {}
     }
 }

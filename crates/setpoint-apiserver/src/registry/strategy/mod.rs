@@ -14,6 +14,7 @@ use serde_json::Value;
 use setpoint_core::Cause;
 
 pub(crate) use names::{validate_name, NameRule};
+pub(crate) use validate::finalizers as validate_finalizers;
 
 /// The built-in kinds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,8 +112,10 @@ impl Kind {
     /// The rule object names of this kind follow.
     pub(crate) fn name_rule(self) -> NameRule {
         match self {
-            Kind::Namespace | Kind::Service => NameRule::Label,
-            Kind::CoreEvent | Kind::Event => NameRule::Any,
+            Kind::Namespace => NameRule::Label,
+            Kind::Service => NameRule::Dns1035Label,
+            // core/v1 events keep their legacy freedom; events.k8s.io/v1 checks subdomains.
+            Kind::CoreEvent => NameRule::Any,
             _ => NameRule::Subdomain,
         }
     }

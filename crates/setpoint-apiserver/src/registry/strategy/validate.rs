@@ -14,6 +14,12 @@ use super::Kind;
 pub(super) fn validate(kind: Kind, object: &Value, old: Option<&Value>) -> Vec<Cause> {
     let mut causes = Vec::new();
     metadata(&object["metadata"], &mut causes);
+    // CRDs are validated by apiextensions with apimachinery's generic metadata rules.
+    finalizers(
+        &object["metadata"],
+        !matches!(kind, Kind::Custom | Kind::CustomResourceDefinition),
+        &mut causes,
+    );
     match kind {
         Kind::Pod => {
             pod_spec(&object["spec"], "spec", &mut causes);
@@ -35,6 +41,7 @@ pub(super) fn validate(kind: Kind, object: &Value, old: Option<&Value>) -> Vec<C
         }
         Kind::ConfigMap | Kind::Secret => {
             data_keys(object, &mut causes);
+            data_size(kind, object, &mut causes);
             if kind == Kind::Secret {
                 if let Some(old) = old {
                     if old["type"] != object["type"] {
@@ -129,6 +136,40 @@ fn metadata(meta: &Value, causes: &mut Vec<Cause>) {
                 "Only one reference can have Controller set to true",
             ));
         }
+    }
+}
+
+/// Finalizers that built-in kinds accept without a domain prefix.
+const STANDARD_FINALIZERS: [&str; 3] = ["kubernetes", "orphan", "foregroundDeletion"];
+
+/// `metadata.finalizers`: each a qualified name (`example.com/cleanup`); on built-in kinds a
+/// name without a `/` only from [`STANDARD_FINALIZERS`]; never both `orphan` and
+/// `foregroundDeletion` (apimachinery's `ValidateFinalizers` and core's
+/// `validateKubeFinalizerName`).
+pub(crate) fn finalizers(meta: &Value, builtin: bool, causes: &mut Vec<Cause>) {
+    let Some(list) = meta["finalizers"].as_array() else {
+        return;
+    };
+    let names: Vec<&str> = list.iter().filter_map(Value::as_str).collect();
+    for (i, name) in names.iter().enumerate() {
+        let field = format!("metadata.finalizers[{i}]");
+        for problem in label_key_problems(name) {
+            causes.push(Cause::invalid(field.clone(), &json!(name), &problem));
+        }
+        if builtin && !name.contains('/') && !STANDARD_FINALIZERS.contains(name) {
+            causes.push(Cause::invalid(
+                field,
+                &json!(name),
+                "name is neither a standard finalizer name nor is it fully qualified",
+            ));
+        }
+    }
+    if names.contains(&"orphan") && names.contains(&"foregroundDeletion") {
+        causes.push(Cause::invalid(
+            "metadata.finalizers",
+            &meta["finalizers"],
+            "finalizer orphan and foregroundDeletion cannot be both set",
+        ));
     }
 }
 
@@ -323,6 +364,49 @@ fn data_keys(object: &Value, causes: &mut Vec<Cause>) {
             }
         }
     }
+}
+
+/// The most bytes of data a ConfigMap or Secret may hold (kube-apiserver's `MaxSecretSize`).
+const MAX_DATA_BYTES: usize = 1024 * 1024;
+
+/// The bytes a ConfigMap's `data` and `binaryData` (a Secret's `data` and `stringData`) hold
+/// together, decoded, at most [`MAX_DATA_BYTES`]. kube-apiserver reports a ConfigMap's excess
+/// on the whole object (its field path prints as `[]`) and a Secret's on `data`.
+fn data_size(kind: Kind, object: &Value, causes: &mut Vec<Cause>) {
+    let mut total: usize = 0;
+    for (field, encoded) in [
+        ("data", kind == Kind::Secret),
+        ("binaryData", true),
+        ("stringData", false),
+    ] {
+        for value in object[field]
+            .as_object()
+            .into_iter()
+            .flat_map(|m| m.values())
+        {
+            let text = value.as_str().unwrap_or_default();
+            let size = if encoded {
+                base64_decoded_len(text)
+            } else {
+                text.len()
+            };
+            total = total.saturating_add(size);
+        }
+    }
+    if total > MAX_DATA_BYTES {
+        let field = if kind == Kind::Secret { "data" } else { "[]" };
+        causes.push(Cause::new(
+            "FieldValueTooLong",
+            field,
+            format!("{field}: Too long: must have at most {MAX_DATA_BYTES} bytes"),
+        ));
+    }
+}
+
+/// The length of what standard base64 `text` decodes to (exact for valid padded base64).
+fn base64_decoded_len(text: &str) -> usize {
+    let padding = text.bytes().rev().take_while(|b| *b == b'=').count().min(2);
+    (text.len() / 4).saturating_mul(3).saturating_sub(padding)
 }
 
 fn service(spec: &Value, causes: &mut Vec<Cause>) {
