@@ -4,6 +4,7 @@
 mod cluster_ip;
 mod delete;
 mod discovery;
+mod eviction;
 pub(crate) mod meta;
 mod openapi;
 mod params;
