@@ -260,8 +260,7 @@ pub(crate) async fn delete_collection(ctx: &Ctx<'_>) -> Result<Response<Body>, A
     let options = ListOptions::parse(ctx, false)?;
     let delete_options = delete_options(ctx)?;
     let dry_run = ctx.dry_run()?;
-    ctx.api.consistent(ctx.def).await?;
-    let (objects, revision) = ctx.api.cache(ctx.def)?.snapshot();
+    let (objects, revision) = ctx.api.consistent(ctx.def).await?;
     let prefix = ctx.def.collection_prefix(ctx.req.namespace.as_deref());
     let mut deleted = Vec::new();
     for (key, o) in objects.iter() {
