@@ -123,3 +123,162 @@ async fn mark_disruption_target(ctx: &Ctx<'_>) -> Result<(), ApiError> {
     .await
     .map(drop)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use http::Request;
+    use http_body_util::BodyExt as _;
+    use serde_json::{json, Value};
+    use setpoint_store::{EmbeddedConfig, EmbeddedStore};
+
+    use crate::handlers::Api;
+
+    const PODS: &str = "/api/v1/namespaces/default/pods";
+
+    async fn api_with_pod(node: Option<&str>) -> Arc<Api> {
+        let store = EmbeddedStore::open(EmbeddedConfig::in_memory()).expect("store");
+        let api = Api::new(Arc::new(store)).await.expect("api");
+        let mut pod = json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}
+        });
+        if let Some(node) = node {
+            pod["spec"]["nodeName"] = json!(node);
+        }
+        let (code, body) = call(&api, "POST", PODS, &pod.to_string()).await;
+        assert_eq!(code, 201, "{body}");
+        api
+    }
+
+    async fn call(api: &Api, method: &str, uri: &str, body: &str) -> (u16, Value) {
+        let request = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("content-type", "application/json")
+            .body(Bytes::from(body.to_owned()))
+            .expect("request");
+        let response = api.handle(request).await;
+        let code = response.status().as_u16();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    fn eviction(name: &str, options: Value) -> String {
+        json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}, "deleteOptions": options})
+            .to_string()
+    }
+
+    #[tokio::test]
+    async fn an_eviction_should_delete_the_pod_and_answer_a_success_status() {
+        // Regression (issue 14.8): there was no `pods/eviction`, which `kubectl drain` uses.
+        let api = api_with_pod(None).await;
+        let (code, body) = call(
+            &api,
+            "POST",
+            &format!("{PODS}/p/eviction"),
+            &eviction("p", Value::Null),
+        )
+        .await;
+        assert_eq!(code, 201, "{body}");
+        assert_eq!(
+            body,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
+        );
+        assert_eq!(call(&api, "GET", &format!("{PODS}/p"), "").await.0, 404);
+    }
+
+    #[tokio::test]
+    async fn an_eviction_of_a_scheduled_pod_should_mark_it_with_its_grace_period() {
+        let api = api_with_pod(Some("n1")).await;
+        // A running pod: the eviction marks it DisruptionTarget before deleting it.
+        let (code, mut pod) = call(&api, "GET", &format!("{PODS}/p"), "").await;
+        assert_eq!(code, 200);
+        pod["status"] = json!({"phase": "Running"});
+        let status = call(&api, "PUT", &format!("{PODS}/p/status"), &pod.to_string()).await;
+        assert_eq!(status.0, 200, "{}", status.1);
+        let (code, body) = call(
+            &api,
+            "POST",
+            &format!("{PODS}/p/eviction"),
+            &eviction("p", json!({"gracePeriodSeconds": 7})),
+        )
+        .await;
+        assert_eq!(code, 201, "{body}");
+        let (_, pod) = call(&api, "GET", &format!("{PODS}/p"), "").await;
+        assert_eq!(pod["metadata"]["deletionGracePeriodSeconds"], 7, "{pod}");
+        let conditions = pod["status"]["conditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            conditions
+                .iter()
+                .any(|c| c["type"] == "DisruptionTarget" && c["reason"] == "EvictionByEvictionAPI"),
+            "{pod}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_dry_run_eviction_should_leave_the_pod() {
+        let api = api_with_pod(None).await;
+        let (code, body) = call(
+            &api,
+            "POST",
+            &format!("{PODS}/p/eviction"),
+            &eviction("p", json!({"dryRun": ["All"]})),
+        )
+        .await;
+        assert_eq!(code, 201, "{body}");
+        let (code, body) = call(
+            &api,
+            "POST",
+            &format!("{PODS}/p/eviction?dryRun=All"),
+            &eviction("p", Value::Null),
+        )
+        .await;
+        assert_eq!(code, 201, "{body}");
+        assert_eq!(call(&api, "GET", &format!("{PODS}/p"), "").await.0, 200);
+    }
+
+    #[tokio::test]
+    async fn a_bad_eviction_should_be_refused_like_kube_apiserver() {
+        let api = api_with_pod(None).await;
+        let uri = format!("{PODS}/p/eviction");
+        let (code, body) = call(&api, "POST", &uri, &eviction("q", Value::Null)).await;
+        assert_eq!(code, 400, "{body}");
+        assert_eq!(
+            body["message"],
+            "name in URL does not match name in Eviction object"
+        );
+        let (code, body) = call(
+            &api,
+            "POST",
+            &uri,
+            &eviction(
+                "p",
+                json!({"ignoreStoreReadErrorWithClusterBreakingPotential": true}),
+            ),
+        )
+        .await;
+        assert_eq!(code, 422, "{body}");
+        let (code, _) = call(
+            &api,
+            "POST",
+            &format!("{PODS}/missing/eviction"),
+            &eviction("missing", Value::Null),
+        )
+        .await;
+        assert_eq!(code, 404);
+        // Eviction is create-only.
+        assert_eq!(call(&api, "GET", &uri, "").await.0, 405);
+        assert_eq!(call(&api, "GET", &format!("{PODS}/p"), "").await.0, 200);
+    }
+}
