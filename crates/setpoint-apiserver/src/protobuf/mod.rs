@@ -23,6 +23,10 @@
 //! HorizontalPodAutoscaler and Scale; autoscaling/v2 HorizontalPodAutoscaler), policy/v1 and
 //! v1beta1 `Eviction` (`kubectl drain`), and `DeleteOptions` under any `apiVersion` (client-go
 //! sends it as the body of a typed client's DELETE).
+//!
+//! The tables are those of Kubernetes 1.36 (`k8s.io/api` v0.36.3), a superset of what kubectl
+//! 1.27–1.33 send, except one alpha field since removed: `PodResourceClaim.source` (2, dynamic
+//! resource allocation before 1.31), which is refused like any unknown field.
 
 mod decode;
 mod envelope;

@@ -795,3 +795,39 @@ fn every_built_in_kind_served_should_have_a_table() {
         );
     }
 }
+
+#[test]
+fn fields_whose_go_tags_omit_opt_should_decode() {
+    // Regression (issue 14.8): Go tags like `protobuf:"bytes,1,name=name"` (no `opt`) mark
+    // many fields (an autoscaling/v2 resource metric's `name` and `type`, a deployment
+    // condition's `type`); the tables must have them. The generator checks its field numbers
+    // against `generated.proto`.
+    let target = Enc::new().str(1, "Utilization").int(4, 50);
+    let metric = Enc::new()
+        .str(1, "Resource")
+        .msg(4, Enc::new().str(1, "cpu").msg(2, target));
+    let spec = Enc::new()
+        .msg(
+            1,
+            Enc::new()
+                .str(1, "Deployment")
+                .str(2, "web")
+                .str(3, "apps/v1"),
+        )
+        .int(2, 1)
+        .int(3, 5)
+        .msg(4, metric);
+    let raw = Enc::new().msg(1, object_meta("web", &[])).msg(2, spec);
+    assert_eq!(
+        decoded(&body("autoscaling/v2", "HorizontalPodAutoscaler", raw))["spec"],
+        json!({
+            "scaleTargetRef": {"kind": "Deployment", "name": "web", "apiVersion": "apps/v1"},
+            "minReplicas": 1,
+            "maxReplicas": 5,
+            "metrics": [{
+                "type": "Resource",
+                "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}
+            }]
+        })
+    );
+}
