@@ -359,6 +359,35 @@ fn kubectl_drain_should_evict_pods_and_debug_should_copy_a_pod() {
         "jsonpath={.spec.containers[*].name} {.spec.securityContext.runAsUser} {.spec.volumes[*].name}",
     ]);
     assert_eq!(containers, "main debugger 1000 data cfg proj");
+    // Every other kubectl installed beside it (1.27–1.33) sends its own copy.
+    for minor in 27..=33 {
+        let Some(bin) = common::kubectl_version(minor) else {
+            continue;
+        };
+        let copy = format!("rich-copy-{minor}");
+        let out = Command::new(&bin)
+            .arg("--kubeconfig")
+            .arg(server.kubeconfig())
+            .args(["debug", "rich", "--image=busybox", "--attach=false"])
+            .arg(format!("--copy-to={copy}"))
+            .output()
+            .expect("kubectl");
+        assert!(
+            out.status.success(),
+            "kubectl 1.{minor} debug --copy-to: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            server.ok(&[
+                "get",
+                "pod",
+                &copy,
+                "-o",
+                "jsonpath={.spec.volumes[*].name}"
+            ]),
+            "data cfg proj"
+        );
+    }
 
     // Drain through the eviction subresource (kubectl 1.33 POSTs a JSON policy/v1 Eviction).
     for (name, node) in [("a", "sim-0"), ("b", "sim-1")] {
