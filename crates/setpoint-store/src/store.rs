@@ -75,6 +75,17 @@ pub trait Store: Send + Sync + 'static {
     /// is up to the backend.
     async fn watch(&self, prefix: Bytes, after: Revision) -> Result<WatchStream>;
 
+    /// Whether a watch learns promptly (within about a second) that it has delivered every
+    /// change up to the store's current revision, even when nothing under its prefix changes:
+    /// through progress batches the store sends on its own or on request.
+    ///
+    /// When false (etcd before 3.4.31 / 3.5.13, which cannot be asked for progress safely), a
+    /// reader that must see the latest state cannot wait for a watch to catch up, and reads the
+    /// store instead. True unless a backend says otherwise.
+    fn watch_progress_is_prompt(&self) -> bool {
+        true
+    }
+
     /// Forgets history up to and including `revision`: lists at older revisions and watches from
     /// them then fail with [`StoreError::Compacted`]. Current values are kept.
     async fn compact(&self, revision: Revision) -> Result<()>;

@@ -31,8 +31,22 @@ use crate::cli::{Cli, Command};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn main() -> Result<ExitCode> {
+/// Runs the command. An error (a bad flag value, an unreachable etcd, a data directory that
+/// cannot be used) is printed as one line, its causes joined with `: `, and the exit status is
+/// 1: never a backtrace, even under `RUST_BACKTRACE=1` (anyhow's `Debug` form, which
+/// `fn main() -> Result` would print, appends one); backtraces are for panics.
+fn main() -> ExitCode {
     panic_report::install();
+    match run() {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("setpoint: error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<ExitCode> {
     let cli = Cli::parse();
     // The container shim is a small synchronous supervisor: no runtime, no logging set-up.
     if let Command::AgentShim { args } = cli.command {

@@ -230,9 +230,12 @@ pub(crate) async fn open_etcd(
         });
     }
     config.compaction_interval = compaction_interval.filter(|interval| !interval.is_zero());
-    let store = EtcdStore::connect(config)
-        .await
-        .with_context(|| format!("connecting to etcd at {}", args.etcd_endpoints.join(",")))?;
+    let store = EtcdStore::connect(config).await.with_context(|| {
+        format!(
+            "connecting to etcd at {} (check --etcd-endpoints and that etcd runs there)",
+            args.etcd_endpoints.join(",")
+        )
+    })?;
     tracing::info!(version = %store.server_version(), "the store is etcd");
     Ok(Arc::new(store))
 }

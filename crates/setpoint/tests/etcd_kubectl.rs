@@ -1,7 +1,9 @@
 //! The server on `--store etcd`, driven by the real `kubectl`: create, get, label, the patch
 //! types, apply, watch and delete; objects under kube-apiserver's keys in etcd; a restarted
-//! server finding its data; and an unreachable etcd answered with an error, not a hang. Each
-//! test runs its own local etcd member (the `etcd` binary on the PATH or in `SETPOINT_ETCD`).
+//! server finding its data; an etcd 3.4 with default flags (no watch progress notifications);
+//! and an unreachable etcd answered with an error, not a hang, and refused at start with one
+//! line and no backtrace. Each test runs its own local etcd member (the `etcd` binary on the
+//! PATH or in `SETPOINT_ETCD`).
 
 #![cfg(feature = "etcd")]
 
@@ -216,6 +218,122 @@ fn an_unreachable_etcd_should_be_an_error_not_a_hang() {
         stderr.contains("connecting to etcd at http://127.0.0.1:9"),
         "{stderr}"
     );
+}
+
+#[test]
+fn kubectl_should_work_on_an_etcd_with_default_flags() {
+    // Regression (issue 14.12): on etcd 3.4 before 3.4.31 with default flags (no
+    // `--experimental-watch-progress-notify-interval`), `setpoint server --store etcd` exited at
+    // start with `504 (Timeout): Too large resource version: 4, current: 0`: the watch cache of
+    // a quiet resource never learned that it was current. Consistent reads now go to etcd.
+    let etcd = LocalEtcd::start_with_default_flags().unwrap_or_else(|e| panic!("{e}"));
+    let tmp = tempfile::tempdir().unwrap();
+    let s = start_server(&tmp.path().join("data"), &etcd);
+
+    // Quiet resources (nothing written to them since their caches loaded) list at once.
+    assert!(s
+        .ok(&["get", "ns", "-o", "name"])
+        .contains("namespace/kube-system"));
+    assert_eq!(s.ok(&["get", "pods", "-A", "-o", "name"]), "");
+    assert_eq!(s.ok(&["get", "deployments", "-A", "-o", "name"]), "");
+
+    let out = s.kubectl_stdin(&["create", "-f", "-"], CONFIGMAP);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    s.ok(&["create", "namespace", "quiet"]);
+    assert_eq!(
+        s.ok(&["get", "cm", "c1", "-o", "name"]).trim(),
+        "configmap/c1"
+    );
+    assert_eq!(
+        s.ok(&["get", "cm", "-l", "app=a", "-o", "name"]).trim(),
+        "configmap/c1"
+    );
+    // A list at a revision the configmaps' cache has not seen (written to namespaces since).
+    assert_eq!(s.ok(&["get", "cm", "-o", "name"]).trim(), "configmap/c1");
+    assert_eq!(s.ok(&["get", "pods", "-n", "quiet", "-o", "name"]), "");
+
+    // A watch from such a list's revision gets the changes after it.
+    let mut watch = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(s.kubeconfig())
+        .args([
+            "get",
+            "cm",
+            "-w",
+            "--output-watch-events",
+            "--request-timeout=60s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    let mut next_event = move || loop {
+        let line = lines.next().expect("watch output ended early").unwrap();
+        let mut words = line.split_whitespace();
+        if let Some(kind) = words
+            .next()
+            .filter(|k| ["ADDED", "MODIFIED", "DELETED"].contains(k))
+        {
+            return (kind.to_owned(), words.next().unwrap_or_default().to_owned());
+        }
+    };
+    assert_eq!(next_event(), ("ADDED".into(), "c1".into()));
+    s.ok(&["create", "configmap", "c2", "--from-literal=x=y"]);
+    assert_eq!(next_event(), ("ADDED".into(), "c2".into()));
+    s.ok(&["delete", "configmap", "c1"]);
+    assert_eq!(next_event(), ("DELETED".into(), "c1".into()));
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert_eq!(s.ok(&["get", "cm", "-o", "name"]).trim(), "configmap/c2");
+}
+
+#[test]
+fn a_startup_error_should_be_one_line_without_a_backtrace() {
+    // Regression (issue 14.12): a configuration error at start printed anyhow's report with a
+    // `Stack backtrace:` under RUST_BACKTRACE=1 (as scripts/check sets it).
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_setpoint"))
+        .args(["server", "--data-dir"])
+        .arg(tmp.path().join("data"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "etcd",
+            "--etcd-endpoints",
+        ])
+        .arg("http://127.0.0.1:9")
+        .env("RUST_BACKTRACE", "1")
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.to_lowercase().contains("backtrace"), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].starts_with(
+            "setpoint: error: connecting to etcd at http://127.0.0.1:9 (check --etcd-endpoints"
+        ),
+        "{stderr}"
+    );
+
+    // A bad flag value is clap's usage error, also without a backtrace.
+    let out = Command::new(env!("CARGO_BIN_EXE_setpoint"))
+        .args(["server", "--listen", "not-an-address"])
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not-an-address"), "{stderr}");
+    assert!(!stderr.to_lowercase().contains("backtrace"), "{stderr}");
 }
 
 /// Runs `setpoint migrate` and checks that it succeeds.

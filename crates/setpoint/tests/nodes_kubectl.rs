@@ -3,7 +3,9 @@
 //! ReplicaSet's pods; a separate `setpoint agent --simulated` process registers its own node
 //! and runs pods; when that process is killed, its node goes `NotReady` (`Ready=Unknown`, tainted
 //! unreachable) after the grace period, and its pods are evicted once their toleration runs
-//! out and replaced on the other nodes.
+//! out and replaced on the other nodes. `kubectl drain` empties a node through `pods/eviction`
+//! (and with `--disable-eviction`, through protobuf DELETEs), and `kubectl debug --copy-to`
+//! copies a pod whose spec reaches most of PodSpec.
 
 mod common;
 
@@ -257,4 +259,193 @@ fn nodes_should_run_pods_and_a_lost_node_should_be_emptied() {
     );
     // The web pods on the healthy nodes were left alone.
     wait_running(&server, "web", 6, |n| sims.contains(&n), &sims);
+}
+
+/// Runs kubectl, expecting success; returns its standard output and error together.
+fn ok_with_stderr(s: &Server, args: &[&str]) -> String {
+    let out = s.kubectl(args);
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "kubectl {args:?} failed:\n{all}");
+    all
+}
+
+/// A pod bound to `node` with a spec that reaches most of PodSpec's messages (what
+/// `kubectl debug --copy-to` then sends back as protobuf).
+fn rich_pod(name: &str, node: &str) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, labels: {{app: drained}}}}
+spec:
+  nodeName: {node}
+  volumes:
+  - {{name: data, emptyDir: {{sizeLimit: 1Gi}}}}
+  - {{name: cfg, configMap: {{name: cm1, optional: true, items: [{{key: k, path: p, mode: 0644}}]}}}}
+  - name: proj
+    projected: {{sources: [{{downwardAPI: {{items: [{{path: labels, fieldRef: {{fieldPath: metadata.labels}}}}]}}}}]}}
+  securityContext: {{runAsUser: 1000, runAsNonRoot: true, fsGroup: 2000, seccompProfile: {{type: RuntimeDefault}}}}
+  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms: [{{matchExpressions: [{{key: kubernetes.io/os, operator: In, values: [linux]}}]}}]
+  tolerations: [{{operator: Exists, effect: NoExecute, tolerationSeconds: 60}}]
+  topologySpreadConstraints: [{{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {{matchLabels: {{app: drained}}}}}}]
+  dnsConfig: {{options: [{{name: ndots, value: "2"}}]}}
+  containers:
+  - name: main
+    image: busybox
+    command: [sleep, "1000"]
+    env:
+    - name: B
+      valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}
+    envFrom: [{{configMapRef: {{name: cm1, optional: true}}}}]
+    resources: {{limits: {{cpu: 500m, memory: 128Mi}}}}
+    volumeMounts: [{{name: data, mountPath: /data}}]
+    livenessProbe: {{httpGet: {{path: /healthz, port: 8080}}, periodSeconds: 10}}
+    readinessProbe: {{tcpSocket: {{port: 8080}}}}
+    lifecycle: {{preStop: {{exec: {{command: [sh, -c, "sleep 1"]}}}}}}
+    securityContext: {{capabilities: {{drop: [ALL]}}, allowPrivilegeEscalation: false}}
+"#
+    )
+}
+
+#[test]
+fn kubectl_drain_should_evict_pods_and_debug_should_copy_a_pod() {
+    // Regression (issue 14.8): `kubectl drain` failed on the protobuf DeleteOptions body of its
+    // pod DELETEs (and there was no `pods/eviction` for it to use instead), and
+    // `kubectl debug --copy-to` failed on
+    // `unsupported field 14 in protobuf message PodSpec`.
+    let data = tempfile::tempdir().expect("temp dir");
+    let server = Server::start_with(
+        &data.path().join("data"),
+        "127.0.0.1:0",
+        &["--no-agent", "--simulated-nodes", "2"],
+    );
+    eventually("2 nodes", || {
+        let out = server.ok(&["get", "nodes", "--no-headers"]);
+        if out.lines().count() == 2 {
+            Ok(())
+        } else {
+            Err(out)
+        }
+    });
+    let discovery = server.ok(&["get", "--raw", "/api/v1"]);
+    assert!(
+        discovery.contains(r#""name":"pods/eviction""#),
+        "{discovery}"
+    );
+
+    // A copy of a pod with a rich spec, made by `kubectl debug` (a protobuf Pod).
+    apply(&server, &rich_pod("rich", "sim-0"));
+    let out = server.ok(&[
+        "debug",
+        "rich",
+        "--copy-to=rich-copy",
+        "--image=busybox",
+        "--attach=false",
+        "--container=debugger",
+    ]);
+    assert!(out.is_empty() || !out.contains("error"), "{out}");
+    let containers = server.ok(&[
+        "get",
+        "pod",
+        "rich-copy",
+        "-o",
+        "jsonpath={.spec.containers[*].name} {.spec.securityContext.runAsUser} {.spec.volumes[*].name}",
+    ]);
+    assert_eq!(containers, "main debugger 1000 data cfg proj");
+    // Every other kubectl installed beside it (1.27–1.33) sends its own copy.
+    for minor in 27..=33 {
+        let Some(bin) = common::kubectl_version(minor) else {
+            continue;
+        };
+        let copy = format!("rich-copy-{minor}");
+        let out = Command::new(&bin)
+            .arg("--kubeconfig")
+            .arg(server.kubeconfig())
+            .args(["debug", "rich", "--image=busybox", "--attach=false"])
+            .arg(format!("--copy-to={copy}"))
+            .output()
+            .expect("kubectl");
+        assert!(
+            out.status.success(),
+            "kubectl 1.{minor} debug --copy-to: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            server.ok(&[
+                "get",
+                "pod",
+                &copy,
+                "-o",
+                "jsonpath={.spec.volumes[*].name}"
+            ]),
+            "data cfg proj"
+        );
+    }
+
+    // Drain through the eviction subresource (kubectl 1.33 POSTs a JSON policy/v1 Eviction).
+    for (name, node) in [("a", "sim-0"), ("b", "sim-1")] {
+        apply(
+            &server,
+            &format!(
+                "{{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{{\"name\":\"{name}\",\"labels\":{{\"app\":\"drained\"}}}},\"spec\":{{\"nodeName\":\"{node}\",\"containers\":[{{\"name\":\"c\",\"image\":\"busybox\"}}]}}}}"
+            ),
+        );
+    }
+    eventually("pods Running", || {
+        let running = pods(&server, "drained")
+            .iter()
+            .filter(|(_, phase, ..)| phase == "Running")
+            .count();
+        if running >= 2 {
+            Ok(())
+        } else {
+            Err(format!("{:?}", pods(&server, "drained")))
+        }
+    });
+    let out = ok_with_stderr(
+        &server,
+        &[
+            "drain",
+            "sim-0",
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--force",
+            "--timeout=60s",
+        ],
+    );
+    assert!(out.contains("evicting pod default/a"), "{out}");
+    assert!(out.contains("node/sim-0 drained"), "{out}");
+    let left: Vec<_> = pods(&server, "drained")
+        .into_iter()
+        .filter(|(_, _, node, _)| node == "sim-0")
+        .collect();
+    assert!(left.is_empty(), "pods left on sim-0: {left:?}");
+
+    // Drain with plain DELETEs (a protobuf DeleteOptions each).
+    let out = ok_with_stderr(
+        &server,
+        &[
+            "drain",
+            "sim-1",
+            "--force",
+            "--delete-emptydir-data",
+            "--disable-eviction",
+            "--grace-period=1",
+            "--timeout=60s",
+        ],
+    );
+    assert!(out.contains("pod/b deleted"), "{out}");
+    assert!(out.contains("node/sim-1 drained"), "{out}");
+    assert!(
+        pods(&server, "drained").is_empty(),
+        "{:?}",
+        pods(&server, "drained")
+    );
 }

@@ -83,7 +83,13 @@ pub(crate) async fn start(api: &Arc<Api>) -> Result<(), ApiError> {
     let def = crd_resource(api)?;
     reconcile_all(api).await;
     let cache = api.cache(&def)?;
-    let current = api.store.current_revision().await.map_err(store_error)?;
+    // Where the store cannot tell a quiet watch it is current, the cache only waits to be
+    // loaded: `reconcile_all` read the store itself, and `follow` starts from the cache.
+    let current = if api.store.watch_progress_is_prompt() {
+        api.store.current_revision().await.map_err(store_error)?
+    } else {
+        Revision::ZERO
+    };
     cache.wait_for(current, Duration::from_secs(10)).await?;
     let weak = Arc::downgrade(api);
     tokio::spawn(follow(weak, def, cache.revision()));
@@ -406,7 +412,12 @@ async fn terminate(api: &Api, def: &ResourceDef, name: &str, crd: &Value) -> Res
         let now = api.store.current_revision().await.map_err(store_error)?;
         for d in &registered {
             if let Ok(cache) = api.cache(d) {
-                cache.wait_for(now, Duration::from_secs(3)).await?;
+                if api.store.watch_progress_is_prompt() {
+                    cache.wait_for(now, Duration::from_secs(3)).await?;
+                } else {
+                    // Every object is deleted by now: wait for the cache to see them go.
+                    cache.wait_until_empty(Duration::from_secs(3)).await;
+                }
             }
         }
         api.set_custom(name, Vec::new());

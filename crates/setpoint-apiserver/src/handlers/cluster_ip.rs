@@ -33,8 +33,7 @@ pub(crate) async fn assign(
     if spec["type"] == "ExternalName" || spec["clusterIP"] == "None" {
         return Ok(());
     }
-    api.consistent(def).await?;
-    let (objects, _) = api.cache(def)?.snapshot();
+    let (objects, _) = api.consistent(def).await?;
     let taken: BTreeSet<Ipv4Addr> = objects
         .values()
         .filter_map(|o| serde_json::from_slice::<Value>(&o.json).ok())

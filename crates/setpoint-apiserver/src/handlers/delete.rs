@@ -14,7 +14,7 @@ use super::params::ListOptions;
 use super::read::{read_object, respond_object};
 use super::response::{self, Body};
 use super::update::{guaranteed_update, Scope, Updated};
-use super::write::store_error;
+use super::write::{decode_body, store_error};
 use super::Ctx;
 use crate::registry::strategy::Kind;
 
@@ -28,21 +28,13 @@ struct DeleteOptions {
 }
 
 fn delete_options(ctx: &Ctx<'_>) -> Result<DeleteOptions, ApiError> {
-    let mut o = DeleteOptions::default();
-    if !ctx.body.is_empty() {
-        let body: Value = serde_json::from_slice(&ctx.body).map_err(|e| {
-            ApiError::bad_request(format!("the DeleteOptions body is not valid JSON: {e}"))
-        })?;
-        o.grace_period = body["gracePeriodSeconds"].as_i64();
-        o.propagation = body["propagationPolicy"].as_str().map(str::to_owned);
-        if body["orphanDependents"] == json!(true) && o.propagation.is_none() {
-            o.propagation = Some("Orphan".into());
-        }
-        o.precondition_uid = body["preconditions"]["uid"].as_str().map(str::to_owned);
-        o.precondition_rv = body["preconditions"]["resourceVersion"]
-            .as_str()
-            .map(str::to_owned);
-    }
+    // client-go's typed clients (`kubectl drain`) send the body as Kubernetes protobuf.
+    let body = if ctx.body.is_empty() {
+        Value::Null
+    } else {
+        decode_body(ctx)?
+    };
+    let mut o = options_from_body(&body);
     if let Some(g) = ctx.query.get("gracePeriodSeconds") {
         o.grace_period = Some(
             g.parse()
@@ -52,6 +44,28 @@ fn delete_options(ctx: &Ctx<'_>) -> Result<DeleteOptions, ApiError> {
     if let Some(p) = ctx.query.get("propagationPolicy") {
         o.propagation = Some(p.clone());
     }
+    checked(o)
+}
+
+/// The options a `DeleteOptions` object (a DELETE's body, an `Eviction`'s `deleteOptions`)
+/// sets; `null` sets none.
+fn options_from_body(body: &Value) -> DeleteOptions {
+    let mut o = DeleteOptions {
+        grace_period: body["gracePeriodSeconds"].as_i64(),
+        propagation: body["propagationPolicy"].as_str().map(str::to_owned),
+        precondition_uid: body["preconditions"]["uid"].as_str().map(str::to_owned),
+        precondition_rv: body["preconditions"]["resourceVersion"]
+            .as_str()
+            .map(str::to_owned),
+    };
+    if body["orphanDependents"] == json!(true) && o.propagation.is_none() {
+        o.propagation = Some("Orphan".into());
+    }
+    o
+}
+
+/// Refuses a propagation policy kube-apiserver does not know.
+fn checked(o: DeleteOptions) -> Result<DeleteOptions, ApiError> {
     match o.propagation.as_deref() {
         None | Some("Background" | "Foreground" | "Orphan") => Ok(o),
         Some(other) => Err(ApiError::invalid(
@@ -65,6 +79,18 @@ fn delete_options(ctx: &Ctx<'_>) -> Result<DeleteOptions, ApiError> {
             )],
         )),
     }
+}
+
+/// Deletes the pod a `pods/{name}/eviction` request names, with the eviction's
+/// `deleteOptions` (`null` for none).
+pub(crate) async fn evict(
+    ctx: &Ctx<'_>,
+    delete_options: &Value,
+    dry_run: bool,
+) -> Result<(), ApiError> {
+    let options = checked(options_from_body(delete_options))?;
+    let current = read_object(ctx).await?;
+    delete_one(ctx, current, &options, dry_run).await.map(drop)
 }
 
 /// DELETE one object.
@@ -242,8 +268,7 @@ pub(crate) async fn delete_collection(ctx: &Ctx<'_>) -> Result<Response<Body>, A
     let options = ListOptions::parse(ctx, false)?;
     let delete_options = delete_options(ctx)?;
     let dry_run = ctx.dry_run()?;
-    ctx.api.consistent(ctx.def).await?;
-    let (objects, revision) = ctx.api.cache(ctx.def)?.snapshot();
+    let (objects, revision) = ctx.api.consistent(ctx.def).await?;
     let prefix = ctx.def.collection_prefix(ctx.req.namespace.as_deref());
     let mut deleted = Vec::new();
     for (key, o) in objects.iter() {

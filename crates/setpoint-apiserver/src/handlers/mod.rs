@@ -2,8 +2,10 @@
 //! request that the transport has authenticated.
 
 mod cluster_ip;
+mod consistent;
 mod delete;
 mod discovery;
+mod eviction;
 pub(crate) mod meta;
 mod openapi;
 mod params;
@@ -25,7 +27,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use serde_json::json;
-use setpoint_core::{ApiError, GroupResource, Revision};
+use setpoint_core::{ApiError, GroupResource};
 use setpoint_store::Store;
 
 pub(crate) use write::store_error_plain as write_store_error;
@@ -213,17 +215,6 @@ impl Api {
             .get(&gvr_of(def))
             .cloned()
             .ok_or_else(ApiError::no_such_path)
-    }
-
-    /// Waits until the resource's cache reflects every write acknowledged so far.
-    pub(crate) async fn consistent(&self, def: &ResourceDef) -> Result<Revision, ApiError> {
-        let current = self
-            .store
-            .current_revision()
-            .await
-            .map_err(write::store_error_plain)?;
-        self.cache(def)?.wait_for(current, CACHE_CATCH_UP).await?;
-        Ok(current)
     }
 
     /// Answers one authenticated request.

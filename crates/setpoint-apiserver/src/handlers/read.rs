@@ -117,7 +117,7 @@ async fn snapshot(
 ) -> Result<(Objects, setpoint_core::Revision), ApiError> {
     let cache = ctx.api.cache(ctx.def)?;
     if let Some(token) = &options.continue_token {
-        let objects = cache.snapshot_at(token.revision).map_err(|e| {
+        let objects = ctx.api.exactly_at(ctx.def, token.revision).await.map_err(|e| {
             if e.reason == Reason::Expired {
                 ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results.")
             } else {
@@ -127,24 +127,15 @@ async fn snapshot(
         return Ok((objects, token.revision));
     }
     match options.rv {
-        RvMatch::MostRecent => {
-            ctx.api.consistent(ctx.def).await?;
-            Ok(cache.snapshot())
-        }
+        RvMatch::MostRecent => ctx.api.consistent(ctx.def).await,
         RvMatch::Any => {
             cache
                 .wait_for(setpoint_core::Revision::ZERO, super::CACHE_CATCH_UP)
                 .await?;
             Ok(cache.snapshot())
         }
-        RvMatch::NotOlderThan(r) => {
-            cache.wait_for(r, super::CACHE_CATCH_UP).await?;
-            Ok(cache.snapshot())
-        }
-        RvMatch::Exact(r) => {
-            cache.wait_for(r, super::CACHE_CATCH_UP).await?;
-            Ok((cache.snapshot_at(r)?, r))
-        }
+        RvMatch::NotOlderThan(r) => ctx.api.not_older_than(ctx.def, r).await,
+        RvMatch::Exact(r) => Ok((ctx.api.exactly_at(ctx.def, r).await?, r)),
     }
 }
 

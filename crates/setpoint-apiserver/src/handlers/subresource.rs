@@ -1,6 +1,6 @@
 //! Subresources: `status` (spec and status written separately), `scale` (an
 //! `autoscaling/v1 Scale` view of `spec.replicas`), `pods/binding` (what a scheduler posts),
-//! `namespaces/finalize`, and `pods/log`.
+//! `namespaces/finalize`, `pods/log`, and `pods/eviction` (in `eviction.rs`).
 
 use http::{Response, StatusCode};
 use serde_json::{json, Value};
@@ -31,6 +31,7 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, sub: &str) -> Result<Response<Body>, A
         }
         ("scale", Verb::Update | Verb::Patch) => scale_write(ctx).await,
         ("binding", Verb::Create) => binding(ctx).await,
+        ("eviction", Verb::Create) => super::eviction::evict(ctx).await,
         ("finalize", Verb::Update) => finalize(ctx).await,
         ("log", Verb::Get) => super::pod_log::pod_log(ctx).await,
         _ => Err(not_allowed()),

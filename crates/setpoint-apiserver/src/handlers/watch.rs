@@ -73,14 +73,10 @@ pub(crate) async fn watch(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
     };
     let cache = ctx.api.cache(ctx.def)?;
     let (initial, start) = match options.rv {
-        RvMatch::MostRecent => {
-            ctx.api.consistent(ctx.def).await?;
-            initial_objects(&cache.snapshot(), &options)
-        }
+        RvMatch::MostRecent => initial_objects(&ctx.api.consistent(ctx.def).await?, &options),
         RvMatch::Any => initial_objects(&cache.snapshot(), &options),
         RvMatch::NotOlderThan(r) if send_initial => {
-            cache.wait_for(r, super::CACHE_CATCH_UP).await?;
-            initial_objects(&cache.snapshot(), &options)
+            initial_objects(&ctx.api.not_older_than(ctx.def, r).await?, &options)
         }
         RvMatch::NotOlderThan(r) | RvMatch::Exact(r) => (VecDeque::new(), r),
     };

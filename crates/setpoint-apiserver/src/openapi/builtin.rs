@@ -17,6 +17,7 @@ use k8s_openapi::api::autoscaling::v2 as autoscaling_v2;
 use k8s_openapi::api::coordination::v1 as coordination;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::events::v1 as events;
+use k8s_openapi::api::policy::v1 as policy;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::schemars::generate::{SchemaGenerator, SchemaSettings};
@@ -72,6 +73,7 @@ const KINDS: &[BuiltinKind] = &[
     kind::<core::Service>(),
     kind::<core::Event>(),
     kind::<core::Binding>(),
+    kind::<policy::Eviction>(),
     kind::<events::Event>(),
     kind::<coordination::Lease>(),
     kind::<apps::Deployment>(),
@@ -152,7 +154,7 @@ fn unrequire_metadata(schema: &mut serde_json::Map<String, Value>) {
 /// `#/components/schemas/`, which [`super::v3_group_version`] fills in.
 ///
 /// Kinds: core `v1` `Namespace`, `Pod`, `Node`, `ConfigMap`, `Secret`, `ServiceAccount`,
-/// `Service`, `Event`, `Binding`; `events.k8s.io/v1` `Event`; `coordination.k8s.io/v1`
+/// `Service`, `Event`, `Binding`; `policy/v1` `Eviction`; `events.k8s.io/v1` `Event`; `coordination.k8s.io/v1`
 /// `Lease`; `apps/v1` `Deployment`, `ReplicaSet`; `autoscaling/v1` `Scale`,
 /// `HorizontalPodAutoscaler`; `autoscaling/v2` `HorizontalPodAutoscaler`;
 /// `apiextensions.k8s.io/v1` `CustomResourceDefinition`.

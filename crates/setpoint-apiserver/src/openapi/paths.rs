@@ -286,6 +286,22 @@ impl<'a> Builder<'a> {
                     format!("create binding of a {kind}"),
                 )
             }],
+            "eviction" => vec![Operation {
+                gvk: Gvk {
+                    group: "policy".into(),
+                    version: "v1".into(),
+                    kind: "Eviction".into(),
+                },
+                params: self.params(true, params::WRITE),
+                body: Some(object_body(EVICTION)),
+                responses: created(EVICTION),
+                ..self.base(
+                    Method::Post,
+                    Action::Post,
+                    self.id("create", "Eviction"),
+                    format!("create eviction of a {kind}"),
+                )
+            }],
             "finalize" => vec![self.replace(&self.kind_def, "Finalize")],
             _ => vec![],
         }
@@ -361,6 +377,7 @@ impl<'a> Builder<'a> {
 }
 
 const BINDING: &str = "io.k8s.api.core.v1.Binding";
+const EVICTION: &str = "io.k8s.api.policy.v1.Eviction";
 
 fn ok(def: &str) -> Vec<(u16, Payload)> {
     codes(&[200], def)

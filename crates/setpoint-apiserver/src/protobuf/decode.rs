@@ -43,6 +43,12 @@ fn decode_into(
             .ok_or_else(|| unsupported(message, number))?;
         match field.shape {
             Shape::Single => decode_single(message, field, value, out)?,
+            Shape::Inline => {
+                let Kind::Message(inner) = field.kind else {
+                    return Err(unsupported(message, number));
+                };
+                decode_into(expect_len(message, number, value)?, inner, out)?;
+            }
             Shape::Repeated => {
                 let items = decode_repeated(message, field, value)?;
                 if !items.is_empty() {
@@ -140,7 +146,9 @@ fn decode_value(
             expect_len(message, field.number, value)?,
             inner,
         )?),
-        Kind::Time => return decode_time(expect_len(message, field.number, value)?),
+        Kind::Time => return decode_time(expect_len(message, field.number, value)?, false),
+        Kind::MicroTime => return decode_time(expect_len(message, field.number, value)?, true),
+        Kind::RawJson => decode_raw_json(expect_len(message, field.number, value)?)?,
         Kind::IntOrString => decode_int_or_string(expect_len(message, field.number, value)?)?,
         Kind::Quantity => decode_quantity(expect_len(message, field.number, value)?)?,
     };
@@ -166,9 +174,9 @@ fn decode_map_entry(
     Ok((key, val.unwrap_or_else(|| zero_value(field.kind))))
 }
 
-/// `meta.v1.Time`: Go's zero time (an empty message) is left out, as `omitempty` would on a
-/// pointer and as `null` means on a struct.
-fn decode_time(bytes: &[u8]) -> Result<Option<Value>, ProtobufError> {
+/// `meta.v1.Time` (or, with `micro`, `MicroTime`): Go's zero time (an empty message) is left
+/// out, as `omitempty` would on a pointer and as `null` means on a struct.
+fn decode_time(bytes: &[u8], micro: bool) -> Result<Option<Value>, ProtobufError> {
     let mut seconds: i64 = 0;
     let mut nanos: i64 = 0;
     let mut reader = Reader::new(bytes);
@@ -190,9 +198,29 @@ fn decode_time(bytes: &[u8]) -> Result<Option<Value>, ProtobufError> {
             message: TIME.name,
             problem: format!("seconds {seconds} and nanos {nanos} are not a valid time"),
         })?;
-    Ok(Some(Value::String(
-        time.format("%Y-%m-%dT%H:%M:%SZ").to_string(),
-    )))
+    let format = if micro {
+        "%Y-%m-%dT%H:%M:%S%.6fZ"
+    } else {
+        "%Y-%m-%dT%H:%M:%SZ"
+    };
+    Ok(Some(Value::String(time.format(format).to_string())))
+}
+
+/// `meta.v1.FieldsV1` and `runtime.RawExtension`: the JSON in `raw` (an absent `raw` is an
+/// empty object).
+fn decode_raw_json(bytes: &[u8]) -> Result<Value, ProtobufError> {
+    let mut raw: &[u8] = b"{}";
+    let mut reader = Reader::new(bytes);
+    while let Some((number, value)) = next(&mut reader, &RAW)? {
+        match number {
+            1 => raw = expect_len(&RAW, 1, value)?,
+            _ => return Err(unsupported(&RAW, number)),
+        }
+    }
+    serde_json::from_slice(raw).map_err(|e| ProtobufError::InvalidValue {
+        message: RAW.name,
+        problem: format!("raw is not JSON: {e}"),
+    })
 }
 
 /// `util.intstr.IntOrString`.
@@ -249,6 +277,10 @@ static QUANTITY: Message = Message {
     name: "Quantity",
     fields: &[],
 };
+static RAW: Message = Message {
+    name: "FieldsV1",
+    fields: &[],
+};
 
 fn zero_value(kind: Kind) -> Value {
     match kind {
@@ -256,7 +288,8 @@ fn zero_value(kind: Kind) -> Value {
         Kind::Bool => Value::Bool(false),
         Kind::Int32 | Kind::Int64 | Kind::IntOrString => Value::from(0),
         Kind::Message(_) => Value::Object(Map::new()),
-        Kind::Time => Value::Null,
+        Kind::Time | Kind::MicroTime => Value::Null,
+        Kind::RawJson => Value::Object(Map::new()),
         Kind::Quantity => Value::String("0".to_owned()),
     }
 }

@@ -6,8 +6,9 @@
 //! A body is the 4 magic bytes `k8s\0` and a `runtime.Unknown` {typeMeta = 1 {apiVersion = 1,
 //! kind = 2}, raw = 2, contentEncoding = 3, contentType = 4} whose `raw` is the typed message.
 //! [`decode()`] reads it (`envelope.rs`) with a hand-written wire reader (`wire.rs`) driven by
-//! static descriptor tables (`schema.rs`; `meta_v1.rs`, `core_v1.rs`, `pod_v1.rs`, `apps_v1.rs`,
-//! `autoscaling_v1.rs` for the messages), and promises:
+//! static descriptor tables (`schema.rs`), generated from Kubernetes' Go types by
+//! `scripts/gen-protobuf-tables` into `generated/` (one module per API package, every field of
+//! every message the kinds below reach), and promises:
 //! - the JSON is what Go's `encoding/json` would write for the same object, with `apiVersion`
 //!   and `kind` from the envelope (see `decode.rs` for the rules);
 //! - a field the tables do not list is an error ([`ProtobufError::UnsupportedField`], 400),
@@ -16,16 +17,20 @@
 //!   ([`ProtobufError::UnsupportedEncoding`]) is a 415 that asks for JSON;
 //! - malformed input is an error, never a panic.
 //!
-//! Kinds with tables: v1 Namespace, ConfigMap, Secret, ServiceAccount, Service, Pod; apps/v1
-//! Deployment; autoscaling/v1 HorizontalPodAutoscaler (`kubectl autoscale`).
+//! Kinds with tables: every built-in kind Setpoint serves (v1 Namespace, Pod, Node, ConfigMap,
+//! Secret, ServiceAccount, Service, Event, Binding; events.k8s.io/v1 Event;
+//! coordination.k8s.io/v1 Lease; apps/v1 Deployment, ReplicaSet; autoscaling/v1
+//! HorizontalPodAutoscaler and Scale; autoscaling/v2 HorizontalPodAutoscaler), policy/v1 and
+//! v1beta1 `Eviction` (`kubectl drain`), and `DeleteOptions` under any `apiVersion` (client-go
+//! sends it as the body of a typed client's DELETE).
+//!
+//! The tables are those of Kubernetes 1.36 (`k8s.io/api` v0.36.3), a superset of what kubectl
+//! 1.27–1.33 send, except one alpha field since removed: `PodResourceClaim.source` (2, dynamic
+//! resource allocation before 1.31), which is refused like any unknown field.
 
-mod apps_v1;
-mod autoscaling_v1;
-mod core_v1;
 mod decode;
 mod envelope;
-mod meta_v1;
-mod pod_v1;
+mod generated;
 mod schema;
 mod wire;
 
@@ -37,7 +42,6 @@ use setpoint_core::{ApiError, Reason};
 use thiserror::Error;
 
 use self::envelope::Envelope;
-use self::schema::Message;
 use self::wire::WireError;
 
 /// The media type of Kubernetes protobuf bodies.
@@ -137,12 +141,13 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, ProtobufError> {
         envelope.content_type.as_str(),
     ) {
         ("", "" | MEDIA_TYPE) => {
-            let message = message_for(&envelope.api_version, &envelope.kind).ok_or_else(|| {
-                ProtobufError::UnsupportedKind {
-                    api_version: envelope.api_version.clone(),
-                    kind: envelope.kind.clone(),
-                }
-            })?;
+            let message =
+                generated::root(&envelope.api_version, &envelope.kind).ok_or_else(|| {
+                    ProtobufError::UnsupportedKind {
+                        api_version: envelope.api_version.clone(),
+                        kind: envelope.kind.clone(),
+                    }
+                })?;
             decode::decode_message(envelope.raw, message)?
         }
         (encoding, content_type) => {
@@ -159,19 +164,4 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, ProtobufError> {
     out.insert("kind".to_owned(), Value::String(envelope.kind));
     out.append(&mut object);
     Ok(Value::Object(out))
-}
-
-/// The descriptor table for a top-level kind.
-fn message_for(api_version: &str, kind: &str) -> Option<&'static Message> {
-    Some(match (api_version, kind) {
-        ("v1", "Namespace") => &core_v1::NAMESPACE,
-        ("v1", "ConfigMap") => &core_v1::CONFIG_MAP,
-        ("v1", "Secret") => &core_v1::SECRET,
-        ("v1", "ServiceAccount") => &core_v1::SERVICE_ACCOUNT,
-        ("v1", "Service") => &core_v1::SERVICE,
-        ("v1", "Pod") => &pod_v1::POD,
-        ("apps/v1", "Deployment") => &apps_v1::DEPLOYMENT,
-        ("autoscaling/v1", "HorizontalPodAutoscaler") => &autoscaling_v1::HORIZONTAL_POD_AUTOSCALER,
-        _ => return None,
-    })
 }

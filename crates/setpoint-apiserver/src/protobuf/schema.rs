@@ -2,9 +2,9 @@
 //! with the JSON name Kubernetes gives it, its type, and whether Go's JSON encoding would keep
 //! it at its zero value.
 //!
-//! Tables are hand-written from Kubernetes' `generated.proto` files (see `meta_v1.rs`, `core_v1.rs`,
-//! `pod_v1.rs`, `apps_v1.rs`). A table lists only the fields Setpoint decodes; a field it does not list is
-//! rejected, never dropped.
+//! The tables themselves are generated from Kubernetes' Go types by `scripts/gen-protobuf-tables`
+//! (into `generated/`), every field of every message reachable from the kinds Setpoint decodes;
+//! a field a table does not list is rejected, never dropped.
 
 /// One protobuf message type.
 #[derive(Debug)]
@@ -58,6 +58,12 @@ pub(crate) enum Kind {
     /// `meta.v1.Time` {seconds = 1, nanos = 2}: an RFC 3339 string in UTC to the second; the
     /// zero time is left out.
     Time,
+    /// `meta.v1.MicroTime` {seconds = 1, nanos = 2}: an RFC 3339 string in UTC to the
+    /// microsecond; the zero time is left out.
+    MicroTime,
+    /// `meta.v1.FieldsV1` or `runtime.RawExtension` {raw = 1}: `raw` holds JSON, which is the
+    /// value itself.
+    RawJson,
     /// `util.intstr.IntOrString` {type = 1, intVal = 2, strVal = 3}: a JSON number (type 0)
     /// or string (type 1).
     IntOrString,
@@ -74,6 +80,9 @@ pub(crate) enum Shape {
     Repeated,
     /// `map<string, kind>`: a JSON object, left out when empty.
     Map,
+    /// An embedded Go struct inlined in JSON (`json:",inline"`, a `Volume`'s `VolumeSource`):
+    /// a message whose fields go into the enclosing JSON object.
+    Inline,
 }
 
 /// A single field Go tags `omitempty` (non-pointer): left out of the JSON at its zero value.
@@ -117,6 +126,17 @@ pub(crate) const fn map(number: u32, json: &'static str, kind: Kind) -> Field {
         json,
         kind,
         shape: Shape::Map,
+        keep_zero: true,
+    }
+}
+
+/// An inlined message field (`json:",inline"`).
+pub(crate) const fn inline(number: u32, kind: Kind) -> Field {
+    Field {
+        number,
+        json: "",
+        kind,
+        shape: Shape::Inline,
         keep_zero: true,
     }
 }

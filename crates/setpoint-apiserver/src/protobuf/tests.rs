@@ -419,47 +419,55 @@ fn a_repeated_message_field_should_merge_and_a_repeated_scalar_should_replace() 
 
 #[test]
 fn an_unknown_field_should_be_an_error_naming_field_and_message() {
-    // EnvVar.valueFrom (3) is not in the tables.
+    // EnvVar has fields 1 to 3 only.
     let c = Enc::new()
         .str(1, "c")
-        .msg(7, Enc::new().str(1, "X").msg(3, Enc::new()));
+        .msg(7, Enc::new().str(1, "X").msg(9, Enc::new()));
     let raw = Enc::new().msg(2, Enc::new().msg(2, c));
     let err = decode_err(&body("v1", "Pod", raw));
     assert_eq!(
         err,
         ProtobufError::UnsupportedField {
             message: "EnvVar",
-            number: 3
+            number: 9
         }
     );
     let api = ApiError::from(err);
     assert_eq!(api.code(), 400);
     assert!(
         api.message
-            .contains("unsupported field 3 in protobuf message EnvVar; send JSON instead"),
+            .contains("unsupported field 9 in protobuf message EnvVar; send JSON instead"),
         "{}",
         api.message
     );
 }
 
 #[test]
-fn managed_fields_should_be_rejected_rather_than_dropped() {
-    let raw = Enc::new().msg(
-        1,
-        Enc::new().str(1, "n").msg(17, Enc::new().str(1, "kubectl")),
-    );
+fn managed_fields_should_decode_with_their_fields_as_json() {
+    let entry = Enc::new()
+        .str(1, "kubectl")
+        .str(2, "Update")
+        .str(3, "v1")
+        .msg(4, Enc::new().int(1, 1_700_000_000))
+        .str(6, "FieldsV1")
+        .msg(7, Enc::new().str(1, r#"{"f:data":{".":{}}}"#));
+    let raw = Enc::new().msg(1, Enc::new().str(1, "n").msg(17, entry));
     assert_eq!(
-        decode_err(&body("v1", "ConfigMap", raw)),
-        ProtobufError::UnsupportedField {
-            message: "ObjectMeta",
-            number: 17
-        }
+        decoded(&body("v1", "ConfigMap", raw))["metadata"]["managedFields"],
+        json!([{
+            "manager": "kubectl",
+            "operation": "Update",
+            "apiVersion": "v1",
+            "time": "2023-11-14T22:13:20Z",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:data": {".": {}}}
+        }])
     );
 }
 
 #[test]
 fn a_kind_without_tables_should_be_unsupported_media_type() {
-    let err = decode_err(&body("coordination.k8s.io/v1", "Lease", Enc::new()));
+    let err = decode_err(&body("batch/v1", "Job", Enc::new()));
     assert!(matches!(err, ProtobufError::UnsupportedKind { .. }));
     let api = ApiError::from(err);
     assert_eq!(api.code(), 415);
@@ -635,4 +643,191 @@ fn random_and_mutated_bodies_should_never_panic() {
         }
         let _ = decode(&b);
     }
+}
+
+/// The body `kubectl debug rich --copy-to=rich-copy --image=busybox --attach=false` (kubectl
+/// 1.33) POSTed, captured from its `-v=10` log: a copy of a pod that sets volumes (emptyDir,
+/// configMap, secret, projected), pod and container security contexts, affinity and
+/// anti-affinity, tolerations, topology spread, DNS config, host aliases, readiness gates, a
+/// sidecar init container, env `valueFrom` and `envFrom`, probes of every handler, lifecycle
+/// hooks, resize policy and resources, plus kubectl's debugger container.
+const KUBECTL_DEBUG_COPY: &[u8] = include_bytes!("testdata/kubectl-1.33-debug-copy-to.pb");
+
+#[test]
+fn a_pod_copied_by_kubectl_debug_should_decode_every_field() {
+    // Regression (issue 14.8): `kubectl debug --copy-to` failed with `unsupported field 14 in
+    // protobuf message PodSpec` (the pod security context, and most of PodSpec, had no table).
+    let pod = decoded(KUBECTL_DEBUG_COPY);
+    assert_eq!(
+        pod["metadata"],
+        json!({"name": "rich-copy", "namespace": "default", "annotations": {"a": "b"}})
+    );
+    // The copy is the source pod's spec as the server returned it, without `nodeName` (kubectl
+    // clears it), plus the debugger container.
+    let mut spec = pod["spec"].clone();
+    let debugger = spec["containers"]
+        .as_array_mut()
+        .and_then(Vec::pop)
+        .expect("containers");
+    assert_eq!(debugger["image"], "busybox");
+    assert!(debugger["name"]
+        .as_str()
+        .is_some_and(|n| n.starts_with("debugger-")));
+    let mut source: Value = serde_json::from_str(include_str!(
+        "testdata/kubectl-1.33-debug-copy-to.source-spec.json"
+    ))
+    .expect("JSON");
+    source.as_object_mut().expect("object").remove("nodeName");
+    assert_eq!(spec, source);
+}
+
+#[test]
+fn delete_options_sent_by_kubectl_drain_should_decode() {
+    // Regression (issue 14.8): `kubectl drain` failed: the DELETE of each pod carried this
+    // protobuf body (kubectl 1.33, `-v=10`), which was parsed as JSON.
+    let plain = b"k8s\0\x0a\x13\x0a\x02v1\x12\x0dDeleteOptions\x12\x00\x1a\x00\x22\x00";
+    assert_eq!(
+        decoded(plain),
+        json!({"apiVersion": "v1", "kind": "DeleteOptions"})
+    );
+    // `--grace-period=7`.
+    let grace = b"k8s\0\x0a\x13\x0a\x02v1\x12\x0dDeleteOptions\x12\x02\x08\x07\x1a\x00\x22\x00";
+    assert_eq!(
+        decoded(grace),
+        json!({"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 7})
+    );
+}
+
+#[test]
+fn delete_options_should_decode_every_field_under_any_api_version() {
+    let raw = Enc::new()
+        .int(1, 0)
+        .msg(2, Enc::new().str(1, "uid-1").str(2, "42"))
+        .int(3, 1)
+        .str(4, "Foreground")
+        .str(5, "All")
+        .int(6, 0);
+    assert_eq!(
+        decoded(&body("meta.k8s.io/v1", "DeleteOptions", raw)),
+        json!({
+            "apiVersion": "meta.k8s.io/v1",
+            "kind": "DeleteOptions",
+            "gracePeriodSeconds": 0,
+            "preconditions": {"uid": "uid-1", "resourceVersion": "42"},
+            "orphanDependents": true,
+            "propagationPolicy": "Foreground",
+            "dryRun": ["All"],
+            "ignoreStoreReadErrorWithClusterBreakingPotential": false
+        })
+    );
+}
+
+#[test]
+fn an_eviction_should_decode_with_its_delete_options() {
+    // policy/v1 Eviction {metadata = 1, deleteOptions = 2}, as client-go's `Evict` writes it.
+    for api_version in ["policy/v1", "policy/v1beta1"] {
+        let raw = Enc::new()
+            .msg(1, Enc::new().str(1, "web-0").str(3, "default"))
+            .msg(2, Enc::new().int(1, 30).str(5, "All"));
+        assert_eq!(
+            decoded(&body(api_version, "Eviction", raw)),
+            json!({
+                "apiVersion": api_version,
+                "kind": "Eviction",
+                "metadata": {"name": "web-0", "namespace": "default"},
+                "deleteOptions": {"gracePeriodSeconds": 30, "dryRun": ["All"]}
+            })
+        );
+    }
+}
+
+#[test]
+fn an_inlined_volume_source_should_land_in_the_volume() {
+    // Volume {name = 1, volumeSource = 2 (inlined)}; VolumeSource.hostPath = 1.
+    let volume = Enc::new()
+        .str(1, "host")
+        .msg(2, Enc::new().msg(1, Enc::new().str(1, "/tmp")));
+    let raw = Enc::new().msg(2, Enc::new().msg(1, volume));
+    assert_eq!(
+        decoded(&body("v1", "Pod", raw))["spec"]["volumes"],
+        json!([{"name": "host", "hostPath": {"path": "/tmp"}}])
+    );
+}
+
+#[test]
+fn a_micro_time_should_keep_its_microseconds() {
+    // Lease {spec = 2 {holderIdentity = 1, renewTime = 4}}.
+    let spec = Enc::new()
+        .str(1, "me")
+        .msg(4, Enc::new().int(1, 1_700_000_000).int(2, 123_456_000));
+    let raw = Enc::new().msg(2, spec);
+    assert_eq!(
+        decoded(&body("coordination.k8s.io/v1", "Lease", raw))["spec"],
+        json!({"holderIdentity": "me", "renewTime": "2023-11-14T22:13:20.123456Z"})
+    );
+}
+
+#[test]
+fn every_built_in_kind_served_should_have_a_table() {
+    for (api_version, kind) in [
+        ("v1", "Namespace"),
+        ("v1", "Pod"),
+        ("v1", "Node"),
+        ("v1", "ConfigMap"),
+        ("v1", "Secret"),
+        ("v1", "ServiceAccount"),
+        ("v1", "Service"),
+        ("v1", "Event"),
+        ("v1", "Binding"),
+        ("events.k8s.io/v1", "Event"),
+        ("coordination.k8s.io/v1", "Lease"),
+        ("apps/v1", "Deployment"),
+        ("apps/v1", "ReplicaSet"),
+        ("autoscaling/v1", "HorizontalPodAutoscaler"),
+        ("autoscaling/v1", "Scale"),
+        ("autoscaling/v2", "HorizontalPodAutoscaler"),
+        ("policy/v1", "Eviction"),
+    ] {
+        assert_eq!(
+            decoded(&body(api_version, kind, Enc::new())),
+            json!({"apiVersion": api_version, "kind": kind}),
+            "{api_version} {kind}"
+        );
+    }
+}
+
+#[test]
+fn fields_whose_go_tags_omit_opt_should_decode() {
+    // Regression (issue 14.8): Go tags like `protobuf:"bytes,1,name=name"` (no `opt`) mark
+    // many fields (an autoscaling/v2 resource metric's `name` and `type`, a deployment
+    // condition's `type`); the tables must have them. The generator checks its field numbers
+    // against `generated.proto`.
+    let target = Enc::new().str(1, "Utilization").int(4, 50);
+    let metric = Enc::new()
+        .str(1, "Resource")
+        .msg(4, Enc::new().str(1, "cpu").msg(2, target));
+    let spec = Enc::new()
+        .msg(
+            1,
+            Enc::new()
+                .str(1, "Deployment")
+                .str(2, "web")
+                .str(3, "apps/v1"),
+        )
+        .int(2, 1)
+        .int(3, 5)
+        .msg(4, metric);
+    let raw = Enc::new().msg(1, object_meta("web", &[])).msg(2, spec);
+    assert_eq!(
+        decoded(&body("autoscaling/v2", "HorizontalPodAutoscaler", raw))["spec"],
+        json!({
+            "scaleTargetRef": {"kind": "Deployment", "name": "web", "apiVersion": "apps/v1"},
+            "minReplicas": 1,
+            "maxReplicas": 5,
+            "metrics": [{
+                "type": "Resource",
+                "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}
+            }]
+        })
+    );
 }

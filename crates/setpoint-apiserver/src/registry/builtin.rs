@@ -135,6 +135,11 @@ pub(crate) fn builtin_resources() -> Vec<ResourceDef> {
                     verbs: &["create"],
                 },
                 Subresource {
+                    name: "eviction",
+                    kind: gvk("policy", "v1", "Eviction"),
+                    verbs: &["create"],
+                },
+                Subresource {
                     name: "log",
                     kind: g.clone(),
                     verbs: &["get"],

@@ -32,6 +32,50 @@ fn resumable(error: &StoreError) -> bool {
     matches!(error, StoreError::Unavailable(_))
 }
 
+/// Reads every object of `def` from the store, at `at` (the current revision when `None`), in
+/// pages of one snapshot; undecodable objects are logged and skipped. Returns the objects and
+/// the revision they are at. This is how the cache loads, and how a consistent read is answered
+/// when the store cannot tell the cache's watch promptly that it is current
+/// ([`Store::watch_progress_is_prompt`]).
+pub(crate) async fn list_store(
+    def: &ResourceDef,
+    store: &dyn Store,
+    at: Option<Revision>,
+) -> Result<(Objects, Revision), StoreError> {
+    let prefix = Bytes::from(def.key_prefix.clone());
+    let mut objects = Objects::new();
+    let mut request = ListRequest::prefix(prefix.clone()).limit(1000);
+    if let Some(at) = at {
+        request = request.at(at);
+    }
+    loop {
+        let page = store.list(request.clone()).await?;
+        for kv in &page.kvs {
+            match CachedObject::decode(def, &kv.key, &kv.value, kv.mod_revision) {
+                Ok(o) => {
+                    objects.insert(kv.key.clone(), Arc::new(o));
+                }
+                Err(e) => {
+                    tracing::error!(key = %String::from_utf8_lossy(&kv.key), error = %e, "undecodable object skipped")
+                }
+            }
+        }
+        if !page.more() {
+            return Ok((objects, page.revision));
+        }
+        let mut next = page
+            .kvs
+            .last()
+            .map(|kv| kv.key.to_vec())
+            .unwrap_or_default();
+        next.push(0);
+        request = ListRequest::prefix(prefix.clone())
+            .start(next)
+            .at(page.revision)
+            .limit(1000);
+    }
+}
+
 /// How many re-watches in a row may fail (about half a minute of backoff) before the feed
 /// gives up and relists.
 const MAX_REWATCH_FAILURES: u32 = 20;
@@ -128,34 +172,7 @@ impl WatchCache {
     /// fails (`Err`: the caller relists).
     async fn feed(&self, store: &dyn Store) -> Result<(), StoreError> {
         let prefix = Bytes::from(self.def.key_prefix.clone());
-        let mut objects = Objects::new();
-        let mut request = ListRequest::prefix(prefix.clone()).limit(1000);
-        let revision = loop {
-            let page = store.list(request.clone()).await?;
-            for kv in &page.kvs {
-                match CachedObject::decode(&self.def, &kv.key, &kv.value, kv.mod_revision) {
-                    Ok(o) => {
-                        objects.insert(kv.key.clone(), Arc::new(o));
-                    }
-                    Err(e) => {
-                        tracing::error!(key = %String::from_utf8_lossy(&kv.key), error = %e, "undecodable object skipped")
-                    }
-                }
-            }
-            if !page.more() {
-                break page.revision;
-            }
-            let mut next = page
-                .kvs
-                .last()
-                .map(|kv| kv.key.to_vec())
-                .unwrap_or_default();
-            next.push(0);
-            request = ListRequest::prefix(prefix.clone())
-                .start(next)
-                .at(page.revision)
-                .limit(1000);
-        };
+        let (objects, revision) = list_store(&self.def, store, None).await?;
         {
             let mut state = self.state.write();
             state.objects = objects;
@@ -250,6 +267,12 @@ impl WatchCache {
         self.state.read().revision
     }
 
+    /// Whether the cache is loaded and has reached `revision`.
+    pub(crate) fn has_reached(&self, revision: Revision) -> bool {
+        let state = self.state.read();
+        state.ready && state.revision >= revision
+    }
+
     /// Waits until the cache has reached `revision` (at most `timeout`); a cache that cannot
     /// catch up in time answers `504` as kube-apiserver does for a too-large resource version.
     pub(crate) async fn wait_for(
@@ -278,6 +301,27 @@ impl WatchCache {
             ));
         }
         Ok(())
+    }
+
+    /// Waits (at most `timeout`) until the cache is loaded and holds no object; returns whether
+    /// it got there. For a store whose watches do not learn their progress promptly, where
+    /// waiting for a revision could time out on a quiet resource.
+    pub(crate) async fn wait_until_empty(&self, timeout: Duration) -> bool {
+        let mut rx = self.notify.subscribe();
+        let wait = async {
+            loop {
+                {
+                    let state = self.state.read();
+                    if state.ready && state.objects.is_empty() {
+                        return;
+                    }
+                }
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        tokio::time::timeout(timeout, wait).await.is_ok()
     }
 
     /// The objects and the revision they are at.

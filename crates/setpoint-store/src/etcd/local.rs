@@ -2,8 +2,10 @@
 //! runs the `etcd` binary named by `SETPOINT_ETCD`, else the one on the `PATH` (Debian's
 //! `etcd-server` package; `scripts/check` installs it), in a temporary data directory, on free
 //! client and peer ports, and kills it when dropped. Watch progress notifications come every
-//! 100 ms (`--experimental-watch-progress-notify-interval`), which etcd before 3.4.31/3.5.13
-//! needs for the API server's consistent reads (see `docs/design/storage.md`).
+//! 100 ms (`--experimental-watch-progress-notify-interval`), so that the API server's watch
+//! caches on quiet resources stay current on etcd before 3.4.31/3.5.13;
+//! [`LocalEtcd::start_with_default_flags`] leaves etcd's default (10 minutes), as a plainly
+//! started etcd has (see `docs/design/storage.md`).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -59,6 +61,15 @@ pub struct LocalEtcd {
     dir: tempfile::TempDir,
 }
 
+/// How a [`LocalEtcd`] is started.
+#[derive(Clone, Copy)]
+struct Flags {
+    /// etcd's fsyncs on (else `--unsafe-no-fsync`).
+    durable: bool,
+    /// Watch progress notifications every 100 ms (else etcd's default, 10 minutes).
+    progress_notify: bool,
+}
+
 /// How long a local etcd gets to become healthy.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -69,7 +80,21 @@ impl LocalEtcd {
         let dir = tempfile::Builder::new()
             .prefix("setpoint-etcd-")
             .tempdir()?;
-        LocalEtcd::start_with(dir, false)
+        LocalEtcd::start_with(dir, false, None)
+    }
+
+    /// Starts a member as [`LocalEtcd::start`] does but with etcd's default watch progress
+    /// notification interval (10 minutes), as a plainly started etcd has: on etcd before
+    /// 3.4.31/3.5.13 a quiet watch then learns nothing of its progress for minutes.
+    pub fn start_with_default_flags() -> Result<LocalEtcd, LocalEtcdError> {
+        let dir = tempfile::Builder::new()
+            .prefix("setpoint-etcd-")
+            .tempdir()?;
+        let flags = Flags {
+            durable: false,
+            progress_notify: false,
+        };
+        LocalEtcd::start_with_tls(dir, flags, None)
     }
 
     /// Starts a durable member (etcd's fsyncs on, for benchmarks) with its data in a temporary
@@ -78,7 +103,7 @@ impl LocalEtcd {
         let dir = tempfile::Builder::new()
             .prefix("setpoint-etcd-")
             .tempdir_in(parent)?;
-        LocalEtcd::start_with(dir, true)
+        LocalEtcd::start_with(dir, true, None)
     }
 
     /// Starts a member for tests (as [`LocalEtcd::start`]) that serves clients over TLS only,
@@ -88,23 +113,31 @@ impl LocalEtcd {
         let dir = tempfile::Builder::new()
             .prefix("setpoint-etcd-")
             .tempdir()?;
-        LocalEtcd::start_with_tls(dir, false, Some(tls))
+        LocalEtcd::start_with(dir, false, Some(tls))
     }
 
-    fn start_with(dir: tempfile::TempDir, durable: bool) -> Result<LocalEtcd, LocalEtcdError> {
-        LocalEtcd::start_with_tls(dir, durable, None)
+    fn start_with(
+        dir: tempfile::TempDir,
+        durable: bool,
+        tls: Option<&LocalEtcdTls>,
+    ) -> Result<LocalEtcd, LocalEtcdError> {
+        let flags = Flags {
+            durable,
+            progress_notify: true,
+        };
+        LocalEtcd::start_with_tls(dir, flags, tls)
     }
 
     fn start_with_tls(
         dir: tempfile::TempDir,
-        durable: bool,
+        flags: Flags,
         tls: Option<&LocalEtcdTls>,
     ) -> Result<LocalEtcd, LocalEtcdError> {
         // A port that was free when chosen may be taken before etcd binds it (by another test
         // starting its own member): a member that exits at once is started again on new ports.
         let mut attempt = 1;
         loop {
-            match LocalEtcd::try_start(&dir, durable, tls) {
+            match LocalEtcd::try_start(&dir, flags, tls) {
                 Ok((child, endpoint)) => {
                     return Ok(LocalEtcd {
                         child,
@@ -122,7 +155,7 @@ impl LocalEtcd {
     /// it is healthy.
     fn try_start(
         dir: &tempfile::TempDir,
-        durable: bool,
+        flags: Flags,
         tls: Option<&LocalEtcdTls>,
     ) -> Result<(Child, String), Attempt> {
         let binary = std::env::var("SETPOINT_ETCD").unwrap_or_else(|_| "etcd".into());
@@ -152,12 +185,14 @@ impl LocalEtcd {
             .arg(format!("--initial-advertise-peer-urls={peer_url}"))
             .arg(format!("--initial-cluster=setpoint={peer_url}"))
             .arg("--initial-cluster-state=new")
-            .arg("--experimental-watch-progress-notify-interval=100ms")
             .stdin(Stdio::null())
             .stdout(Stdio::from(log.try_clone().map_err(Attempt::setup)?))
             .stderr(Stdio::from(log));
-        if !durable {
+        if !flags.durable {
             command.arg("--unsafe-no-fsync");
+        }
+        if flags.progress_notify {
+            command.arg("--experimental-watch-progress-notify-interval=100ms");
         }
         if let Some(tls) = tls {
             command

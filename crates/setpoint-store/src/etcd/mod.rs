@@ -128,11 +128,10 @@ impl EtcdStore {
         if !request_progress {
             tracing::warn!(
                 version = %server_version,
-                "this etcd may answer a progress request ahead of a watch's events, so watches \
-                 learn their progress only from etcd's periodic notifications \
-                 (--experimental-watch-progress-notify-interval, 10m by default): set it to 1s \
-                 or less, or run etcd 3.4.31+ / 3.5.13+, or consistent lists of quiet resources \
-                 may time out"
+                "this etcd may answer a progress request ahead of a watch's events, so it is \
+                 never asked for one: consistent reads of a resource whose watch cache is behind \
+                 read etcd directly (as kube-apiserver does on such an etcd); etcd 3.4.31+ / \
+                 3.5.13+ lets them be served from the cache"
             );
         }
         tracing::info!(
@@ -284,6 +283,12 @@ impl Store for EtcdStore {
 
     async fn compact(&self, revision: Revision) -> Result<()> {
         self.inner.compact(revision).await
+    }
+
+    /// Only where progress can be requested: older servers send progress only every
+    /// `--experimental-watch-progress-notify-interval` (10 minutes by default).
+    fn watch_progress_is_prompt(&self) -> bool {
+        self.inner.request_progress
     }
 }
 

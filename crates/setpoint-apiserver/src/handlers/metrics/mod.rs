@@ -268,7 +268,7 @@ async fn reports_of(
 /// the caches.)
 async fn snapshot(api: &Api, def: &ResourceDef, consistent: bool) -> Result<Objects, ApiError> {
     if consistent {
-        api.consistent(def).await?;
+        return Ok(api.consistent(def).await?.0);
     }
     Ok(api.cache(def)?.snapshot().0)
 }
