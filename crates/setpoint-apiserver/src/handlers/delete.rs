@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use setpoint_core::{success_status, ApiError, Revision};
 use setpoint_store::StoreError;
 
+use super::delete_options::{DeleteOptions, Propagation};
 use super::meta::{self, meta_str};
 use super::params::ListOptions;
 use super::read::{read_object, respond_object};
@@ -18,69 +19,19 @@ use super::write::store_error;
 use super::Ctx;
 use crate::registry::strategy::Kind;
 
-/// The parts of `DeleteOptions` that matter here.
-#[derive(Default)]
-struct DeleteOptions {
-    grace_period: Option<i64>,
-    propagation: Option<String>,
-    precondition_uid: Option<String>,
-    precondition_rv: Option<String>,
-}
-
-fn delete_options(ctx: &Ctx<'_>) -> Result<DeleteOptions, ApiError> {
-    let mut o = DeleteOptions::default();
-    if !ctx.body.is_empty() {
-        let body: Value = serde_json::from_slice(&ctx.body).map_err(|e| {
-            ApiError::bad_request(format!("the DeleteOptions body is not valid JSON: {e}"))
-        })?;
-        o.grace_period = body["gracePeriodSeconds"].as_i64();
-        o.propagation = body["propagationPolicy"].as_str().map(str::to_owned);
-        if body["orphanDependents"] == json!(true) && o.propagation.is_none() {
-            o.propagation = Some("Orphan".into());
-        }
-        o.precondition_uid = body["preconditions"]["uid"].as_str().map(str::to_owned);
-        o.precondition_rv = body["preconditions"]["resourceVersion"]
-            .as_str()
-            .map(str::to_owned);
-    }
-    if let Some(g) = ctx.query.get("gracePeriodSeconds") {
-        o.grace_period = Some(
-            g.parse()
-                .map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds {g:?}")))?,
-        );
-    }
-    if let Some(p) = ctx.query.get("propagationPolicy") {
-        o.propagation = Some(p.clone());
-    }
-    match o.propagation.as_deref() {
-        None | Some("Background" | "Foreground" | "Orphan") => Ok(o),
-        Some(other) => Err(ApiError::invalid(
-            "DeleteOptions",
-            "meta.k8s.io",
-            "",
-            vec![setpoint_core::Cause::not_supported(
-                "propagationPolicy",
-                &json!(other),
-                &["Foreground", "Background", "Orphan", "nil"],
-            )],
-        )),
-    }
-}
-
 /// DELETE one object.
 pub(crate) async fn delete(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
-    let options = delete_options(ctx)?;
-    let dry_run = ctx.dry_run()?;
+    let options = DeleteOptions::parse(ctx.query, &ctx.body)?;
     let current = read_object(ctx).await?;
-    delete_one(ctx, current, &options, dry_run).await
+    delete_one(ctx, current, &options).await
 }
 
 async fn delete_one(
     ctx: &Ctx<'_>,
     current: Value,
     options: &DeleteOptions,
-    dry_run: bool,
 ) -> Result<Response<Body>, ApiError> {
+    let dry_run = options.dry_run;
     let name = meta_str(&current, "name").unwrap_or_default().to_owned();
     let uid = meta_str(&current, "uid").unwrap_or_default().to_owned();
     let rv = meta_str(&current, "resourceVersion")
@@ -108,10 +59,10 @@ async fn delete_one(
     }
 
     let kind = ctx.def.strategy;
-    let mut add_finalizer = match options.propagation.as_deref() {
-        Some("Foreground") => Some("foregroundDeletion"),
-        Some("Orphan") => Some("orphan"),
-        _ => None,
+    let mut add_finalizer = match options.propagation {
+        Some(Propagation::Foreground) => Some("foregroundDeletion"),
+        Some(Propagation::Orphan) => Some("orphan"),
+        Some(Propagation::Background) | None => None,
     };
     let graceful_pod = kind == Kind::Pod
         && current["spec"]["nodeName"]
@@ -161,7 +112,7 @@ async fn delete_one(
             Err(StoreError::Conflict { .. }) => {
                 // Changed since we read it: decide again on the new state.
                 let fresh = read_object(ctx).await?;
-                Box::pin(delete_one(ctx, fresh, options, dry_run)).await
+                Box::pin(delete_one(ctx, fresh, options)).await
             }
             Err(e) => Err(store_error(ctx, e)),
         };
@@ -232,8 +183,7 @@ fn deleted_response(ctx: &Ctx<'_>, object: &Value, uid: &str) -> Response<Body> 
 /// were.
 pub(crate) async fn delete_collection(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
     let options = ListOptions::parse(ctx, false)?;
-    let delete_options = delete_options(ctx)?;
-    let dry_run = ctx.dry_run()?;
+    let delete_options = DeleteOptions::parse(ctx.query, &ctx.body)?;
     ctx.api.consistent(ctx.def).await?;
     let (objects, revision) = ctx.api.cache(ctx.def)?.snapshot();
     let prefix = ctx.def.collection_prefix(ctx.req.namespace.as_deref());
@@ -254,7 +204,7 @@ pub(crate) async fn delete_collection(ctx: &Ctx<'_>) -> Result<Response<Body>, A
             content_type: ctx.content_type.clone(),
             body: Bytes::new(),
         };
-        match delete_one(&sub, current.clone(), &delete_options, dry_run).await {
+        match delete_one(&sub, current.clone(), &delete_options).await {
             Ok(_) => deleted.push(current),
             Err(e) if e.reason == setpoint_core::Reason::NotFound => {}
             Err(e) => return Err(e),
@@ -268,3 +218,4 @@ pub(crate) async fn delete_collection(ctx: &Ctx<'_>) -> Result<Response<Body>, A
     });
     Ok(response::json(StatusCode::OK, &list))
 }
+

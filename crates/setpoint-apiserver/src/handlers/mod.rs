@@ -3,6 +3,7 @@
 
 mod cluster_ip;
 mod delete;
+mod delete_options;
 mod discovery;
 pub(crate) mod meta;
 mod openapi;
