@@ -621,6 +621,38 @@ async fn watches_and_continues_older_than_the_window_should_be_expired() {
 }
 
 #[tokio::test]
+async fn watch_timeouts_at_their_extremes_should_not_be_500s() {
+    // Regression (issue 14.3): `timeoutSeconds=9223372036854775807` overflowed the deadline
+    // and answered 500.
+    let api = api().await;
+    let watch = |timeout: &str| {
+        Request::builder()
+            .method("GET")
+            .uri(format!("{CM}?watch=1&timeoutSeconds={timeout}"))
+            .body(Bytes::new())
+            .unwrap()
+    };
+    for huge in ["9223372036854775807", "4611686018427387904", "31536000000"] {
+        let response = api.handle(watch(huge)).await;
+        assert_eq!(response.status(), StatusCode::OK, "{huge}");
+    }
+    // A negative timeout ends the watch at once, as kube-apiserver's timer does.
+    let response = api.handle(watch("-1")).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        response.into_body().collect(),
+    )
+    .await
+    .expect("the watch ends at once")
+    .unwrap();
+    for bad in ["abc", "9223372036854775808", "1.5"] {
+        let got = api.handle(watch(bad)).await;
+        assert_eq!(got.status(), StatusCode::BAD_REQUEST, "{bad}");
+    }
+}
+
+#[tokio::test]
 async fn a_strategic_merge_patch_the_client_got_wrong_should_be_a_400_not_a_500() {
     let api = api().await;
     let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
