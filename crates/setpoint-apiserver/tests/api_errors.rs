@@ -653,6 +653,80 @@ async fn watch_timeouts_at_their_extremes_should_not_be_500s() {
 }
 
 #[tokio::test]
+async fn grace_periods_at_their_extremes_should_not_be_500s() {
+    // Regression (issue 14.2): `terminationGracePeriodSeconds: 9223372036854775807` was
+    // accepted, then deleting the pod panicked in `Duration::seconds` (500); so did
+    // `?gracePeriodSeconds=9223372036854775807`.
+    let api = api().await;
+    let pods = "/api/v1/namespaces/default/pods";
+    let pod = |name: &str, grace: i64| {
+        json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {
+                "nodeName": "n1",
+                "terminationGracePeriodSeconds": grace,
+                "containers": [{"name": "c", "image": "i"}],
+            },
+        })
+        .to_string()
+    };
+    // kube-apiserver accepts any non-negative grace period, and stores a negative one as 1.
+    let (status, created) = call(&api, "POST", pods, JSON, &pod("max", i64::MAX)).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["spec"]["terminationGracePeriodSeconds"], i64::MAX);
+    let (status, created) = call(&api, "POST", pods, JSON, &pod("negative", -5)).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["spec"]["terminationGracePeriodSeconds"], 1);
+
+    let (status, deleting) = call(&api, "DELETE", &format!("{pods}/max"), JSON, "").await;
+    assert_eq!(status, StatusCode::OK, "{deleting}");
+    assert_eq!(deleting["metadata"]["deletionGracePeriodSeconds"], i64::MAX);
+    assert_eq!(
+        deleting["metadata"]["deletionTimestamp"],
+        "9999-12-30T22:00:00Z"
+    );
+
+    for (name, query, body, expected) in [
+        (
+            "q-max",
+            "?gracePeriodSeconds=9223372036854775807",
+            "",
+            i64::MAX,
+        ),
+        (
+            "b-max",
+            "",
+            r#"{"gracePeriodSeconds":9223372036854775807}"#,
+            i64::MAX,
+        ),
+        ("q-min", "?gracePeriodSeconds=-9223372036854775808", "", 1),
+        ("b-neg", "", r#"{"gracePeriodSeconds":-1}"#, 1),
+    ] {
+        let (status, _) = call(&api, "POST", pods, JSON, &pod(name, 30)).await;
+        assert_eq!(status, StatusCode::CREATED);
+        let uri = format!("{pods}/{name}{query}");
+        let (status, deleting) = call(&api, "DELETE", &uri, JSON, body).await;
+        assert_eq!(status, StatusCode::OK, "{name}: {deleting}");
+        assert_eq!(
+            deleting["metadata"]["deletionGracePeriodSeconds"], expected,
+            "{name}: {deleting}"
+        );
+    }
+    expect(
+        &call(
+            &api,
+            "DELETE",
+            &format!("{pods}/negative?gracePeriodSeconds=9223372036854775808"),
+            JSON,
+            "",
+        )
+        .await,
+        400,
+        "BadRequest",
+    );
+}
+
+#[tokio::test]
 async fn a_strategic_merge_patch_the_client_got_wrong_should_be_a_400_not_a_500() {
     let api = api().await;
     let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},

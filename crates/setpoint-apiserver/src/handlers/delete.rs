@@ -140,10 +140,9 @@ async fn delete_one(
                     } else {
                         0
                     };
-                    let at = chrono::Utc::now() + chrono::Duration::seconds(seconds);
                     meta.insert(
                         "deletionTimestamp".into(),
-                        json!(at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+                        json!(deletion_timestamp(chrono::Utc::now(), seconds)),
                     );
                     meta.insert("deletionGracePeriodSeconds".into(), json!(seconds));
                 }
@@ -167,6 +166,23 @@ async fn delete_one(
         Updated::Deleted(o) => deleted_response(ctx, &o, &uid),
         Updated::Stored(o) => respond_object(ctx.def, &o, ctx.accept, StatusCode::OK),
     })
+}
+
+/// The latest deletion time written: Go clients cannot carry a year past 9999 in a
+/// `metav1.Time`, and Rust ones (`jiff`, under k8s-openapi) nothing past this instant.
+const LATEST_DELETION: &str = "9999-12-30T22:00:00Z";
+
+/// When an object deleted at `now` with a grace period of `seconds` is due to go, as an
+/// RFC 3339 time. Grace periods are client input of any size: the time saturates at
+/// [`LATEST_DELETION`].
+fn deletion_timestamp(now: chrono::DateTime<chrono::Utc>, seconds: i64) -> String {
+    let latest = chrono::DateTime::parse_from_rfc3339(LATEST_DELETION)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC);
+    let at = chrono::TimeDelta::try_seconds(seconds)
+        .and_then(|d| now.checked_add_signed(d))
+        .map_or(latest, |at| at.min(latest));
+    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// What DELETE answers once the object is gone: pods (and service accounts) return the
@@ -219,3 +235,24 @@ pub(crate) async fn delete_collection(ctx: &Ctx<'_>) -> Result<Response<Body>, A
     Ok(response::json(StatusCode::OK, &list))
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deletion_timestamps_should_saturate_instead_of_panicking() {
+        // Regression (issue 14.2): a huge grace period panicked in `Duration::seconds`.
+        let now = chrono::DateTime::parse_from_rfc3339("2026-01-02T03:04:05Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        assert_eq!(deletion_timestamp(now, 30), "2026-01-02T03:04:35Z");
+        assert_eq!(deletion_timestamp(now, 0), "2026-01-02T03:04:05Z");
+        for huge in [i64::MAX, i64::MAX / 1000, 400_000_000_000] {
+            assert_eq!(deletion_timestamp(now, huge), LATEST_DELETION);
+            // Clients in Rust read it back.
+            let parsed: k8s_openapi::jiff::Timestamp =
+                deletion_timestamp(now, huge).parse().unwrap();
+            assert_eq!(parsed.to_string(), LATEST_DELETION);
+        }
+    }
+}

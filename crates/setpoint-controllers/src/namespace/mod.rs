@@ -9,7 +9,7 @@
 //! conditions to the namespace's status ([`conditions`]), then
 //! - any step failed: the pass fails and is retried with backoff (5 ms doubling to 60 s);
 //! - objects remain that are expected to go (pods terminating, finalizers pending): look
-//!   again after half the estimate, plus a second;
+//!   again after half the estimate, plus a second (at most the resync period);
 //! - nothing remains: finalize.
 //!
 //! Invariant: the `kubernetes` finalizer is removed only after a pass in which discovery was
@@ -173,7 +173,9 @@ async fn reconcile(ns: Arc<Namespace>, deleter: Arc<Deleter>) -> Result<Action, 
         });
     }
     if estimate > 0 {
-        return Ok(Action::requeue(Duration::from_secs(estimate / 2 + 1)));
+        // Grace periods are client input of any size; the resync looks again anyway.
+        let wait = Duration::from_secs(estimate / 2).saturating_add(Duration::from_secs(1));
+        return Ok(Action::requeue(wait.min(RESYNC)));
     }
     finalize(client, &name).await?;
     Ok(Action::await_change())
