@@ -531,7 +531,7 @@ async fn a_dry_run_deletecollection_should_leave_every_object() {
             r#"{"dryRun":["All"]}"#,
         ),
         (
-            format!("{CM}"),
+            CM.to_owned(),
             r#"{"dryRun":["All"],"propagationPolicy":"Background"}"#,
         ),
     ] {

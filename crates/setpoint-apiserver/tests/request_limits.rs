@@ -255,7 +255,7 @@ async fn a_long_url_should_be_served_or_get_414_never_a_dropped_connection() {
 
 /// A server whose request timeout is `timeout`.
 async fn server_with_request_timeout(timeout: Duration) -> TestServer {
-    let data_dir = tempfile::tempdir().unwrap();
+    let data_dir = tempfile::tempdir().expect("a temporary directory");
     TestServer::start_in(data_dir, |config| config.request_timeout = timeout).await
 }
 
