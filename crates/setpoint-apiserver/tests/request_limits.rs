@@ -350,3 +350,30 @@ async fn a_slow_answer_should_get_504_but_a_stream_should_outlive_the_request_ti
     assert_eq!(&body[..], b"chunk 0\nchunk 1\nchunk 2\n");
     server.server.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_client_timeout_shorter_than_the_servers_should_apply() {
+    // kube-apiserver honours `?timeout=` (kubectl's `--request-timeout`) below its own.
+    let server = TestServer::start().await;
+    let token = server.token();
+    let started = Instant::now();
+    let answer = server.client().get("/slow?timeout=1s", Some(&token)).await;
+    assert_eq!(answer.status, StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(answer.body, TIMEOUT);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let answer = server
+        .client()
+        .get("/echo?timeout=soon", Some(&token))
+        .await;
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST);
+    assert!(
+        answer.body.contains(
+            r#"invalid timeout specified in the request URL - time: invalid duration \"soon\""#
+        ),
+        "{}",
+        answer.body
+    );
+    let answer = server.client().get("/echo?timeout=32s", Some(&token)).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    server.server.shutdown().await.unwrap();
+}

@@ -4,6 +4,7 @@
 //! port.
 
 mod connection;
+mod deadline;
 mod impersonation;
 mod request;
 

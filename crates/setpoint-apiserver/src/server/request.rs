@@ -3,7 +3,7 @@
 //! have their body read up to the limit (413 beyond it, without buffering more than the limit)
 //! and are passed to the [`Handler`], whose panics are answered with 500. Reading the body and
 //! producing the answer's head must fit in the request timeout (else 504, as kube-apiserver's
-//! `--request-timeout`); a streamed answer (watch, logs) may then go on for as long as it
+//! `--request-timeout`; a client may ask for less with `?timeout=`); a streamed answer (watch, logs) may then go on for as long as it
 //! lasts. A request answered before its body was read has the rest of its body drained,
 //! within bounds, so the client sees the answer instead of a reset connection.
 
@@ -20,7 +20,7 @@ use http_body::Body as _;
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
 
-use super::impersonation;
+use super::{deadline, impersonation};
 use crate::auth::{self, User};
 use crate::handler::{Body, Handler};
 use crate::health;
@@ -69,7 +69,13 @@ pub(crate) async fn serve_request(
         return failure.into_response();
     }
     let version = request.version();
-    let timeout = context.timeout;
+    let timeout = match deadline::request_timeout(request.uri(), context.timeout) {
+        Ok(timeout) => timeout,
+        Err(failure) => {
+            drain_in_background(request.into_body());
+            return failure.into_response();
+        }
+    };
     match tokio::time::timeout(timeout, read_and_handle(context, user, request)).await {
         Ok(response) => response,
         Err(_elapsed) => {
