@@ -468,6 +468,43 @@ fn server_dry_runs_should_delete_nothing_and_diff_only_what_changed() {
 }
 
 #[test]
+fn a_pod_with_the_largest_grace_period_should_be_deleted_by_kubectl() {
+    // Regression (issue 14.2): such a pod was accepted, then `kubectl delete pod` got a 500
+    // (the server panicked computing its deletionTimestamp), and a node agent stopping it
+    // would have overflowed its deadline.
+    let s = Server::start();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let marker = format!("setpoint-grace-{}-{nanos:x}", std::process::id());
+    let _cleanup = common::processes::Cleanup {
+        marker: marker.clone(),
+        agent_root: s.dir.join("agent").display().to_string(),
+    };
+    let pod = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: patient}}\nspec:\n  nodeName: local\n  terminationGracePeriodSeconds: 9223372036854775807\n  containers:\n  - {{name: c, image: busybox, command: [sh, -c, 'sleep 3600 # {marker}']}}\n"
+    );
+    let out = s.kubectl_stdin(&["create", "-f", "-"], &pod);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    s.ok(&[
+        "wait",
+        "--for=condition=Ready",
+        "pod/patient",
+        "--timeout=60s",
+    ]);
+    // SIGTERM stops `sh`: the agent does not wait out the grace period.
+    let out = s.ok(&["delete", "pod", "patient", "--timeout=60s"]);
+    assert!(out.contains("pod \"patient\" deleted"), "{out}");
+    let err = s.fails(&["get", "pod", "patient"]);
+    assert!(err.contains("NotFound"), "{err}");
+}
+
+#[test]
 fn kubectl_as_should_be_refused_not_ignored() {
     // Regression (issue 14.14): `kubectl --as=…` ran the request as the admin.
     let s = Server::start_api_only();
