@@ -50,7 +50,7 @@ pub struct TransportConfig {
     pub shutdown_grace: Duration,
     /// How long a request may take to send its body and get the head of its answer before it
     /// is answered with 504 (kube-apiserver's `--request-timeout`). A streamed answer (watch,
-    /// logs) is not cut: its head comes at once.
+    /// logs) is not cut: its head comes at once. Zero: no timeout.
     pub request_timeout: Duration,
 }
 

@@ -76,6 +76,9 @@ pub(crate) async fn serve_request(
             return failure.into_response();
         }
     };
+    if timeout.is_zero() {
+        return read_and_handle(context, user, request).await; // no timeout configured
+    }
     match tokio::time::timeout(timeout, read_and_handle(context, user, request)).await {
         Ok(response) => response,
         Err(_elapsed) => {
