@@ -71,6 +71,7 @@ pub use node_client::{NodeClient, NodeClientError};
 pub use pki::{Pki, PkiError, ADMIN_KUBECONFIG};
 pub use server::{
     serve, RunningServer, ServeError, TransportConfig, DEFAULT_MAX_REQUEST_BODY_BYTES,
+    DEFAULT_REQUEST_TIMEOUT,
 };
 pub use tls::TlsError;
 

@@ -22,6 +22,26 @@ pub(crate) enum Failure {
     BadRequest(String),
     /// Serving the request failed inside the server (500).
     InternalError(String),
+    /// The request asked to act as someone else (`Impersonate-*` headers), which this server
+    /// does not allow anyone (403).
+    ImpersonationForbidden {
+        /// Who is asking.
+        user: String,
+        /// What was to be impersonated: `users`, `groups`, `uids` or `userextras`.
+        resource: &'static str,
+        /// Its value: the user name, a group, a UID or an extra's value.
+        name: String,
+    },
+    /// The request was not served within the request timeout (504).
+    Timeout,
+}
+
+/// The API group of an impersonated `resource`, as kube-apiserver's authorizer is asked.
+fn impersonated_group(resource: &str) -> &'static str {
+    match resource {
+        "users" | "groups" | "serviceaccounts" => "",
+        _ => "authentication.k8s.io",
+    }
 }
 
 /// A `meta.k8s.io/v1` `Status`, with fields in kube-apiserver's order.
@@ -42,9 +62,17 @@ struct Status<'a> {
 #[derive(Serialize)]
 struct Empty {}
 
-#[derive(Serialize)]
+/// `StatusDetails`, fields in kube-apiserver's order, empty ones left out.
+#[derive(Default, Serialize)]
 struct Details<'a> {
-    causes: [Cause<'a>; 1],
+    #[serde(skip_serializing_if = "str::is_empty")]
+    name: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    group: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    kind: &'a str,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    causes: Vec<Cause<'a>>,
 }
 
 #[derive(Serialize)]
@@ -60,12 +88,14 @@ impl Failure {
             Self::RequestEntityTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
             Self::InternalError(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::ImpersonationForbidden { .. } => StatusCode::FORBIDDEN,
+            Self::Timeout => StatusCode::GATEWAY_TIMEOUT,
         }
     }
 
     /// The `Status` body as JSON.
     pub(crate) fn to_json(&self) -> String {
-        let (reason, message, cause) = match self {
+        let (reason, message, details) = match self {
             Self::Unauthorized => ("Unauthorized", "Unauthorized".to_owned(), None),
             Self::RequestEntityTooLarge { limit } => (
                 "RequestEntityTooLarge",
@@ -76,7 +106,40 @@ impl Failure {
             Self::InternalError(cause) => (
                 "InternalError",
                 format!("Internal error occurred: {cause}"),
-                Some(cause.as_str()),
+                Some(Details {
+                    causes: vec![Cause { message: cause }],
+                    ..Details::default()
+                }),
+            ),
+            Self::ImpersonationForbidden {
+                user,
+                resource,
+                name,
+            } => {
+                // kube-apiserver's words when its authorizer refuses an impersonation, with
+                // the reason after the colon.
+                let group = impersonated_group(resource);
+                (
+                    "Forbidden",
+                    format!(
+                        "{resource}{dot}{group} {name:?} is forbidden: User {user:?} cannot \
+                         impersonate resource {resource:?} in API group {group:?} at the cluster \
+                         scope: impersonation is not supported by this server",
+                        dot = if group.is_empty() { "" } else { "." },
+                    ),
+                    Some(Details {
+                        name,
+                        group,
+                        kind: resource,
+                        ..Details::default()
+                    }),
+                )
+            }
+            Self::Timeout => (
+                "Timeout",
+                "Timeout: request did not complete within requested timeout - context deadline exceeded"
+                    .to_owned(),
+                Some(Details::default()),
             ),
         };
         let status = Status {
@@ -86,9 +149,7 @@ impl Failure {
             status: "Failure",
             message: &message,
             reason,
-            details: cause.map(|message| Details {
-                causes: [Cause { message }],
-            }),
+            details,
             code: self.code().as_u16(),
         };
         serde_json::to_string(&status).unwrap_or_default()
@@ -127,6 +188,15 @@ mod tests {
         assert_eq!(
             failure.to_json(),
             r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Request entity too large: limit is 3145728","reason":"RequestEntityTooLarge","code":413}"#
+        );
+    }
+
+    #[test]
+    fn timeout_should_match_kube_apiserver_byte_for_byte() {
+        assert_eq!(Failure::Timeout.code(), StatusCode::GATEWAY_TIMEOUT);
+        assert_eq!(
+            Failure::Timeout.to_json(),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Timeout: request did not complete within requested timeout - context deadline exceeded","reason":"Timeout","details":{},"code":504}"#
         );
     }
 

@@ -352,6 +352,218 @@ async fn dry_run_should_validate_without_storing() {
     );
 }
 
+/// Everything the store holds that a dry run could change: every config map and namespace
+/// (each with its resourceVersion), and the store's revision.
+async fn store_state(api: &Api) -> (Value, Value, Value) {
+    let (_, cms) = call(api, "GET", "/api/v1/configmaps", JSON, "").await;
+    let (_, nss) = call(api, "GET", "/api/v1/namespaces", JSON, "").await;
+    (
+        cms["items"].clone(),
+        nss["items"].clone(),
+        cms["metadata"]["resourceVersion"].clone(),
+    )
+}
+
+/// Creates config maps `a` (label tier=x) and `b` in `ns`, `ns` first if not `default`.
+async fn seed(api: &Api, ns: &str) {
+    if ns != "default" {
+        let body =
+            format!(r#"{{"apiVersion":"v1","kind":"Namespace","metadata":{{"name":"{ns}"}}}}"#);
+        let (status, _) = call(api, "POST", "/api/v1/namespaces", JSON, &body).await;
+        assert_eq!(status, StatusCode::CREATED);
+    }
+    for (name, labels) in [("a", r#"{"tier":"x"}"#), ("b", "{}")] {
+        let body = format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","labels":{labels}}},"data":{{"k":"v"}}}}"#
+        );
+        let uri = format!("/api/v1/namespaces/{ns}/configmaps");
+        assert_eq!(
+            call(api, "POST", &uri, JSON, &body).await.0,
+            StatusCode::CREATED
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_dry_run_create_should_change_nothing() {
+    // Regression (issue 14.1): a server dry run must never write.
+    let api = api().await;
+    seed(&api, "default").await;
+    let before = store_state(&api).await;
+    let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"new"}}"#;
+    let (status, created) = call(&api, "POST", &format!("{CM}?dryRun=All"), JSON, body).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["metadata"]["name"], "new");
+    assert_eq!(store_state(&api).await, before);
+}
+
+#[tokio::test]
+async fn a_dry_run_update_should_change_nothing_and_answer_the_current_version() {
+    // Regression (issue 14.1): a server dry run must never write; (issue 14.9): its answer had
+    // no resourceVersion, which `kubectl diff` showed as removed.
+    let api = api().await;
+    seed(&api, "default").await;
+    let before = store_state(&api).await;
+    let (_, current) = call(&api, "GET", &format!("{CM}/a"), JSON, "").await;
+    let mut changed = current.clone();
+    changed["data"]["k"] = json!("changed");
+    for rv in [current["metadata"]["resourceVersion"].clone(), Value::Null] {
+        changed["metadata"]["resourceVersion"] = rv;
+        let (status, answer) = call(
+            &api,
+            "PUT",
+            &format!("{CM}/a?dryRun=All"),
+            JSON,
+            &changed.to_string(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        assert_eq!(answer["data"]["k"], "changed");
+        assert_eq!(
+            answer["metadata"]["resourceVersion"], current["metadata"]["resourceVersion"],
+            "{answer}"
+        );
+    }
+    assert_eq!(store_state(&api).await, before);
+}
+
+#[tokio::test]
+async fn a_dry_run_patch_should_change_nothing_and_answer_the_current_version() {
+    // Regression (issue 14.1): a server dry run must never write; (issue 14.9): its answer had
+    // no resourceVersion, which `kubectl diff` showed as removed.
+    let api = api().await;
+    seed(&api, "default").await;
+    let before = store_state(&api).await;
+    let (_, current) = call(&api, "GET", &format!("{CM}/a"), JSON, "").await;
+    for (content_type, patch) in [
+        (
+            "application/merge-patch+json",
+            r#"{"data":{"k":"patched"}}"#,
+        ),
+        (
+            "application/strategic-merge-patch+json",
+            r#"{"data":{"k":"patched"}}"#,
+        ),
+        (
+            "application/json-patch+json",
+            r#"[{"op":"replace","path":"/data/k","value":"patched"}]"#,
+        ),
+    ] {
+        let (status, answer) = call(
+            &api,
+            "PATCH",
+            &format!("{CM}/a?dryRun=All"),
+            content_type,
+            patch,
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        assert_eq!(answer["data"]["k"], "patched");
+        assert_eq!(
+            answer["metadata"]["resourceVersion"], current["metadata"]["resourceVersion"],
+            "{content_type}: {answer}"
+        );
+    }
+    assert_eq!(store_state(&api).await, before);
+}
+
+#[tokio::test]
+async fn a_dry_run_delete_should_leave_the_object_whether_asked_in_the_body_or_the_query() {
+    // Regression (issue 14.1): kubectl sends dryRun in the DeleteOptions body, which was
+    // ignored: `kubectl delete --dry-run=server` deleted for real.
+    let api = api().await;
+    seed(&api, "default").await;
+    let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","finalizers":["x/y"]},"spec":{"nodeName":"n1","containers":[{"name":"c","image":"i"}]}}"#;
+    let pods = "/api/v1/namespaces/default/pods";
+    assert_eq!(
+        call(&api, "POST", pods, JSON, pod).await.0,
+        StatusCode::CREATED
+    );
+    let before = store_state(&api).await;
+    let (_, pod_before) = call(&api, "GET", &format!("{pods}/p"), JSON, "").await;
+    for (query, body) in [
+        ("", r#"{"propagationPolicy":"Background","dryRun":["All"]}"#),
+        ("?dryRun=All", ""),
+        ("?dryRun=All", r#"{"propagationPolicy":"Foreground"}"#),
+        (
+            "",
+            r#"{"kind":"DeleteOptions","apiVersion":"v1","dryRun":["All"],"gracePeriodSeconds":0}"#,
+        ),
+    ] {
+        let (status, answer) = call(&api, "DELETE", &format!("{CM}/a{query}"), JSON, body).await;
+        assert_eq!(status, StatusCode::OK, "{query} {body}: {answer}");
+        let (status, answer) = call(&api, "DELETE", &format!("{pods}/p{query}"), JSON, body).await;
+        assert_eq!(status, StatusCode::OK, "{query} {body}: {answer}");
+        assert_eq!(
+            answer["metadata"]["resourceVersion"],
+            pod_before["metadata"]["resourceVersion"]
+        );
+    }
+    assert_eq!(store_state(&api).await, before);
+    let (_, pod_after) = call(&api, "GET", &format!("{pods}/p"), JSON, "").await;
+    assert_eq!(pod_after, pod_before);
+    expect(
+        &call(
+            &api,
+            "DELETE",
+            &format!("{CM}/a"),
+            JSON,
+            r#"{"dryRun":["Some"]}"#,
+        )
+        .await,
+        422,
+        "Invalid",
+    );
+}
+
+#[tokio::test]
+async fn a_dry_run_deletecollection_should_leave_every_object() {
+    // Regression (issue 14.1): a dry-run DELETECOLLECTION (and one with its options in the
+    // body) deleted for real.
+    let api = api().await;
+    seed(&api, "default").await;
+    seed(&api, "other").await;
+    let before = store_state(&api).await;
+    for (uri, body) in [
+        (format!("{CM}?dryRun=All"), ""),
+        (
+            format!("{CM}?labelSelector=tier%3Dx"),
+            r#"{"dryRun":["All"]}"#,
+        ),
+        (
+            CM.to_owned(),
+            r#"{"dryRun":["All"],"propagationPolicy":"Background"}"#,
+        ),
+    ] {
+        let (status, answer) = call(&api, "DELETE", &uri, JSON, body).await;
+        assert_eq!(status, StatusCode::OK, "{uri} {body}: {answer}");
+        assert!(!answer["items"].as_array().unwrap().is_empty(), "{answer}");
+    }
+    assert_eq!(store_state(&api).await, before);
+}
+
+#[tokio::test]
+async fn a_dry_run_namespace_delete_should_not_mark_the_namespace() {
+    // Regression (issue 14.1): `kubectl delete ns --dry-run=server` set the namespace
+    // Terminating, and the namespace loop then deleted everything in it.
+    let api = api().await;
+    seed(&api, "victim").await;
+    let before = store_state(&api).await;
+    let (status, answer) = call(
+        &api,
+        "DELETE",
+        "/api/v1/namespaces/victim",
+        JSON,
+        r#"{"propagationPolicy":"Background","dryRun":["All"]}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(store_state(&api).await, before);
+    let (_, ns) = call(&api, "GET", "/api/v1/namespaces/victim", JSON, "").await;
+    assert!(ns["metadata"]["deletionTimestamp"].is_null(), "{ns}");
+    assert_ne!(ns["status"]["phase"], "Terminating", "{ns}");
+}
+
 #[tokio::test]
 async fn watches_and_continues_older_than_the_window_should_be_expired() {
     let store = EmbeddedStore::open(EmbeddedConfig::in_memory().without_auto_compaction()).unwrap();
@@ -406,6 +618,112 @@ async fn watches_and_continues_older_than_the_window_should_be_expired() {
     )
     .await;
     expect(&got, 410, "Expired");
+}
+
+#[tokio::test]
+async fn watch_timeouts_at_their_extremes_should_not_be_500s() {
+    // Regression (issue 14.3): `timeoutSeconds=9223372036854775807` overflowed the deadline
+    // and answered 500.
+    let api = api().await;
+    let watch = |timeout: &str| {
+        Request::builder()
+            .method("GET")
+            .uri(format!("{CM}?watch=1&timeoutSeconds={timeout}"))
+            .body(Bytes::new())
+            .unwrap()
+    };
+    for huge in ["9223372036854775807", "4611686018427387904", "31536000000"] {
+        let response = api.handle(watch(huge)).await;
+        assert_eq!(response.status(), StatusCode::OK, "{huge}");
+    }
+    // A negative timeout ends the watch at once, as kube-apiserver's timer does.
+    let response = api.handle(watch("-1")).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        response.into_body().collect(),
+    )
+    .await
+    .expect("the watch ends at once")
+    .unwrap();
+    for bad in ["abc", "9223372036854775808", "1.5"] {
+        let got = api.handle(watch(bad)).await;
+        assert_eq!(got.status(), StatusCode::BAD_REQUEST, "{bad}");
+    }
+}
+
+#[tokio::test]
+async fn grace_periods_at_their_extremes_should_not_be_500s() {
+    // Regression (issue 14.2): `terminationGracePeriodSeconds: 9223372036854775807` was
+    // accepted, then deleting the pod panicked in `Duration::seconds` (500); so did
+    // `?gracePeriodSeconds=9223372036854775807`.
+    let api = api().await;
+    let pods = "/api/v1/namespaces/default/pods";
+    let pod = |name: &str, grace: i64| {
+        json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {
+                "nodeName": "n1",
+                "terminationGracePeriodSeconds": grace,
+                "containers": [{"name": "c", "image": "i"}],
+            },
+        })
+        .to_string()
+    };
+    // kube-apiserver accepts any non-negative grace period, and stores a negative one as 1.
+    let (status, created) = call(&api, "POST", pods, JSON, &pod("max", i64::MAX)).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["spec"]["terminationGracePeriodSeconds"], i64::MAX);
+    let (status, created) = call(&api, "POST", pods, JSON, &pod("negative", -5)).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["spec"]["terminationGracePeriodSeconds"], 1);
+
+    let (status, deleting) = call(&api, "DELETE", &format!("{pods}/max"), JSON, "").await;
+    assert_eq!(status, StatusCode::OK, "{deleting}");
+    assert_eq!(deleting["metadata"]["deletionGracePeriodSeconds"], i64::MAX);
+    assert_eq!(
+        deleting["metadata"]["deletionTimestamp"],
+        "9999-12-30T22:00:00Z"
+    );
+
+    for (name, query, body, expected) in [
+        (
+            "q-max",
+            "?gracePeriodSeconds=9223372036854775807",
+            "",
+            i64::MAX,
+        ),
+        (
+            "b-max",
+            "",
+            r#"{"gracePeriodSeconds":9223372036854775807}"#,
+            i64::MAX,
+        ),
+        ("q-min", "?gracePeriodSeconds=-9223372036854775808", "", 1),
+        ("b-neg", "", r#"{"gracePeriodSeconds":-1}"#, 1),
+    ] {
+        let (status, _) = call(&api, "POST", pods, JSON, &pod(name, 30)).await;
+        assert_eq!(status, StatusCode::CREATED);
+        let uri = format!("{pods}/{name}{query}");
+        let (status, deleting) = call(&api, "DELETE", &uri, JSON, body).await;
+        assert_eq!(status, StatusCode::OK, "{name}: {deleting}");
+        assert_eq!(
+            deleting["metadata"]["deletionGracePeriodSeconds"], expected,
+            "{name}: {deleting}"
+        );
+    }
+    expect(
+        &call(
+            &api,
+            "DELETE",
+            &format!("{pods}/negative?gracePeriodSeconds=9223372036854775808"),
+            JSON,
+            "",
+        )
+        .await,
+        400,
+        "BadRequest",
+    );
 }
 
 #[tokio::test]

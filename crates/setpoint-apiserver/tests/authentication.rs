@@ -1,6 +1,7 @@
 //! Who may talk to the server: the admin token or a client certificate of the cluster CA
 //! authenticate; anonymous requests get kube-apiserver's 401 `Status`, except on the health
-//! endpoints; a client certificate from another CA fails the TLS handshake.
+//! endpoints; a client certificate from another CA fails the TLS handshake; impersonation is
+//! refused with a 403 `Status`.
 
 mod common;
 
@@ -118,6 +119,51 @@ async fn health_endpoints_should_answer_ok_without_credentials() {
     assert_eq!(
         client.get("/healthzfoo", None).await.status,
         StatusCode::UNAUTHORIZED
+    );
+    server.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn impersonation_should_be_refused_with_a_403_status_not_ignored() {
+    // Regression (issue 14.14): `Impersonate-*` headers (`kubectl --as`) were ignored and the
+    // request ran as the caller.
+    let server = TestServer::start().await;
+    let client = server.client();
+    let token = server.token();
+    let mut request = get("/whoami", Some(&token));
+    request.headers_mut().insert(
+        "Impersonate-User",
+        http::HeaderValue::from_static("system:anonymous"),
+    );
+    let answer = client.send(request).await;
+    assert_eq!(answer.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        answer.body,
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"users \"system:anonymous\" is forbidden: User \"setpoint-admin\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope: impersonation is not supported by this server","reason":"Forbidden","details":{"name":"system:anonymous","kind":"users"},"code":403}"#
+    );
+    for (header, kind) in [
+        ("impersonate-group", r#""kind":"groups""#),
+        (
+            "Impersonate-Uid",
+            r#""group":"authentication.k8s.io","kind":"uids""#,
+        ),
+        (
+            "Impersonate-Extra-Scopes",
+            r#""group":"authentication.k8s.io","kind":"userextras""#,
+        ),
+    ] {
+        let mut request = get("/whoami", Some(&token));
+        request
+            .headers_mut()
+            .insert(header, http::HeaderValue::from_static("x"));
+        let answer = client.send(request).await;
+        assert_eq!(answer.status, StatusCode::FORBIDDEN, "{header}");
+        assert!(answer.body.contains(kind), "{header}: {}", answer.body);
+    }
+    // Without them the same request is served.
+    assert_eq!(
+        client.get("/whoami", Some(&token)).await.status,
+        StatusCode::OK
     );
     server.server.shutdown().await.unwrap();
 }

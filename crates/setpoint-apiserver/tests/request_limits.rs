@@ -1,10 +1,13 @@
 //! What the server does with requests it will not or cannot serve: bodies over 3 MiB get
-//! kube-apiserver's 413 `Status` whether or not their length is declared, a panicking handler
-//! gets a 500 `Status`, garbage gets no answer but no harm; the server goes on serving.
+//! kube-apiserver's 413 `Status` whether or not their length is declared, a request target over
+//! 64 KiB gets 414, a request that takes longer than the request timeout to send its body or
+//! get its answer gets kube-apiserver's 504 `Status` (a streamed answer is not cut), a
+//! panicking handler gets a 500 `Status`, garbage gets no answer but no harm; the server goes
+//! on serving.
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::{request, TestServer};
@@ -197,6 +200,184 @@ async fn malformed_requests_should_not_harm_the_server() {
     }
 
     let answer = server.client().get("/version", Some(&token)).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    server.server.shutdown().await.unwrap();
+}
+
+const TIMEOUT: &str = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Timeout: request did not complete within requested timeout - context deadline exceeded","reason":"Timeout","details":{},"code":504}"#;
+
+/// `/echo?q=xxx…`, `len` bytes long.
+fn long_target(len: usize) -> String {
+    let mut target = "/echo?q=".to_owned();
+    target.push_str(&"x".repeat(len - target.len()));
+    target
+}
+
+#[tokio::test]
+async fn a_long_url_should_be_served_or_get_414_never_a_dropped_connection() {
+    // Regression (issue 14.6): over HTTP/2 a request whose headers passed 16 KiB (a long URL)
+    // lost its whole connection without an answer.
+    let server = TestServer::start().await;
+    let token = server.token();
+    let h2 = common::TestClient::new(server.addr(), server.client_config(None, &[b"h2"]));
+    let mut connection = h2.http2().await;
+    for _ in 0..2 {
+        let long = request("GET", &long_target(60_000), Some(&token), full_body(""));
+        let response = connection.send_request(long).await;
+        let answer = common::read_answer(response.expect("an answer to a 60 KB URL")).await;
+        assert_eq!(answer.status, StatusCode::OK);
+    }
+    let answer = server
+        .client()
+        .send(request(
+            "GET",
+            &long_target(60_000),
+            Some(&token),
+            full_body(""),
+        ))
+        .await;
+    assert_eq!(answer.status, StatusCode::OK);
+
+    // Past 64 KiB (hyper's limit; the `http` crate cannot represent longer ones) HTTP/1.1 gets
+    // a 414.
+    let mut tls = server.client().tls().await.unwrap();
+    let head = format!(
+        "GET {} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\r\n",
+        long_target(100_000)
+    );
+    tls.write_all(head.as_bytes()).await.unwrap();
+    tls.flush().await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), tls.read_to_end(&mut answer))
+        .await
+        .expect("answered within 10 s")
+        .ok();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 414"), "{answer}");
+    server.server.shutdown().await.unwrap();
+}
+
+/// A server whose request timeout is `timeout`.
+async fn server_with_request_timeout(timeout: Duration) -> TestServer {
+    let data_dir = tempfile::tempdir().expect("a temporary directory");
+    TestServer::start_in(data_dir, |config| config.request_timeout = timeout).await
+}
+
+#[tokio::test]
+async fn a_body_sent_slowly_should_get_504_after_the_request_timeout() {
+    // Regression (issue 14.6): a client sending its body one byte per second held its request
+    // (and a task) for as long as it liked.
+    let server = server_with_request_timeout(Duration::from_secs(2)).await;
+    let token = server.token();
+    let mut tls = server.client().tls().await.unwrap();
+    let head = format!(
+        "POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\
+         Content-Length: 1000\r\n\r\n"
+    );
+    tls.write_all(head.as_bytes()).await.unwrap();
+    tls.flush().await.unwrap();
+    let started = Instant::now();
+    let (mut reader, mut writer) = tokio::io::split(tls);
+    let trickle = tokio::spawn(async move {
+        for _ in 0..30 {
+            if writer.write_all(b"x").await.is_err() || writer.flush().await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    });
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), reader.read_to_end(&mut answer))
+        .await
+        .expect("answered and closed within 10 s")
+        .ok();
+    let elapsed = started.elapsed();
+    trickle.abort();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 504"), "{answer}");
+    assert!(answer.ends_with(TIMEOUT), "{answer}");
+    assert!(elapsed >= Duration::from_millis(1900), "{elapsed:?}");
+    assert_eq!(
+        server.client().get("/version", Some(&token)).await.status,
+        StatusCode::OK
+    );
+    server.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_slow_answer_should_get_504_but_a_stream_should_outlive_the_request_timeout() {
+    // Regression (issue 14.6): requests had no time limit. Watches and followed logs must keep
+    // theirs open, though.
+    let server = server_with_request_timeout(Duration::from_secs(1)).await;
+    let token = server.token();
+    let started = Instant::now();
+    let answer = server.client().get("/slow", Some(&token)).await;
+    assert_eq!(answer.status, StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(answer.body, TIMEOUT);
+    let h2 = common::TestClient::new(server.addr(), server.client_config(None, &[b"h2"]));
+    let response = h2
+        .http2()
+        .await
+        .send_request(common::get("/slow", Some(&token)))
+        .await
+        .unwrap();
+    let answer = common::read_answer(response).await;
+    assert_eq!(answer.status, StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(answer.body, TIMEOUT);
+    assert!(started.elapsed() < Duration::from_secs(10));
+
+    let chunks = server.stream_chunks();
+    let mut sender = server.client().http1().await;
+    let response = sender
+        .send_request(common::get("/stream", Some(&token)))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let producer = tokio::spawn(async move {
+        for i in 0..3 {
+            tokio::time::sleep(Duration::from_millis(800)).await;
+            chunks
+                .send(Bytes::from(format!("chunk {i}\n")))
+                .await
+                .unwrap();
+        }
+    });
+    let body = tokio::time::timeout(
+        Duration::from_secs(10),
+        http_body_util::BodyExt::collect(response.into_body()),
+    )
+    .await
+    .expect("the stream ends")
+    .expect("the stream is not cut")
+    .to_bytes();
+    producer.await.unwrap();
+    assert_eq!(&body[..], b"chunk 0\nchunk 1\nchunk 2\n");
+    server.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_client_timeout_shorter_than_the_servers_should_apply() {
+    // kube-apiserver honours `?timeout=` (kubectl's `--request-timeout`) below its own.
+    let server = TestServer::start().await;
+    let token = server.token();
+    let started = Instant::now();
+    let answer = server.client().get("/slow?timeout=1s", Some(&token)).await;
+    assert_eq!(answer.status, StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(answer.body, TIMEOUT);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let answer = server
+        .client()
+        .get("/echo?timeout=soon", Some(&token))
+        .await;
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST);
+    assert!(
+        answer.body.contains(
+            r#"invalid timeout specified in the request URL - time: invalid duration \"soon\""#
+        ),
+        "{}",
+        answer.body
+    );
+    let answer = server.client().get("/echo?timeout=32s", Some(&token)).await;
     assert_eq!(answer.status, StatusCode::OK);
     server.server.shutdown().await.unwrap();
 }

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, NamespaceCondition, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, NamespaceCondition, Pod, Secret};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Api;
 use serde_json::json;
@@ -242,6 +242,60 @@ async fn content_with_a_finalizer_should_hold_the_namespace_until_released() {
         gone(&namespaces, "held").await.then_some(())
     })
     .await;
+
+    shutdown.cancel();
+    task.await.expect("loop task");
+}
+
+// Regression (issue 14.2): deleting a pod whose grace period is the largest int64 panicked in
+// the API server (500), so the namespace loop failed every pass and backed off, and the
+// namespace stayed Terminating with a content failure.
+#[tokio::test]
+async fn a_pod_with_the_largest_grace_period_should_be_deleted_like_any_other() {
+    let env = TestEnv::start().await.expect("test env");
+    let client = env.client();
+    let (shutdown, task) = start_loop(&client);
+    create_namespace(&client, "patient").await;
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "forever"},
+        "spec": {
+            "nodeName": "node-1",
+            "terminationGracePeriodSeconds": i64::MAX,
+            "containers": [{"name": "c", "image": "busybox"}],
+        },
+    }))
+    .expect("pod");
+    let pods = client.namespaced_api::<Pod>("patient");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("a grace period of 2^63 - 1 is accepted");
+
+    let namespaces = client.api::<Namespace>();
+    namespaces
+        .delete("patient", &DeleteParams::default())
+        .await
+        .expect("delete namespace");
+    // The loop deletes the pod gracefully: it waits for its node to stop it.
+    let deleting = eventually("the pod to be marked for deletion", || async {
+        let pod = pods.get("forever").await.ok()?;
+        pod.metadata.deletion_timestamp.is_some().then_some(pod)
+    })
+    .await;
+    assert_eq!(
+        deleting.metadata.deletion_grace_period_seconds,
+        Some(i64::MAX)
+    );
+    let ns = eventually("the conditions to say pods remain", || async {
+        let ns = namespaces.get("patient").await.ok()?;
+        let remaining = condition(&ns, "NamespaceContentRemaining")?;
+        (remaining.status == "True").then_some(ns)
+    })
+    .await;
+    let failure = condition(&ns, "NamespaceDeletionContentFailure").expect("failure condition");
+    assert_eq!(
+        (failure.status.as_str(), failure.reason.as_deref()),
+        ("False", Some("ContentDeleted"))
+    );
 
     shutdown.cancel();
     task.await.expect("loop task");

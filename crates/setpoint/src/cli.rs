@@ -86,6 +86,11 @@ pub(crate) struct ServerArgs {
     /// The address to serve HTTPS on.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:6443")]
     pub(crate) listen: std::net::SocketAddr,
+    /// How long a request may take to send its body and get its answer before it is answered
+    /// with 504 (kube-apiserver's `--request-timeout`); watches and followed logs are not cut.
+    /// `0s`: no timeout.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    pub(crate) request_timeout: std::time::Duration,
     /// Where objects live: the embedded store (in the data directory) or an etcd v3 cluster
     /// (`--etcd-endpoints`; the data directory then holds only certificates and kubeconfig).
     #[command(flatten)]

@@ -130,13 +130,11 @@ async fn start_api(
     let api = Api::with_watch_window(store, args.watch_cache_window as usize)
         .await
         .context("starting the API")?;
-    let running = serve(
-        TransportConfig::new(data_dir, args.listen),
-        api.clone(),
-        shutdown.clone(),
-    )
-    .await
-    .with_context(|| format!("serving on {}", args.listen))?;
+    let mut transport = TransportConfig::new(data_dir, args.listen);
+    transport.request_timeout = args.request_timeout;
+    let running = serve(transport, api.clone(), shutdown.clone())
+        .await
+        .with_context(|| format!("serving on {}", args.listen))?;
     tracing::info!(
         listen = %running.local_addr(),
         kubeconfig = %running.kubeconfig_path().display(),

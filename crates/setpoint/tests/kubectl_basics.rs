@@ -386,6 +386,150 @@ fn finalizers_should_hold_a_deleted_object_until_removed() {
 }
 
 #[test]
+fn server_dry_runs_should_delete_nothing_and_diff_only_what_changed() {
+    // Regression (issue 14.1): kubectl sends dryRun in the DeleteOptions body, which was
+    // ignored: every `kubectl delete … --dry-run=server` below deleted for real (the namespace
+    // with everything in it). (issue 14.9): `kubectl diff` showed resourceVersion as removed.
+    let s = Server::start();
+    s.ok(&["create", "namespace", "victim"]);
+    let manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: keepme, namespace: victim, labels: {dry: run}}\ndata: {a: \"1\"}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: pruneme, namespace: victim, labels: {dry: run}}\ndata: {b: \"2\"}\n";
+    let out = s.kubectl_stdin(&["apply", "-f", "-"], manifest);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let out = s.ok(&["-n", "victim", "delete", "cm", "keepme", "--dry-run=server"]);
+    assert!(out.contains("(server dry run)"), "{out}");
+    let out = s.ok(&["delete", "namespace", "victim", "--dry-run=server"]);
+    assert!(out.contains("(server dry run)"), "{out}");
+    let out = s.ok(&[
+        "delete",
+        "cm",
+        "-l",
+        "dry=run",
+        "--all-namespaces",
+        "--dry-run=server",
+    ]);
+    assert!(out.contains("keepme") && out.contains("pruneme"), "{out}");
+    let only_keepme = manifest.split("---").next().unwrap();
+    let out = s.kubectl_stdin(
+        &[
+            "apply",
+            "--prune",
+            "-l",
+            "dry=run",
+            "--prune-allowlist=core/v1/ConfigMap",
+            "--dry-run=server",
+            "-f",
+            "-",
+        ],
+        only_keepme,
+    );
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        printed.contains("configmap/pruneme pruned (server dry run)"),
+        "{printed}"
+    );
+
+    // Nothing was deleted, and the namespace loop had nothing to act on.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert_eq!(
+        s.ok(&["get", "ns", "victim", "-o", "jsonpath={.status.phase}"]),
+        "Active"
+    );
+    assert_eq!(
+        s.ok(&["get", "cm", "-n", "victim", "-l", "dry=run", "-o", "name"]),
+        "configmap/keepme\nconfigmap/pruneme\n"
+    );
+
+    // `kubectl diff` (a server dry-run patch) shows only the changed data.
+    let changed = only_keepme.replace("a: \"1\"", "a: \"2\"");
+    let out = s.kubectl_stdin(&["diff", "-f", "-"], &changed);
+    let diff = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{diff}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        diff.contains("-  a: \"1\"") && diff.contains("+  a: \"2\""),
+        "{diff}"
+    );
+    assert!(!diff.contains("resourceVersion"), "{diff}");
+    assert!(!diff.contains("generation"), "{diff}");
+}
+
+#[test]
+fn a_pod_with_the_largest_grace_period_should_be_deleted_by_kubectl() {
+    // Regression (issue 14.2): such a pod was accepted, then `kubectl delete pod` got a 500
+    // (the server panicked computing its deletionTimestamp), and a node agent stopping it
+    // would have overflowed its deadline.
+    let s = Server::start();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let marker = format!("setpoint-grace-{}-{nanos:x}", std::process::id());
+    let _cleanup = common::processes::Cleanup {
+        marker: marker.clone(),
+        agent_root: s.dir.join("agent").display().to_string(),
+    };
+    let pod = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: patient}}\nspec:\n  nodeName: local\n  terminationGracePeriodSeconds: 9223372036854775807\n  containers:\n  - {{name: c, image: busybox, command: [sh, -c, 'sleep 3600 # {marker}']}}\n"
+    );
+    let out = s.kubectl_stdin(&["create", "-f", "-"], &pod);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    s.ok(&[
+        "wait",
+        "--for=condition=Ready",
+        "pod/patient",
+        "--timeout=60s",
+    ]);
+    // SIGTERM stops `sh`: the agent does not wait out the grace period.
+    let out = s.ok(&["delete", "pod", "patient", "--timeout=60s"]);
+    assert!(out.contains("pod \"patient\" deleted"), "{out}");
+    let err = s.fails(&["get", "pod", "patient"]);
+    assert!(err.contains("NotFound"), "{err}");
+}
+
+#[test]
+fn kubectl_as_should_be_refused_not_ignored() {
+    // Regression (issue 14.14): `kubectl --as=…` ran the request as the admin.
+    let s = Server::start_api_only();
+    // Discovery first, as the caller: kubectl reports a refused discovery request as
+    // "unknown" (kube-apiserver's answer included), whereas it prints a refused list's message.
+    s.ok(&["get", "secrets"]);
+    let err = s.fails(&["--as=system:anonymous", "get", "secrets"]);
+    assert!(
+        err.contains("Error from server (Forbidden)")
+            && err.contains("users \"system:anonymous\" is forbidden")
+            && err.contains("impersonation is not supported"),
+        "{err}"
+    );
+    let err = s.fails(&[
+        "--as=someone",
+        "--as-group=system:masters",
+        "get",
+        "secrets",
+    ]);
+    assert!(err.contains("Forbidden"), "{err}");
+    let err = s.fails(&["--as=system:anonymous", "get", "--raw", "/api/v1/secrets"]);
+    assert!(err.contains("impersonation is not supported"), "{err}");
+}
+
+#[test]
 fn a_deleted_namespace_should_stay_terminating_while_content_is_held_and_refuse_new_content() {
     let s = Server::start();
     let ns = "apiVersion: v1\nkind: Namespace\nmetadata: {name: doomed}\n";

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use setpoint_core::{success_status, ApiError, Revision};
 use setpoint_store::StoreError;
 
+use super::delete_options::{DeleteOptions, Propagation};
 use super::meta::{self, meta_str};
 use super::params::ListOptions;
 use super::read::{read_object, respond_object};
@@ -18,95 +19,43 @@ use super::write::{decode_body, store_error};
 use super::Ctx;
 use crate::registry::strategy::Kind;
 
-/// The parts of `DeleteOptions` that matter here.
-#[derive(Default)]
-struct DeleteOptions {
-    grace_period: Option<i64>,
-    propagation: Option<String>,
-    precondition_uid: Option<String>,
-    precondition_rv: Option<String>,
-}
-
+/// The `DeleteOptions` of a DELETE or DELETECOLLECTION: from its body (client-go's typed
+/// clients, `kubectl drain` among them, send it as Kubernetes protobuf) and its query.
 fn delete_options(ctx: &Ctx<'_>) -> Result<DeleteOptions, ApiError> {
-    // client-go's typed clients (`kubectl drain`) send the body as Kubernetes protobuf.
     let body = if ctx.body.is_empty() {
         Value::Null
     } else {
         decode_body(ctx)?
     };
-    let mut o = options_from_body(&body);
-    if let Some(g) = ctx.query.get("gracePeriodSeconds") {
-        o.grace_period = Some(
-            g.parse()
-                .map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds {g:?}")))?,
-        );
-    }
-    if let Some(p) = ctx.query.get("propagationPolicy") {
-        o.propagation = Some(p.clone());
-    }
-    checked(o)
-}
-
-/// The options a `DeleteOptions` object (a DELETE's body, an `Eviction`'s `deleteOptions`)
-/// sets; `null` sets none.
-fn options_from_body(body: &Value) -> DeleteOptions {
-    let mut o = DeleteOptions {
-        grace_period: body["gracePeriodSeconds"].as_i64(),
-        propagation: body["propagationPolicy"].as_str().map(str::to_owned),
-        precondition_uid: body["preconditions"]["uid"].as_str().map(str::to_owned),
-        precondition_rv: body["preconditions"]["resourceVersion"]
-            .as_str()
-            .map(str::to_owned),
-    };
-    if body["orphanDependents"] == json!(true) && o.propagation.is_none() {
-        o.propagation = Some("Orphan".into());
-    }
-    o
-}
-
-/// Refuses a propagation policy kube-apiserver does not know.
-fn checked(o: DeleteOptions) -> Result<DeleteOptions, ApiError> {
-    match o.propagation.as_deref() {
-        None | Some("Background" | "Foreground" | "Orphan") => Ok(o),
-        Some(other) => Err(ApiError::invalid(
-            "DeleteOptions",
-            "meta.k8s.io",
-            "",
-            vec![setpoint_core::Cause::not_supported(
-                "propagationPolicy",
-                &json!(other),
-                &["Foreground", "Background", "Orphan", "nil"],
-            )],
-        )),
-    }
+    DeleteOptions::parse(ctx.query, &body)
 }
 
 /// Deletes the pod a `pods/{name}/eviction` request names, with the eviction's
-/// `deleteOptions` (`null` for none).
+/// `deleteOptions` (`null` for none); a dry run when either those or the query say so.
 pub(crate) async fn evict(
     ctx: &Ctx<'_>,
     delete_options: &Value,
     dry_run: bool,
 ) -> Result<(), ApiError> {
-    let options = checked(options_from_body(delete_options))?;
+    let mut options = DeleteOptions::parse(ctx.query, delete_options)?;
+    options.dry_run |= dry_run;
     let current = read_object(ctx).await?;
-    delete_one(ctx, current, &options, dry_run).await.map(drop)
+    delete_one(ctx, current, &options).await.map(drop)
 }
 
 /// DELETE one object.
 pub(crate) async fn delete(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
     let options = delete_options(ctx)?;
-    let dry_run = ctx.dry_run()?;
     let current = read_object(ctx).await?;
-    delete_one(ctx, current, &options, dry_run).await
+    delete_one(ctx, current, &options).await
 }
 
 async fn delete_one(
     ctx: &Ctx<'_>,
     current: Value,
     options: &DeleteOptions,
-    dry_run: bool,
 ) -> Result<Response<Body>, ApiError> {
+    let dry_run = options.dry_run;
     let name = meta_str(&current, "name").unwrap_or_default().to_owned();
     let uid = meta_str(&current, "uid").unwrap_or_default().to_owned();
     let rv = meta_str(&current, "resourceVersion")
@@ -134,10 +83,10 @@ async fn delete_one(
     }
 
     let kind = ctx.def.strategy;
-    let mut add_finalizer = match options.propagation.as_deref() {
-        Some("Foreground") => Some("foregroundDeletion"),
-        Some("Orphan") => Some("orphan"),
-        _ => None,
+    let mut add_finalizer = match options.propagation {
+        Some(Propagation::Foreground) => Some("foregroundDeletion"),
+        Some(Propagation::Orphan) => Some("orphan"),
+        Some(Propagation::Background) | None => None,
     };
     let graceful_pod = kind == Kind::Pod
         && current["spec"]["nodeName"]
@@ -187,7 +136,7 @@ async fn delete_one(
             Err(StoreError::Conflict { .. }) => {
                 // Changed since we read it: decide again on the new state.
                 let fresh = read_object(ctx).await?;
-                Box::pin(delete_one(ctx, fresh, options, dry_run)).await
+                Box::pin(delete_one(ctx, fresh, options)).await
             }
             Err(e) => Err(store_error(ctx, e)),
         };
@@ -215,10 +164,9 @@ async fn delete_one(
                     } else {
                         0
                     };
-                    let at = chrono::Utc::now() + chrono::Duration::seconds(seconds);
                     meta.insert(
                         "deletionTimestamp".into(),
-                        json!(at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+                        json!(deletion_timestamp(chrono::Utc::now(), seconds)),
                     );
                     meta.insert("deletionGracePeriodSeconds".into(), json!(seconds));
                 }
@@ -252,6 +200,23 @@ async fn delete_one(
     })
 }
 
+/// The latest deletion time written: Go clients cannot carry a year past 9999 in a
+/// `metav1.Time`, and Rust ones (`jiff`, under k8s-openapi) nothing past this instant.
+const LATEST_DELETION: &str = "9999-12-30T22:00:00Z";
+
+/// When an object deleted at `now` with a grace period of `seconds` is due to go, as an
+/// RFC 3339 time. Grace periods are client input of any size: the time saturates at
+/// [`LATEST_DELETION`].
+fn deletion_timestamp(now: chrono::DateTime<chrono::Utc>, seconds: i64) -> String {
+    let latest = chrono::DateTime::parse_from_rfc3339(LATEST_DELETION)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC);
+    let at = chrono::TimeDelta::try_seconds(seconds)
+        .and_then(|d| now.checked_add_signed(d))
+        .map_or(latest, |at| at.min(latest));
+    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 /// What DELETE answers once the object is gone: pods (and service accounts) return the
 /// object, everything else a success `Status`.
 fn deleted_response(ctx: &Ctx<'_>, object: &Value, uid: &str) -> Response<Body> {
@@ -267,7 +232,6 @@ fn deleted_response(ctx: &Ctx<'_>, object: &Value, uid: &str) -> Response<Body> 
 pub(crate) async fn delete_collection(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
     let options = ListOptions::parse(ctx, false)?;
     let delete_options = delete_options(ctx)?;
-    let dry_run = ctx.dry_run()?;
     let (objects, revision) = ctx.api.consistent(ctx.def).await?;
     let prefix = ctx.def.collection_prefix(ctx.req.namespace.as_deref());
     let mut deleted = Vec::new();
@@ -287,7 +251,7 @@ pub(crate) async fn delete_collection(ctx: &Ctx<'_>) -> Result<Response<Body>, A
             content_type: ctx.content_type.clone(),
             body: Bytes::new(),
         };
-        match delete_one(&sub, current.clone(), &delete_options, dry_run).await {
+        match delete_one(&sub, current.clone(), &delete_options).await {
             Ok(_) => deleted.push(current),
             Err(e) if e.reason == setpoint_core::Reason::NotFound => {}
             Err(e) => return Err(e),
@@ -300,4 +264,26 @@ pub(crate) async fn delete_collection(ctx: &Ctx<'_>) -> Result<Response<Body>, A
         "items": deleted,
     });
     Ok(response::json(StatusCode::OK, &list))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deletion_timestamps_should_saturate_instead_of_panicking() {
+        // Regression (issue 14.2): a huge grace period panicked in `Duration::seconds`.
+        let now = chrono::DateTime::parse_from_rfc3339("2026-01-02T03:04:05Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        assert_eq!(deletion_timestamp(now, 30), "2026-01-02T03:04:35Z");
+        assert_eq!(deletion_timestamp(now, 0), "2026-01-02T03:04:05Z");
+        for huge in [i64::MAX, i64::MAX / 1000, 400_000_000_000] {
+            assert_eq!(deletion_timestamp(now, huge), LATEST_DELETION);
+            // Clients in Rust read it back.
+            let parsed: k8s_openapi::jiff::Timestamp =
+                deletion_timestamp(now, huge).parse().unwrap();
+            assert_eq!(parsed.to_string(), LATEST_DELETION);
+        }
+    }
 }

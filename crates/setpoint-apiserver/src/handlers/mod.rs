@@ -4,6 +4,7 @@
 mod cluster_ip;
 mod consistent;
 mod delete;
+mod delete_options;
 mod discovery;
 mod eviction;
 pub(crate) mod meta;

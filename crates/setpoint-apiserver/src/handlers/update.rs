@@ -160,6 +160,9 @@ pub(crate) async fn guaranteed_update(
             return Ok(Updated::Stored(current));
         }
         if dry_run {
+            // Nothing was written, so the object is still at the version read; kube-apiserver
+            // answers a dry-run update with it (`kubectl diff` compares it to the live one).
+            meta::metadata(&mut new).insert("resourceVersion".into(), json!(rv));
             return Ok(Updated::Stored(new));
         }
         // A namespace is held by its `spec.finalizers` too (the namespace controller's

@@ -64,13 +64,7 @@ pub(crate) async fn watch(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
         options.filter.fields = FieldSelector::from_terms(terms);
     }
     let bookmarks = flag(ctx.query, "allowWatchBookmarks")?;
-    let timeout = match ctx.query.get("timeoutSeconds").map(String::as_str) {
-        None | Some("") => Duration::from_secs(rand::thread_rng().gen_range(1800..3600)),
-        Some(t) => Duration::from_secs(
-            t.parse::<u64>()
-                .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds {t:?}")))?,
-        ),
-    };
+    let deadline = watch_deadline(ctx.query.get("timeoutSeconds").map(String::as_str))?;
     let cache = ctx.api.cache(ctx.def)?;
     let (initial, start) = match options.rv {
         RvMatch::MostRecent => initial_objects(&ctx.api.consistent(ctx.def).await?, &options),
@@ -89,7 +83,7 @@ pub(crate) async fn watch(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
         initial_end: send_initial.then_some(start),
         form,
         bookmarks,
-        deadline: Instant::now() + timeout,
+        deadline,
         next_bookmark: Instant::now() + BOOKMARK_EVERY,
         last_sent: None,
         done: false,
@@ -105,6 +99,28 @@ pub(crate) async fn watch(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
         HeaderValue::from_static("application/json"),
     );
     Ok(r)
+}
+
+/// When a watch with `timeoutSeconds` ends. Unset or 0: after a random 30 to 60 minutes (as
+/// kube-apiserver spreads its watches' ends over its minimum request timeout); negative: at
+/// once, as kube-apiserver's timer does; longer than thirty years: thirty years. Not an
+/// integer: 400.
+fn watch_deadline(timeout_seconds: Option<&str>) -> Result<Instant, ApiError> {
+    let now = Instant::now();
+    let seconds = match timeout_seconds {
+        None | Some("") => 0,
+        Some(t) => t
+            .parse::<i64>()
+            .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds {t:?}")))?,
+    };
+    let timeout = match u64::try_from(seconds) {
+        Err(_) => return Ok(now),
+        Ok(0) => Duration::from_secs(rand::thread_rng().gen_range(1800..3600)),
+        Ok(s) => Duration::from_secs(s),
+    };
+    // A timer is never set further out than thirty years: as good as never.
+    let timeout = timeout.min(Duration::from_secs(86_400 * 365 * 30));
+    Ok(now.checked_add(timeout).unwrap_or(now))
 }
 
 fn initial_objects(

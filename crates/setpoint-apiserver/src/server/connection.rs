@@ -20,6 +20,10 @@ use crate::auth;
 
 /// How long a client may take to send a request's headers (HTTP/1.1).
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// The largest HTTP/2 header block accepted: Go's `http.DefaultMaxHeaderBytes`, which
+/// kube-apiserver keeps. (hyper's default of 16 KiB made h2 drop the whole connection, without
+/// an answer, on a request whose URL was a little longer.)
+const MAX_HEADER_LIST_BYTES: u32 = 1 << 20;
 /// Concurrent streams per HTTP/2 connection, as kube-apiserver allows: client-go runs every
 /// watch of a process over one connection.
 const MAX_CONCURRENT_STREAMS: u32 = 1000;
@@ -47,7 +51,8 @@ impl ConnectionContext {
         builder
             .http2()
             .timer(TokioTimer::new())
-            .max_concurrent_streams(MAX_CONCURRENT_STREAMS);
+            .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+            .max_header_list_size(MAX_HEADER_LIST_BYTES);
         builder
     }
 }

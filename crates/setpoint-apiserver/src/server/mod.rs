@@ -4,6 +4,8 @@
 //! port.
 
 mod connection;
+mod deadline;
+mod impersonation;
 mod request;
 
 use std::io;
@@ -25,6 +27,8 @@ use crate::tls::{self, TlsError};
 
 /// kube-apiserver's limit on request bodies: 3 MiB.
 pub const DEFAULT_MAX_REQUEST_BODY_BYTES: usize = 3 * 1024 * 1024;
+/// kube-apiserver's default `--request-timeout`: one minute.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a pause follows an accept error that is not about one connection (such as running
 /// out of file descriptors).
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_secs(1);
@@ -44,11 +48,15 @@ pub struct TransportConfig {
     /// How long open connections may take to finish after shutdown begins before they are
     /// closed abruptly. Watches never finish by themselves, so this bounds every shutdown.
     pub shutdown_grace: Duration,
+    /// How long a request may take to send its body and get the head of its answer before it
+    /// is answered with 504 (kube-apiserver's `--request-timeout`). A streamed answer (watch,
+    /// logs) is not cut: its head comes at once. Zero: no timeout.
+    pub request_timeout: Duration,
 }
 
 impl TransportConfig {
-    /// A configuration with defaults: a 3 MiB body limit, a 10 s TLS handshake timeout and a
-    /// 5 s shutdown grace period.
+    /// A configuration with defaults: a 3 MiB body limit, a 10 s TLS handshake timeout, a 5 s
+    /// shutdown grace period and kube-apiserver's 60 s request timeout.
     pub fn new(data_dir: impl Into<PathBuf>, listen: SocketAddr) -> Self {
         Self {
             data_dir: data_dir.into(),
@@ -56,6 +64,7 @@ impl TransportConfig {
             max_request_body_bytes: DEFAULT_MAX_REQUEST_BODY_BYTES,
             tls_handshake_timeout: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(5),
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
         }
     }
 }
@@ -159,6 +168,7 @@ pub async fn serve(
         max_request_body_bytes,
         tls_handshake_timeout,
         shutdown_grace,
+        request_timeout,
     } = config;
     let pki = tokio::task::spawn_blocking(move || Pki::load_or_create(&data_dir, listen))
         .await
@@ -187,6 +197,7 @@ pub async fn serve(
             handler,
             admin_token: pki.token().clone(),
             max_body: max_request_body_bytes,
+            timeout: request_timeout,
         }),
     });
     let stop = shutdown.child_token();

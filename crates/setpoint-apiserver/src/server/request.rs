@@ -1,9 +1,11 @@
 //! One request's way through the transport: the health endpoints are answered at once; other
-//! requests are authenticated (401 if anonymous), have their body read up to the limit (413
-//! beyond it, without buffering more than the limit) and are passed to the [`Handler`], whose
-//! panics are answered with 500. A request answered before its body was read has the rest of
-//! its body drained, within bounds, so the client sees the answer instead of a reset
-//! connection.
+//! requests are authenticated (401 if anonymous), refused if they ask to impersonate (403),
+//! have their body read up to the limit (413 beyond it, without buffering more than the limit)
+//! and are passed to the [`Handler`], whose panics are answered with 500. Reading the body and
+//! producing the answer's head must fit in the request timeout (else 504, as kube-apiserver's
+//! `--request-timeout`; a client may ask for less with `?timeout=`); a streamed answer (watch, logs) may then go on for as long as it
+//! lasts. A request answered before its body was read has the rest of its body drained,
+//! within bounds, so the client sees the answer instead of a reset connection.
 
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
@@ -12,12 +14,13 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures::FutureExt as _;
-use http::header::AUTHORIZATION;
-use http::{Request, Response};
+use http::header::{AUTHORIZATION, CONNECTION};
+use http::{HeaderValue, Request, Response};
 use http_body::Body as _;
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
 
+use super::{deadline, impersonation};
 use crate::auth::{self, User};
 use crate::handler::{Body, Handler};
 use crate::health;
@@ -38,6 +41,8 @@ pub(crate) struct RequestContext {
     pub(crate) admin_token: BearerToken,
     /// The longest request body accepted, in bytes.
     pub(crate) max_body: usize,
+    /// How long reading the body and producing the answer's head may take.
+    pub(crate) timeout: Duration,
 }
 
 /// Answers `request`, which arrived on a connection whose client certificate (if any) stands
@@ -59,6 +64,44 @@ pub(crate) async fn serve_request(
         drain_in_background(request.into_body());
         return Failure::Unauthorized.into_response();
     };
+    if let Some(failure) = impersonation::refuse(request.headers(), &user) {
+        drain_in_background(request.into_body());
+        return failure.into_response();
+    }
+    let version = request.version();
+    let timeout = match deadline::request_timeout(request.uri(), context.timeout) {
+        Ok(timeout) => timeout,
+        Err(failure) => {
+            drain_in_background(request.into_body());
+            return failure.into_response();
+        }
+    };
+    if timeout.is_zero() {
+        return read_and_handle(context, user, request).await; // no timeout configured
+    }
+    match tokio::time::timeout(timeout, read_and_handle(context, user, request)).await {
+        Ok(response) => response,
+        Err(_elapsed) => {
+            tracing::debug!(?timeout, "request timed out");
+            let mut response = Failure::Timeout.into_response();
+            if version < http::Version::HTTP_2 {
+                // What is left of the body is not read: the connection cannot be reused.
+                response
+                    .headers_mut()
+                    .insert(CONNECTION, HeaderValue::from_static("close"));
+            }
+            response
+        }
+    }
+}
+
+/// Reads the body of an authenticated request and has the handler answer it; a panic in the
+/// handler is answered with 500.
+async fn read_and_handle(
+    context: Arc<RequestContext>,
+    user: User,
+    request: Request<Incoming>,
+) -> Response<Body> {
     let (mut parts, body) = request.into_parts();
     parts.headers.remove(AUTHORIZATION);
     let body = match read_body(body, context.max_body).await {

@@ -32,6 +32,7 @@ pub(crate) const VERSION_JSON: &str = r#"{"major":"1","minor":"33","gitVersion":
 /// - `/whoami`: `name` then the groups, one a line;
 /// - `/echo`: the request body's length and whether an `Authorization` header reached it;
 /// - `/panic`: panics;
+/// - `/slow`: answers after 30 s;
 /// - `/stream`: streams the chunks the test sends through [`TestServer::stream_chunks`].
 #[derive(Default)]
 pub(crate) struct TestHandler {
@@ -54,6 +55,10 @@ impl Handler for TestHandler {
                 request.headers().contains_key(http::header::AUTHORIZATION)
             ))),
             "/panic" => panic!("test handler asked to panic"),
+            "/slow" => {
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                Response::new(full_body("slow"))
+            }
             "/stream" => {
                 let receiver = self.stream.lock().unwrap().take();
                 let Some(receiver) = receiver else {

@@ -9,7 +9,7 @@
 //! conditions to the namespace's status ([`conditions`]), then
 //! - any step failed: the pass fails and is retried with backoff (5 ms doubling to 60 s);
 //! - objects remain that are expected to go (pods terminating, finalizers pending): look
-//!   again after half the estimate, plus a second;
+//!   again after half the estimate, plus a second (at most 30 s);
 //! - nothing remains: finalize.
 //!
 //! Invariant: the `kubernetes` finalizer is removed only after a pass in which discovery was
@@ -39,6 +39,10 @@ use conditions::PassReport;
 const FINALIZER: &str = "kubernetes";
 /// Parallel namespace deletions (kube-controller-manager's `--concurrent-namespace-syncs`).
 const CONCURRENT_SYNCS: usize = 10;
+/// The longest wait for content expected to go. Grace periods are client input of any size
+/// (up to 2^63 − 1 s), and pods mostly stop well before theirs ends: a namespace is looked at
+/// again at least this often, so it goes soon after its last pod.
+const MAX_CONTENT_WAIT: Duration = Duration::from_secs(30);
 /// Every terminating namespace is looked at again this often even without changes
 /// (kube-controller-manager's `--namespace-sync-period`).
 const RESYNC: Duration = Duration::from_secs(300);
@@ -173,10 +177,19 @@ async fn reconcile(ns: Arc<Namespace>, deleter: Arc<Deleter>) -> Result<Action, 
         });
     }
     if estimate > 0 {
-        return Ok(Action::requeue(Duration::from_secs(estimate / 2 + 1)));
+        return Ok(Action::requeue(content_wait(estimate)));
     }
     finalize(client, &name).await?;
     Ok(Action::await_change())
+}
+
+/// How long to wait before looking again at a namespace whose content is expected to go
+/// within `estimate` seconds: half of it plus a second, as kube-controller-manager waits, but
+/// at most [`MAX_CONTENT_WAIT`].
+fn content_wait(estimate: u64) -> Duration {
+    Duration::from_secs(estimate / 2)
+        .saturating_add(Duration::from_secs(1))
+        .min(MAX_CONTENT_WAIT)
 }
 
 /// Writes the pass's conditions (and the `Terminating` phase) to the namespace's status;
@@ -271,6 +284,16 @@ mod tests {
         assert!(!needs_pass(Some(&deleting), &status_written));
         let finalized = namespace(true, &[]);
         assert!(needs_pass(Some(&deleting), &finalized));
+    }
+
+    #[test]
+    fn content_waits_should_be_bounded_whatever_the_grace_period() {
+        // Regression (issue 14.2): a pod's grace period of 2^63 - 1 s kept its namespace
+        // waiting for ever.
+        assert_eq!(content_wait(30), Duration::from_secs(16));
+        assert_eq!(content_wait(0), Duration::from_secs(1));
+        assert_eq!(content_wait(i64::MAX.unsigned_abs()), MAX_CONTENT_WAIT);
+        assert_eq!(content_wait(u64::MAX), MAX_CONTENT_WAIT);
     }
 
     #[test]

@@ -14,6 +14,10 @@ use crate::process::{read_json, RunPaths, RunSpec};
 
 /// The shortest grace period a container gets (the kubelet's minimum).
 pub(super) const MIN_GRACE: Duration = Duration::from_secs(2);
+/// The longest grace period a container gets: grace periods are client input of any size
+/// (kube-apiserver accepts `terminationGracePeriodSeconds` up to 2^63 − 1), and a deadline
+/// must stay within what the clock can represent. Thirty years is as good as never.
+const MAX_GRACE: Duration = Duration::from_secs(86_400 * 365 * 30);
 /// How long the worker waits for shims to record exits after SIGKILL.
 const KILL_WAIT: Duration = Duration::from_secs(10);
 
@@ -63,7 +67,8 @@ impl Worker {
         if running.is_empty() {
             return;
         }
-        let deadline = Instant::now() + grace;
+        let now = Instant::now();
+        let deadline = now.checked_add(grace.min(MAX_GRACE)).unwrap_or(now);
         if let Some(pod) = pod {
             let hooks = running.iter().filter_map(|(name, _)| {
                 let container = pod
@@ -125,7 +130,7 @@ impl Worker {
 }
 
 /// How long containers get between SIGTERM and SIGKILL: the deletion's grace period if the
-/// pod is being deleted, else the spec's; at least [`MIN_GRACE`].
+/// pod is being deleted, else the spec's; at least [`MIN_GRACE`], at most [`MAX_GRACE`].
 pub(super) fn grace_period(pod: &Pod, deleting: bool) -> Duration {
     let deletion = deleting
         .then_some(pod.metadata.deletion_grace_period_seconds)
@@ -135,5 +140,34 @@ pub(super) fn grace_period(pod: &Pod, deleting: bool) -> Duration {
         .as_ref()
         .and_then(|s| s.termination_grace_period_seconds);
     let seconds = deletion.or(spec).unwrap_or(30);
-    Duration::from_secs(u64::try_from(seconds).unwrap_or(0)).max(MIN_GRACE)
+    Duration::from_secs(u64::try_from(seconds).unwrap_or(0)).clamp(MIN_GRACE, MAX_GRACE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(spec_grace: i64, deletion_grace: Option<i64>) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "deletionGracePeriodSeconds": deletion_grace},
+            "spec": {
+                "terminationGracePeriodSeconds": spec_grace,
+                "containers": [{"name": "c"}],
+            },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn grace_periods_should_stay_within_what_a_deadline_can_hold() {
+        // Regression (issue 14.2): a grace period of 2^63 - 1 s overflowed `Instant + Duration`.
+        assert_eq!(grace_period(&pod(i64::MAX, None), false), MAX_GRACE);
+        assert_eq!(grace_period(&pod(30, Some(i64::MAX)), true), MAX_GRACE);
+        assert_eq!(grace_period(&pod(30, Some(-5)), true), MIN_GRACE);
+        assert_eq!(
+            grace_period(&pod(30, Some(10)), true),
+            Duration::from_secs(10)
+        );
+        assert!(Instant::now().checked_add(MAX_GRACE).is_some());
+    }
 }

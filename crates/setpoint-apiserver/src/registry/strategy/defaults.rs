@@ -27,6 +27,12 @@ pub(super) fn apply(kind: Kind, object: &mut Value) {
         Kind::Pod => {
             if let Some(spec) = object_at(object, &["spec"]) {
                 pod_spec(spec);
+                // A pod's negative grace period is stored as 1 s, as kube-apiserver converts
+                // it (only for pods; templates keep theirs).
+                let grace = spec.get("terminationGracePeriodSeconds");
+                if grace.and_then(Value::as_i64).is_some_and(|g| g < 0) {
+                    spec.insert("terminationGracePeriodSeconds".into(), json!(1));
+                }
             }
         }
         Kind::Deployment => {
