@@ -656,12 +656,41 @@ async fn container_without_command_should_wait_with_a_clear_reason() {
     );
     assert_eq!(
         waiting.message.as_deref(),
-        Some("setpoint runs processes, not images: container nginx has no command")
+        Some("setpoint runs processes, not images: container nginx has no command and no args")
     );
     assert_eq!(phase(&pod), "Pending");
     assert_eq!(first_container(&pod).map(|c| c.restart_count), Some(0));
     h.delete_pod("imagey").await;
     h.wait_gone("imagey").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn container_with_args_and_no_command_should_run_its_args() {
+    // Regression (issue 14.18): `kubectl run x --image=busybox -- sh -c '…'` puts the command
+    // in `args`; the pod waited with CreateContainerConfigError because `command` was empty.
+    let h = Harness::start().await;
+    let work = tempfile::tempdir().expect("a working directory");
+    h.create_pod(
+        "argsonly",
+        json!({"restartPolicy": "Never", "containers": [{
+            "name": "app", "workingDir": work.path(),
+            "args": ["sh", "-c", "echo ran-from-args > out"]
+        }]}),
+    )
+    .await;
+    let pod = h
+        .wait_pod("argsonly", "Succeeded", |p| phase(p) == "Succeeded")
+        .await;
+    let terminated = first_container(&pod)
+        .and_then(|c| c.state.as_ref()?.terminated.clone())
+        .expect("terminated");
+    assert_eq!(terminated.exit_code, 0);
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("out")).expect("the output file"),
+        "ran-from-args\n"
+    );
+    h.delete_pod("argsonly").await;
+    h.wait_gone("argsonly").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
