@@ -39,7 +39,7 @@ pub async fn run(
         config.listen,
         &config.client_ca_pem,
         config.root_dir.clone(),
-        metrics,
+        metrics.clone(),
         shutdown.child_token(),
     )
     .await
@@ -75,6 +75,7 @@ pub async fn run(
             root_dir: config.root_dir.clone(),
             node_ip: config.node_ip,
             shim: config.shim.clone(),
+            metrics,
         },
         shutdown.clone(),
     );

@@ -35,6 +35,8 @@ pub(crate) struct PodContext {
     pub(crate) node_ip: IpAddr,
     /// How to start a shim.
     pub(crate) shim: Vec<OsString>,
+    /// The resource sampler, told of every container started (to sample it at once).
+    pub(crate) metrics: Arc<crate::metrics::Sampler>,
 }
 
 /// The latest word on a pod, as its worker sees it.

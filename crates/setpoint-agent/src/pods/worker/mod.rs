@@ -416,6 +416,8 @@ impl Worker {
         let run = match launched {
             Ok(Launched::Running(record, watch)) => {
                 tracing::debug!(pod = %self.label, container = %container.name, n, pid = record.container_pid, "container started");
+                // Before the status says so: a metrics request after `Running` includes it.
+                self.ctx.metrics.container_started();
                 Run::Running {
                     record,
                     _watcher: self.watch_exit(&container.name, n, watch),
