@@ -81,6 +81,7 @@ pub(crate) async fn agent(args: AgentArgs) -> Result<()> {
             shim: shim_command()?,
             capacity_override: capacity_overrides(&args.capacity)?,
             metrics_interval: args.metrics_interval,
+            container_tracking: setpoint_agent::ContainerTracking::Auto,
         };
         tokio::spawn(setpoint_agent::run(client, config, shutdown.clone()))
     };
@@ -120,6 +121,7 @@ pub(crate) fn start_local(
         shim: shim_command()?,
         capacity_override: BTreeMap::new(),
         metrics_interval: args.metrics_interval,
+        container_tracking: setpoint_agent::ContainerTracking::Auto,
     };
     Ok(Some(tokio::spawn(async move {
         setpoint_agent::run(client, config, shutdown)

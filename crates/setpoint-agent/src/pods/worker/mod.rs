@@ -408,6 +408,11 @@ impl Worker {
             log: paths.log.clone(),
             run_record: paths.run_record.clone(),
             exit_record: paths.exit_record.clone(),
+            cgroup: self
+                .ctx
+                .cgroups
+                .as_ref()
+                .map(|parent| parent.run(&self.uid, &container.name, n)),
         };
         let launched = launch(&self.ctx.shim, &self.dir, &paths, &spec).await;
         if restarting {
