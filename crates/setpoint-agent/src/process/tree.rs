@@ -105,14 +105,14 @@ mod tests {
             .expect("sh");
         let pid = child.id() as i32;
         let deadline = Instant::now() + Duration::from_secs(10);
-        let found = loop {
-            let found = descendants(std::process::id() as i32);
-            if found.len() >= 2 || Instant::now() > deadline {
-                break found;
+        let grandchildren = loop {
+            let grandchildren = descendants(pid);
+            if !grandchildren.is_empty() || Instant::now() > deadline {
+                break grandchildren;
             }
             std::thread::sleep(POLL);
         };
-        let grandchildren = descendants(pid);
+        let found = descendants(std::process::id() as i32);
         let _ = child.kill();
         for g in &grandchildren {
             if let Some(g) = Pid::from_raw(*g) {
