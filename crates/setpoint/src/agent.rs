@@ -9,7 +9,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
 use setpoint_agent::{AgentConfig, SimulatedNodes};
 use setpoint_runtime::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use setpoint_runtime::Client;
@@ -82,9 +82,32 @@ pub(crate) struct AgentArgs {
     /// `kubectl top`): `10s`, `15s`, `500ms`.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::cli::parse_duration)]
     pub(crate) metrics_interval: std::time::Duration,
+    /// How every process a container starts is tracked (to kill them all with it): `auto` (a
+    /// cgroup per container where the agent can create one, else `subreaper`) or `subreaper`
+    /// (never cgroups: the container's shim kills all its descendants).
+    #[arg(long, value_name = "HOW", value_enum, default_value_t = Tracking::Auto)]
+    pub(crate) container_tracking: Tracking,
     /// Simulate the node instead: its pods become Running without processes.
     #[arg(long)]
     pub(crate) simulated: bool,
+}
+
+/// `--container-tracking`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Tracking {
+    /// Cgroups where possible.
+    Auto,
+    /// The shim's descendants, never cgroups.
+    Subreaper,
+}
+
+impl From<Tracking> for setpoint_agent::ContainerTracking {
+    fn from(t: Tracking) -> Self {
+        match t {
+            Tracking::Auto => setpoint_agent::ContainerTracking::Auto,
+            Tracking::Subreaper => setpoint_agent::ContainerTracking::Subreaper,
+        }
+    }
 }
 
 /// Flags of `setpoint server` about its local agent.
@@ -98,6 +121,10 @@ pub(crate) struct LocalAgentArgs {
     /// `kubectl top`): `10s`, `15s`, `500ms`.
     #[arg(long = "metrics-interval", value_name = "DURATION", default_value = "10s", value_parser = crate::cli::parse_duration)]
     pub(crate) metrics_interval: std::time::Duration,
+    /// How the local agent tracks every process a container starts: `auto` (cgroups where
+    /// possible) or `subreaper`.
+    #[arg(long = "container-tracking", value_name = "HOW", value_enum, default_value_t = Tracking::Auto)]
+    pub(crate) container_tracking: Tracking,
 }
 
 /// Runs `setpoint agent` until SIGINT or SIGTERM.
@@ -128,7 +155,7 @@ pub(crate) async fn agent(cli: AgentCli) -> Result<()> {
             shim: shim_command()?,
             capacity_override: capacity_overrides(&args.capacity)?,
             metrics_interval: args.metrics_interval,
-            container_tracking: setpoint_agent::ContainerTracking::Auto,
+            container_tracking: args.container_tracking.into(),
         };
         tokio::spawn(setpoint_agent::run(client, config, shutdown.clone()))
     };
@@ -186,7 +213,7 @@ pub(crate) fn start_local(
         shim: shim_command()?,
         capacity_override: BTreeMap::new(),
         metrics_interval: args.metrics_interval,
-        container_tracking: setpoint_agent::ContainerTracking::Auto,
+        container_tracking: args.container_tracking.into(),
     };
     Ok(Some(tokio::spawn(async move {
         setpoint_agent::run(client, config, shutdown)
