@@ -34,4 +34,20 @@ pub struct AgentConfig {
     /// `/metrics/resource` (`kubectl top`); [`DEFAULT_METRICS_INTERVAL`](crate::DEFAULT_METRICS_INTERVAL)
     /// unless there is a reason to change it.
     pub metrics_interval: std::time::Duration,
+    /// How the agent finds every process a container started, to kill them all when the
+    /// container ends or its pod is deleted.
+    pub container_tracking: ContainerTracking,
+}
+
+/// How the agent tracks the processes a container starts (see `docs/design/agent.md`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ContainerTracking {
+    /// A cgroup per container run where the agent can create one (a cgroup v2 mount, else a
+    /// v1 hierarchy, preferring the freezer's; as root), else as [`Subreaper`](Self::Subreaper).
+    #[default]
+    Auto,
+    /// No cgroups: the shim is a child subreaper, so what the container starts stays its
+    /// descendant, and it kills all its descendants when the container ends. (A run whose
+    /// shim is killed loses track of processes that left the shim's session.)
+    Subreaper,
 }

@@ -11,6 +11,7 @@
 //! Like the built-in loops, the agent talks to the API only through the SDK's client, so it
 //! runs in-process beside `setpoint server` or alone against any Setpoint API server.
 
+mod cleanup;
 mod config;
 mod error;
 mod logs;
@@ -24,7 +25,8 @@ mod server;
 mod shim;
 mod simulated;
 
-pub use config::AgentConfig;
+pub use cleanup::{cleanup, CleanupReport};
+pub use config::{AgentConfig, ContainerTracking};
 pub use error::AgentError;
 pub use metrics::DEFAULT_METRICS_INTERVAL;
 pub use run::run;

@@ -10,8 +10,10 @@ use k8s_openapi::api::core::v1::Pod;
 use setpoint_runtime::{Client, InformerFactory, InformerOptions};
 use tokio_util::sync::CancellationToken;
 
+use crate::config::ContainerTracking;
 use crate::node::NodeRegistration;
 use crate::pods::{PodContext, PodEvents, PodWorkers};
+use crate::process::CgroupParent;
 use crate::{AgentConfig, AgentError};
 
 /// Runs the agent for `config.node_name` until `shutdown` is cancelled; then returns once its
@@ -29,6 +31,18 @@ pub async fn run(
         what: format!("creating {}", pods_dir.display()),
         source,
     })?;
+    let cgroups = match config.container_tracking {
+        ContainerTracking::Auto => CgroupParent::create(&config.root_dir),
+        ContainerTracking::Subreaper => None,
+    };
+    match &cgroups {
+        Some(parent) => {
+            tracing::info!(cgroups = %parent.dir().display(), "each container runs in a cgroup of its own")
+        }
+        None => {
+            tracing::info!("containers are tracked without cgroups: the shims are child subreapers")
+        }
+    }
     let metrics = crate::metrics::Sampler::new(
         &config.node_name,
         config.root_dir.clone(),
@@ -39,7 +53,7 @@ pub async fn run(
         config.listen,
         &config.client_ca_pem,
         config.root_dir.clone(),
-        metrics,
+        metrics.clone(),
         shutdown.child_token(),
     )
     .await
@@ -75,6 +89,8 @@ pub async fn run(
             root_dir: config.root_dir.clone(),
             node_ip: config.node_ip,
             shim: config.shim.clone(),
+            cgroups,
+            metrics,
         },
         shutdown.clone(),
     );

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, ContainerStatus, Pod, Secret};
 use kube::api::{DeleteParams, PostParams};
 use kube::Api;
 use serde_json::json;
-use setpoint_agent::AgentConfig;
+use setpoint_agent::{AgentConfig, ContainerTracking};
 use setpoint_runtime::Client;
 use setpoint_testenv::TestEnv;
 use tokio::task::JoinHandle;
@@ -30,10 +30,15 @@ struct Harness {
     client: Client,
     root: tempfile::TempDir,
     agent: Option<(CancellationToken, JoinHandle<()>)>,
+    tracking: ContainerTracking,
 }
 
 impl Harness {
     async fn start() -> Harness {
+        Harness::start_tracking(ContainerTracking::Auto).await
+    }
+
+    async fn start_tracking(tracking: ContainerTracking) -> Harness {
         let env = TestEnv::start().await.expect("test API server");
         let client = env.client();
         let mut harness = Harness {
@@ -41,6 +46,7 @@ impl Harness {
             client,
             root: tempfile::tempdir().expect("a root directory"),
             agent: None,
+            tracking,
         };
         harness.start_agent();
         harness
@@ -56,6 +62,7 @@ impl Harness {
             shim: vec![env!("CARGO_BIN_EXE_setpoint-agent-shim").into()],
             capacity_override: BTreeMap::new(),
             metrics_interval: setpoint_agent::DEFAULT_METRICS_INTERVAL,
+            container_tracking: self.tracking,
         };
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(setpoint_agent::run(
@@ -149,6 +156,8 @@ impl Drop for Harness {
         if let Some((shutdown, _)) = &self.agent {
             shutdown.cancel();
         }
+        // Stops what runs and removes the root's cgroups; then kills by the records, in case.
+        setpoint_agent::cleanup(self.root.path(), Duration::ZERO);
         kill_everything_under(self.root.path());
     }
 }
@@ -656,12 +665,41 @@ async fn container_without_command_should_wait_with_a_clear_reason() {
     );
     assert_eq!(
         waiting.message.as_deref(),
-        Some("setpoint runs processes, not images: container nginx has no command")
+        Some("setpoint runs processes, not images: container nginx has no command and no args")
     );
     assert_eq!(phase(&pod), "Pending");
     assert_eq!(first_container(&pod).map(|c| c.restart_count), Some(0));
     h.delete_pod("imagey").await;
     h.wait_gone("imagey").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn container_with_args_and_no_command_should_run_its_args() {
+    // Regression (issue 14.18): `kubectl run x --image=busybox -- sh -c '…'` puts the command
+    // in `args`; the pod waited with CreateContainerConfigError because `command` was empty.
+    let h = Harness::start().await;
+    let work = tempfile::tempdir().expect("a working directory");
+    h.create_pod(
+        "argsonly",
+        json!({"restartPolicy": "Never", "containers": [{
+            "name": "app", "workingDir": work.path(),
+            "args": ["sh", "-c", "echo ran-from-args > out"]
+        }]}),
+    )
+    .await;
+    let pod = h
+        .wait_pod("argsonly", "Succeeded", |p| phase(p) == "Succeeded")
+        .await;
+    let terminated = first_container(&pod)
+        .and_then(|c| c.state.as_ref()?.terminated.clone())
+        .expect("terminated");
+    assert_eq!(terminated.exit_code, 0);
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("out")).expect("the output file"),
+        "ran-from-args\n"
+    );
+    h.delete_pod("argsonly").await;
+    h.wait_gone("argsonly").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -713,6 +751,122 @@ async fn deletion_should_run_pre_stop_then_sigterm_and_sigkill_after_the_grace_p
     let polite =
         std::fs::read_to_string(work.path().join("polite")).expect("the hook and the trap wrote");
     assert_eq!(polite, "prestop\nterm\n", "preStop first, then SIGTERM");
+}
+
+/// The processes whose command line holds `arg`.
+fn with_arg(arg: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+                .filter(|pid| {
+                    alive(*pid)
+                        && std::fs::read(format!("/proc/{pid}/cmdline"))
+                            .is_ok_and(|c| c.split(|&b| b == 0).any(|a| a == arg.as_bytes()))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The session id of process `pid`.
+fn session_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(3)?
+        .parse()
+        .ok()
+}
+
+/// Kills the processes `with_arg(arg)` finds (what a failed test left).
+struct KillWithArg(String);
+
+impl Drop for KillWithArg {
+    fn drop(&mut self) {
+        for pid in with_arg(&self.0) {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+        }
+    }
+}
+
+/// Runs a pod whose container starts `sleep` in a session of its own (`setsid`) and keeps
+/// running; deletes the pod; checks that the escaped `sleep` is gone too. Returns the run
+/// record of the container.
+async fn escaped_process_should_die_with_its_pod(h: &Harness, name: &str) -> serde_json::Value {
+    // A unique duration: the escaped sleep is found by its argument.
+    let arg = format!("1001.{}{}", std::process::id(), rand_suffix() % 1_000_000);
+    let _cleanup = KillWithArg(arg.clone());
+    h.create_pod(
+        name,
+        json!({"containers": [{
+            "name": "app",
+            "command": ["sh", "-c", format!("setsid sleep {arg} & exec sleep 1000")],
+        }]}),
+    )
+    .await;
+    let pod = h
+        .wait_pod(name, "Running", |p| first_container(p).is_some_and(running))
+        .await;
+    let container = container_pid(first_container(&pod).expect("status")).expect("pid");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let escaped = loop {
+        if let [pid] = with_arg(&arg)[..] {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the escaped sleep never ran");
+        sleep(Duration::from_millis(20)).await;
+    };
+    assert_ne!(
+        session_of(escaped),
+        session_of(container),
+        "setsid put the sleep in a session of its own"
+    );
+    let record = files_named(h.root.path(), ".run.json")
+        .first()
+        .and_then(|f| std::fs::read_to_string(f).ok())
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .expect("a run record");
+    h.delete_pod(name).await;
+    h.wait_gone(name).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !with_arg(&arg).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the escaped process {escaped} (sleep {arg}) outlived its pod"
+        );
+        sleep(Duration::from_millis(20)).await;
+    }
+    record
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn process_that_left_the_session_should_be_killed_with_its_pod_through_its_cgroup() {
+    // Regression (issue 14.13): `setsid sleep 1001 &` in a container outlived its deleted pod;
+    // the agent killed the container's process group only. (Tests run as root here, so the
+    // container has a cgroup.)
+    let h = Harness::start().await;
+    let record = escaped_process_should_die_with_its_pod(&h, "escaper").await;
+    let cgroup = record["cgroup"]["dir"]
+        .as_str()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("the run used a cgroup: {record}"));
+    assert!(
+        !cgroup.exists(),
+        "the run's cgroup {} was removed",
+        cgroup.display()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn process_that_left_the_session_should_be_killed_with_its_pod_without_cgroups() {
+    // Regression (issue 14.13), the fallback: without cgroups the shim is a child subreaper
+    // and kills every descendant.
+    let h = Harness::start_tracking(ContainerTracking::Subreaper).await;
+    let record = escaped_process_should_die_with_its_pod(&h, "escaper").await;
+    assert!(record.get("cgroup").is_none(), "no cgroup: {record}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

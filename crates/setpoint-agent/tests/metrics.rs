@@ -89,3 +89,44 @@ async fn a_busy_container_should_show_cpu_and_every_container_memory() {
         "{report}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_container_should_be_in_the_first_report_after_it_runs() {
+    // Regression (issue 14.11): a new pod's metrics appeared only at the next sample (4–20 s
+    // after Running); the agent now samples a container as soon as it starts. The period here
+    // is an hour, so only that sample can bring the pod into a report.
+    let (ca_pem, client_config) = ca_and_client();
+    let h = Harness::start("fresh-node", ca_pem, Duration::from_secs(3600)).await;
+    let port = agent_port(&h.client, "fresh-node").await;
+    // A report exists before the pod does.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while get(port, &client_config, "/metrics/resource").await.0 != 200 {
+        assert!(Instant::now() < deadline, "no first report");
+        sleep(Duration::from_millis(100)).await;
+    }
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "fresh", "namespace": NS},
+        "spec": {"nodeName": "fresh-node", "terminationGracePeriodSeconds": 1, "containers": [
+            {"name": "idle", "image": "busybox", "command": ["sleep", "1000"]},
+        ]},
+    }))
+    .expect("a pod");
+    h.pods()
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("pod created");
+    h.wait_container("fresh", "running", |_, c| running(c))
+        .await;
+    let (code, body) = get(port, &client_config, "/metrics/resource").await;
+    assert_eq!(code, 200, "{body}");
+    let report: Value = serde_json::from_str(&body).expect("a report");
+    let pod = report["pods"]
+        .as_array()
+        .and_then(|pods| pods.iter().find(|p| p["name"] == "fresh"));
+    let pod = pod.unwrap_or_else(|| panic!("the running pod is in the report: {report}"));
+    assert_eq!(pod["containers"][0]["name"], "idle", "{report}");
+    assert!(
+        pod["containers"][0]["memoryWorkingSetBytes"].as_u64() > Some(0),
+        "{report}"
+    );
+}

@@ -132,6 +132,85 @@ async fn log_without_node_credentials_should_be_unavailable() {
     assert!(message.contains("no credentials"), "{message}");
 }
 
+#[tokio::test]
+async fn log_should_refuse_out_of_range_options_as_kube_apiserver_does() {
+    // Regression (issue 14.4): tailLines=-1 and sinceSeconds with sinceTime were accepted, and
+    // sinceSeconds=9223372036854775807 reached the agent, which panicked (500).
+    let api = api().await;
+    create_pod(&api, "web", &["app"], Some("n1")).await;
+    let base = "/api/v1/namespaces/default/pods/web/log";
+    let invalid =
+        |field: &str, detail: &str| format!("PodLogOptions \"web\" is invalid: {field}: {detail}");
+    for (query, message) in [
+        (
+            "tailLines=-1",
+            invalid("tailLines", "Invalid value: -1: must be greater than or equal to 0"),
+        ),
+        (
+            "limitBytes=0",
+            invalid("limitBytes", "Invalid value: 0: must be greater than 0"),
+        ),
+        (
+            "limitBytes=-9223372036854775808",
+            invalid(
+                "limitBytes",
+                "Invalid value: -9223372036854775808: must be greater than 0",
+            ),
+        ),
+        (
+            "sinceSeconds=0",
+            invalid("sinceSeconds", "Invalid value: 0: must be greater than 0"),
+        ),
+        (
+            "sinceSeconds=10&sinceTime=2026-01-01T00%3A00%3A00Z",
+            "PodLogOptions \"web\" is invalid: : Forbidden: at most one of `sinceTime` or `sinceSeconds` may be specified".to_owned(),
+        ),
+    ] {
+        let (status, body) =
+            json_of(call(&api, "GET", &format!("{base}?{query}"), Value::Null).await).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{query}: {body}");
+        assert_eq!(body["reason"], "Invalid", "{query}: {body}");
+        assert_eq!(body["message"], message.as_str(), "{query}");
+        assert_eq!(body["details"]["kind"], "PodLogOptions", "{query}: {body}");
+        assert_eq!(body["details"]["name"], "web", "{query}: {body}");
+    }
+    let (_, body) = json_of(
+        call(
+            &api,
+            "GET",
+            &format!("{base}?tailLines=-1&limitBytes=0"),
+            Value::Null,
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        body["message"],
+        "PodLogOptions \"web\" is invalid: [tailLines: Invalid value: -1: must be greater than or equal to 0, limitBytes: Invalid value: 0: must be greater than 0]"
+    );
+    assert_eq!(
+        body["details"]["causes"][0],
+        json!({"reason": "FieldValueInvalid", "field": "tailLines",
+               "message": "Invalid value: -1: must be greater than or equal to 0"})
+    );
+    // Not numbers at all: 400, as kube-apiserver's query decoding answers.
+    for query in [
+        "tailLines=x",
+        "sinceSeconds=9223372036854775808",
+        "sinceTime=yesterday",
+    ] {
+        let (code, message) = log_error(&api, &format!("{base}?{query}")).await;
+        assert_eq!(code, 400, "{query}: {message}");
+    }
+    // The largest values are valid: they reach the agent (here: no credentials to call it).
+    let (code, message) = log_error(
+        &api,
+        &format!("{base}?sinceSeconds=9223372036854775807&tailLines=9223372036854775807&limitBytes=9223372036854775807"),
+    )
+    .await;
+    assert_eq!(code, 503, "{message}");
+}
+
 /// A test CA.
 fn ca() -> (String, Issuer<'static, KeyPair>) {
     let key = KeyPair::generate().unwrap();

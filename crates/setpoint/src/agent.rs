@@ -1,5 +1,7 @@
-//! `setpoint agent`: the node agent alone, against an API server named by a kubeconfig; and
-//! the local agent that `setpoint server` runs for its own machine.
+//! `setpoint agent`: the node agent alone, against an API server named by a kubeconfig; the
+//! local agent that `setpoint server` runs for its own machine; and `setpoint agent cleanup`,
+//! which stops every pod process of a data directory (stopping an agent leaves them running,
+//! for the next agent to adopt).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -7,12 +9,52 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use clap::Args;
+use clap::{Args, Subcommand, ValueEnum};
 use setpoint_agent::{AgentConfig, SimulatedNodes};
 use setpoint_runtime::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use setpoint_runtime::Client;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+
+/// `setpoint agent`: run an agent (its flags), or a subcommand.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(crate) struct AgentCli {
+    /// A subcommand instead of running an agent.
+    #[command(subcommand)]
+    pub(crate) command: Option<AgentCommand>,
+    /// The agent to run.
+    #[command(flatten)]
+    pub(crate) run: Option<AgentArgs>,
+}
+
+/// Subcommands of `setpoint agent`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum AgentCommand {
+    /// Stop every pod process of a data directory (the server or agent using it stopped):
+    /// SIGTERM, the grace period, SIGKILL. Run it before deleting a data directory; stopping
+    /// a server leaves its pods' processes running, for the next start to adopt.
+    Cleanup(CleanupArgs),
+}
+
+/// Flags of `setpoint agent cleanup`.
+#[derive(Debug, Args)]
+pub(crate) struct CleanupArgs {
+    /// The data directory of a `setpoint server` (its local agent's pods, in `DIR/agent`).
+    #[arg(
+        long,
+        value_name = "DIR",
+        required_unless_present = "root_dir",
+        conflicts_with = "root_dir"
+    )]
+    pub(crate) data_dir: Option<PathBuf>,
+    /// The root directory of a `setpoint agent --root-dir DIR`.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) root_dir: Option<PathBuf>,
+    /// How long containers get between SIGTERM and SIGKILL: `10s`, `0s`.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::cli::parse_duration)]
+    pub(crate) grace_period: std::time::Duration,
+}
 
 /// Flags of `setpoint agent`.
 #[derive(Debug, Args)]
@@ -40,9 +82,32 @@ pub(crate) struct AgentArgs {
     /// `kubectl top`): `10s`, `15s`, `500ms`.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::cli::parse_duration)]
     pub(crate) metrics_interval: std::time::Duration,
+    /// How every process a container starts is tracked (to kill them all with it): `auto` (a
+    /// cgroup per container where the agent can create one, else `subreaper`) or `subreaper`
+    /// (never cgroups: the container's shim kills all its descendants).
+    #[arg(long, value_name = "HOW", value_enum, default_value_t = Tracking::Auto)]
+    pub(crate) container_tracking: Tracking,
     /// Simulate the node instead: its pods become Running without processes.
     #[arg(long)]
     pub(crate) simulated: bool,
+}
+
+/// `--container-tracking`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Tracking {
+    /// Cgroups where possible.
+    Auto,
+    /// The shim's descendants, never cgroups.
+    Subreaper,
+}
+
+impl From<Tracking> for setpoint_agent::ContainerTracking {
+    fn from(t: Tracking) -> Self {
+        match t {
+            Tracking::Auto => setpoint_agent::ContainerTracking::Auto,
+            Tracking::Subreaper => setpoint_agent::ContainerTracking::Subreaper,
+        }
+    }
 }
 
 /// Flags of `setpoint server` about its local agent.
@@ -56,10 +121,19 @@ pub(crate) struct LocalAgentArgs {
     /// `kubectl top`): `10s`, `15s`, `500ms`.
     #[arg(long = "metrics-interval", value_name = "DURATION", default_value = "10s", value_parser = crate::cli::parse_duration)]
     pub(crate) metrics_interval: std::time::Duration,
+    /// How the local agent tracks every process a container starts: `auto` (cgroups where
+    /// possible) or `subreaper`.
+    #[arg(long = "container-tracking", value_name = "HOW", value_enum, default_value_t = Tracking::Auto)]
+    pub(crate) container_tracking: Tracking,
 }
 
 /// Runs `setpoint agent` until SIGINT or SIGTERM.
-pub(crate) async fn agent(args: AgentArgs) -> Result<()> {
+pub(crate) async fn agent(cli: AgentCli) -> Result<()> {
+    let Some(args) = cli.run else {
+        anyhow::bail!(
+            "setpoint agent needs --kubeconfig, --node-name and --root-dir (or a subcommand: setpoint agent cleanup --data-dir DIR)"
+        );
+    };
     let client = Client::from_kubeconfig(&args.kubeconfig)
         .await
         .with_context(|| format!("reading {}", args.kubeconfig.display()))?;
@@ -81,12 +155,31 @@ pub(crate) async fn agent(args: AgentArgs) -> Result<()> {
             shim: shim_command()?,
             capacity_override: capacity_overrides(&args.capacity)?,
             metrics_interval: args.metrics_interval,
+            container_tracking: args.container_tracking.into(),
         };
         tokio::spawn(setpoint_agent::run(client, config, shutdown.clone()))
     };
     crate::server::wait_for_signal().await?;
     shutdown.cancel();
     agent.await.context("the agent task failed")??;
+    Ok(())
+}
+
+/// `setpoint agent cleanup`: stops every pod process of the data (or agent root) directory
+/// and prints what it stopped.
+pub(crate) fn cleanup(args: &CleanupArgs) -> Result<()> {
+    let root = match (&args.data_dir, &args.root_dir) {
+        (Some(data_dir), _) => data_dir.join("agent"),
+        (None, Some(root)) => root.clone(),
+        (None, None) => anyhow::bail!("setpoint agent cleanup needs --data-dir or --root-dir"),
+    };
+    let report = setpoint_agent::cleanup(&root, args.grace_period);
+    for line in &report.stopped {
+        println!("stopped {line}");
+    }
+    if report.stopped.is_empty() {
+        println!("no pod process of {} was running", root.display());
+    }
     Ok(())
 }
 
@@ -120,6 +213,7 @@ pub(crate) fn start_local(
         shim: shim_command()?,
         capacity_override: BTreeMap::new(),
         metrics_interval: args.metrics_interval,
+        container_tracking: args.container_tracking.into(),
     };
     Ok(Some(tokio::spawn(async move {
         setpoint_agent::run(client, config, shutdown)

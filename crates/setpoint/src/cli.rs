@@ -25,8 +25,9 @@ pub(crate) enum Command {
     /// built-in controllers and scheduler, and a node agent for this machine (`--roles` picks
     /// which of them this process runs).
     Server(Box<ServerArgs>),
-    /// Run a node agent alone: register a Node and run the pods bound to it as processes.
-    Agent(crate::agent::AgentArgs),
+    /// Run a node agent alone: register a Node and run the pods bound to it as processes
+    /// (or, with `cleanup`, stop every pod process of a data directory).
+    Agent(crate::agent::AgentCli),
     /// Copy every object between the embedded store and etcd (servers stopped), to move a
     /// cluster from one to the other.
     Migrate(MigrateArgs),

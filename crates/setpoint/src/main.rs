@@ -52,6 +52,15 @@ fn run() -> Result<ExitCode> {
     if let Command::AgentShim { args } = cli.command {
         return Ok(setpoint_agent::shim_main(args));
     }
+    // Cleaning up after an agent is synchronous: no runtime, no logging set-up.
+    if let Command::Agent(agent::AgentCli {
+        command: Some(agent::AgentCommand::Cleanup(args)),
+        ..
+    }) = &cli.command
+    {
+        agent::cleanup(args)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     // Simulations are pure computation: no runtime, no logging set-up.
     if let Command::Simulate(command) = cli.command {
         simulation::simulate(command)?;

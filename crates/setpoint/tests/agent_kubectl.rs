@@ -197,3 +197,139 @@ fn deployment_pods_should_run_as_processes_and_leave_none_behind() {
         "pod directories left behind"
     );
 }
+
+#[test]
+fn kubectl_run_with_the_command_in_args_should_run_it() {
+    // Regression (issue 14.18): `kubectl run x --image=busybox -- sh -c '…'` puts the command
+    // in `args`; the pod waited with CreateContainerConfigError because `command` was empty.
+    let s = Server::start();
+    s.ok(&[
+        "run",
+        "hi",
+        "--image=busybox",
+        "--restart=Never",
+        "--",
+        "sh",
+        "-c",
+        "echo hi from args",
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let phase = s.ok(&["get", "pod", "hi", "-o", "jsonpath={.status.phase}"]);
+        if phase == "Succeeded" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "pod hi is {phase:?}: {}",
+            s.ok(&["get", "pod", "hi", "-o", "yaml"])
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(s.ok(&["logs", "hi"]), "hi from args\n");
+}
+
+#[test]
+fn agent_cleanup_should_stop_the_pods_a_stopped_server_left_running() {
+    // Regression (issue 14.17): stopping the server leaves its pods' processes running (the
+    // next start adopts them), and nothing stopped them for a user about to delete the data
+    // directory. `setpoint agent cleanup --data-dir DIR` does, escaped processes included.
+    let mut s = Server::start();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let marker = format!("setpoint-agent-cleanup-{}-{nanos:x}", std::process::id());
+    let _cleanup = Cleanup {
+        marker: marker.clone(),
+        agent_root: s.dir.join("agent").display().to_string(),
+    };
+    let out = s.kubectl_stdin(&["apply", "-f", "-"], &deployment(&marker));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // And a pod whose container starts a process in a session of its own; both its processes
+    // are found by their (unique) sleep durations.
+    let unique = format!("{}", nanos % 1_000_000_000);
+    let (main, escaped) = (format!("1000.{unique}"), format!("1001.{unique}"));
+    let _cleanup_escaper = Cleanup {
+        marker: format!(".{unique}"),
+        agent_root: s.dir.join("agent").display().to_string(),
+    };
+    s.ok(&[
+        "run",
+        "escaper",
+        "--image=busybox",
+        "--restart=Never",
+        "--",
+        "sh",
+        "-c",
+        &format!("setsid sleep {escaped} & exec sleep {main}"),
+    ]);
+    let running = wait_pods(&s, "3 pods running", |p| all_running(p, 3));
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let counts = || {
+        (
+            processes_with(&marker).len(),
+            processes_with(&main).len(),
+            processes_with(&escaped).len(),
+        )
+    };
+    while counts() != (3, 1, 1) {
+        assert!(
+            Instant::now() < deadline,
+            "the pods' processes: {:?}",
+            counts()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Stopped, the server leaves them running (by design).
+    s.kill();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(counts(), (3, 1, 1), "still running after the stop");
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_setpoint"))
+        .args(["agent", "cleanup", "--grace-period", "2s", "--data-dir"])
+        .arg(&s.dir)
+        .output()
+        .expect("setpoint agent cleanup");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for pod in running.keys() {
+        assert!(
+            stdout.contains(&format!("stopped default/{pod} container sh")),
+            "{pod} not in: {stdout}"
+        );
+    }
+    assert!(
+        stdout.contains("stopped default/escaper container escaper"),
+        "{stdout}"
+    );
+    assert_eq!(counts(), (0, 0, 0), "left running after cleanup");
+    let agent_root = s.dir.join("agent").display().to_string();
+    let shims: Vec<i32> = processes_with("agent-shim")
+        .into_iter()
+        .filter(|&pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&agent_root))
+        })
+        .collect();
+    assert!(shims.is_empty(), "shims left running: {shims:?}");
+    // A second run finds nothing.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_setpoint"))
+        .args(["agent", "cleanup", "--data-dir"])
+        .arg(&s.dir)
+        .output()
+        .expect("setpoint agent cleanup");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("no pod process of {agent_root} was running\n")
+    );
+}

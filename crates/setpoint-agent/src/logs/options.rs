@@ -44,8 +44,16 @@ pub(crate) enum Timestamps {
 impl LogOptions {
     /// Parses a URL query (`follow=true&tailLines=10&…`); unknown parameters (`podUID`,
     /// `container`, `pretty`, …) are ignored. `now` resolves `sinceSeconds`.
+    ///
+    /// Values are checked as kube-apiserver's `PodLogOptions` validation checks them (a value
+    /// that is not a number is [`LogError::BadOption`], a number out of range or `sinceSeconds`
+    /// with `sinceTime` is [`LogError::InvalidOption`]); any `i64` is handled without
+    /// overflow: a `sinceSeconds` reaching before the earliest representable time means the
+    /// whole log.
     pub(crate) fn from_query(query: &str, now: DateTime<Utc>) -> Result<LogOptions, LogError> {
         let mut options = LogOptions::default();
+        let mut since_seconds = None;
+        let mut since_time = None;
         for (key, value) in query_pairs(query) {
             match key.as_str() {
                 "follow" => options.follow = parse_bool(&key, &value)?,
@@ -61,25 +69,26 @@ impl LogOptions {
                         false => Timestamps::Hide,
                     };
                 }
-                // A negative tail means "all", as kubectl's default -1 does.
-                "tailLines" => options.tail_lines = u64::try_from(parse_int(&key, &value)?).ok(),
+                "tailLines" => {
+                    let n = parse_int(&key, &value)?;
+                    let n = u64::try_from(n)
+                        .map_err(|_| invalid(&key, n, "must be greater than or equal to 0"))?;
+                    options.tail_lines = Some(n);
+                }
                 "limitBytes" => {
                     let n = parse_int(&key, &value)?;
-                    if n < 1 {
-                        return Err(LogError::BadOption(
-                            "limitBytes must be greater than zero".to_owned(),
-                        ));
-                    }
-                    options.limit_bytes = Some(n as u64);
+                    let n = u64::try_from(n)
+                        .ok()
+                        .filter(|n| *n >= 1)
+                        .ok_or_else(|| invalid(&key, n, "must be greater than 0"))?;
+                    options.limit_bytes = Some(n);
                 }
                 "sinceSeconds" => {
                     let n = parse_int(&key, &value)?;
                     if n < 1 {
-                        return Err(LogError::BadOption(
-                            "sinceSeconds must be greater than zero".to_owned(),
-                        ));
+                        return Err(invalid(&key, n, "must be greater than 0"));
                     }
-                    options.since = Some(now - chrono::Duration::seconds(n));
+                    since_seconds = Some(n);
                 }
                 "sinceTime" => {
                     let time = DateTime::parse_from_rfc3339(&value).map_err(|e| {
@@ -87,13 +96,29 @@ impl LogOptions {
                             "sinceTime {value:?} is not an RFC 3339 time: {e}"
                         ))
                     })?;
-                    options.since = Some(time.with_timezone(&Utc));
+                    since_time = Some(time.with_timezone(&Utc));
                 }
                 _ => {}
             }
         }
+        options.since = match (since_seconds, since_time) {
+            (Some(_), Some(_)) => {
+                return Err(LogError::InvalidOption(
+                    "at most one of `sinceTime` or `sinceSeconds` may be specified".to_owned(),
+                ))
+            }
+            (Some(seconds), None) => {
+                chrono::TimeDelta::try_seconds(seconds).and_then(|ago| now.checked_sub_signed(ago))
+            }
+            (None, time) => time,
+        };
         Ok(options)
     }
+}
+
+/// `key: Invalid value: n: why`, as kube-apiserver words a field error.
+fn invalid(key: &str, n: i64, why: &str) -> LogError {
+    LogError::InvalidOption(format!("{key}: Invalid value: {n}: {why}"))
 }
 
 fn parse_bool(key: &str, value: &str) -> Result<bool, LogError> {
@@ -171,7 +196,7 @@ mod tests {
             o.since.map(|t| t.to_rfc3339()),
             Some("2026-01-02T03:04:05+00:00".to_owned())
         );
-        let o = LogOptions::from_query("sinceSeconds=60&tailLines=-1", now).expect("valid");
+        let o = LogOptions::from_query("sinceSeconds=60", now).expect("valid");
         assert_eq!(o.since, Some(now - chrono::Duration::seconds(60)));
         assert_eq!(o.tail_lines, None);
         assert_eq!(
@@ -186,8 +211,7 @@ mod tests {
         for q in [
             "follow=maybe",
             "tailLines=x",
-            "limitBytes=0",
-            "sinceSeconds=0",
+            "tailLines=9223372036854775808",
             "sinceTime=yesterday",
         ] {
             assert!(
@@ -195,6 +219,42 @@ mod tests {
                 "{q}"
             );
         }
+        for q in [
+            "limitBytes=0",
+            "limitBytes=-9223372036854775808",
+            "sinceSeconds=0",
+            "sinceSeconds=-9223372036854775808",
+            "tailLines=-1",
+            "sinceSeconds=10&sinceTime=2026-01-02T03%3A04%3A05Z",
+        ] {
+            assert!(
+                matches!(
+                    LogOptions::from_query(q, now),
+                    Err(LogError::InvalidOption(_))
+                ),
+                "{q}"
+            );
+        }
+    }
+
+    #[test]
+    fn from_query_should_take_every_option_at_its_maximum_without_panicking() {
+        // Regression (issue 14.4): sinceSeconds=9223372036854775807 panicked the agent's
+        // handler (a chrono duration out of bounds).
+        let now = Utc::now();
+        let o = LogOptions::from_query(
+            "sinceSeconds=9223372036854775807&tailLines=9223372036854775807&limitBytes=9223372036854775807",
+            now,
+        )
+        .expect("valid");
+        assert_eq!(o.since, None, "before the earliest time: the whole log");
+        assert_eq!(o.tail_lines, Some(i64::MAX as u64));
+        assert_eq!(o.limit_bytes, Some(i64::MAX as u64));
+        let o =
+            LogOptions::from_query("tailLines=0&limitBytes=1&sinceSeconds=1", now).expect("valid");
+        assert_eq!(o.tail_lines, Some(0));
+        assert_eq!(o.limit_bytes, Some(1));
+        assert_eq!(o.since, Some(now - chrono::Duration::seconds(1)));
     }
 
     #[test]

@@ -35,9 +35,12 @@ pub(crate) enum LogError {
     /// `previous` was asked for and there is no earlier run.
     #[error("previous terminated container {container:?} in pod {pod:?} not found")]
     NoPrevious { container: String, pod: String },
-    /// An option has a value it cannot have.
+    /// An option's value is not of its type (not a number, not a time).
     #[error("{0}")]
     BadOption(String),
+    /// An option's value is out of its range, or options contradict each other.
+    #[error("{0}")]
+    InvalidOption(String),
     /// Reading the log failed.
     #[error("reading {path}: {source}")]
     Io {
@@ -150,7 +153,7 @@ async fn tail_start(file: &mut File, n: u64) -> io::Result<u64> {
         for (i, b) in buf[..size].iter().enumerate().rev() {
             if *b == b'\n' {
                 newlines += 1;
-                if newlines == n + 1 {
+                if newlines == n.saturating_add(1) {
                     return Ok(start + i as u64 + 1);
                 }
             }

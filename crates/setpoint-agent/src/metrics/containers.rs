@@ -136,6 +136,7 @@ mod tests {
             container_pid: me.pid,
             container_start_time: me.start_time,
             started_at: crate::process::now(),
+            cgroup: None,
         };
         for (container, shim_alive) in [("live", true), ("gone", false)] {
             let paths = RunPaths::new(&pod_dir, container, 0);

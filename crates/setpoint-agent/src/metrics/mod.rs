@@ -18,6 +18,11 @@
 //! cgroups are not used: the agent runs where it may not create them (no cgroup v2 cpu or
 //! memory controller on the machine this was written on, only v1 hierarchies), and `/proc`
 //! needs no privilege. A report covers the window between the last two samples.
+//!
+//! A container that has just started is sampled at once, not at the next tick: the pod
+//! worker calls [`Sampler::container_started`] before it reports the container running, so a
+//! report asked for after the pod shows `Running` includes it, and the sampling task samples
+//! as soon as the latest sample is [`MIN_WINDOW`] old.
 
 mod containers;
 mod procfs;
@@ -25,10 +30,11 @@ mod report;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, Notify};
 use tokio_util::sync::CancellationToken;
 
 use containers::running_containers;
@@ -48,6 +54,10 @@ pub(crate) struct Sampler {
     root: PathBuf,
     interval: Duration,
     units: Units,
+    /// How many containers have started (ever): bumped by [`Sampler::container_started`].
+    started: AtomicU64,
+    /// Wakes the sampling task when a container has started.
+    started_notify: Notify,
     state: Mutex<State>,
 }
 
@@ -56,8 +66,15 @@ pub(crate) struct Sampler {
 struct State {
     /// The newest sample; `report` (if any) ends with it.
     latest: Option<Sample>,
-    /// The report between the sample before `latest` and `latest`.
+    /// The sample `report`'s window starts with: the one before `latest`, or an older one
+    /// when `latest` followed its predecessor by less than [`MIN_WINDOW`] (a sample taken
+    /// for a new container), so that windows stay at least that long.
+    base: Option<Sample>,
+    /// The report between `base` and `latest`.
     report: Option<Arc<ResourceReport>>,
+    /// The value of `Sampler::started` read before `latest` was taken: containers started
+    /// since then may be missing from it.
+    started_seen: u64,
 }
 
 impl Sampler {
@@ -69,12 +86,22 @@ impl Sampler {
             root,
             interval: interval.max(MIN_WINDOW),
             units: Units::of_this_machine(),
+            started: AtomicU64::new(0),
+            started_notify: Notify::new(),
             state: Mutex::new(State::default()),
         })
     }
 
+    /// Says a container has just started (its run record is written): the next report asked
+    /// for samples first, so it includes the container, and the sampling task samples soon.
+    pub(crate) fn container_started(&self) {
+        self.started.fetch_add(1, Ordering::SeqCst);
+        self.started_notify.notify_one();
+    }
+
     /// Samples every `interval` until `shutdown` (skipping a tick that comes less than half an
-    /// interval after an on-demand sample, so windows stay long).
+    /// interval after an on-demand sample, so windows stay long), and when a container has
+    /// started (once the latest sample is [`MIN_WINDOW`] old).
     pub(crate) fn spawn(self: &Arc<Self>, shutdown: CancellationToken) {
         let sampler = self.clone();
         tokio::spawn(async move {
@@ -84,6 +111,10 @@ impl Sampler {
                 tokio::select! {
                     () = shutdown.cancelled() => return,
                     _ = ticks.tick() => {}
+                    () = sampler.started_notify.notified() => {
+                        sampler.sample_new_containers(&shutdown).await;
+                        continue;
+                    }
                 }
                 let mut state = sampler.state.lock().await;
                 let recent = state
@@ -97,15 +128,46 @@ impl Sampler {
         });
     }
 
-    /// The latest report, sampling first if the latest sample is older than twice the interval
-    /// (the sampling task is stuck), or there is no report yet and the first sample is at least
-    /// [`MIN_WINDOW`] old. `None` until two samples exist. Cancel-safe.
+    /// Samples for containers started since the latest sample, once it is [`MIN_WINDOW`]
+    /// old (so a burst of starts costs a sample per window, not one per container).
+    async fn sample_new_containers(&self, shutdown: &CancellationToken) {
+        let age = self
+            .state
+            .lock()
+            .await
+            .latest
+            .as_ref()
+            .map(|s| s.instant.elapsed());
+        if let Some(wait) = age.and_then(|age| MIN_WINDOW.checked_sub(age)) {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(wait) => {}
+            }
+        }
+        let mut state = self.state.lock().await;
+        if state.started_seen != self.started.load(Ordering::SeqCst) {
+            self.sample_into(&mut state).await;
+        }
+    }
+
+    /// The latest report, sampling first if a container has started since the latest sample,
+    /// if the latest sample is older than twice the interval (the sampling task is stuck), or
+    /// if there is no report yet (once the first sample is [`MIN_WINDOW`] old: an agent that
+    /// has just started answers a little later rather than not at all). `None` when no sample
+    /// existed yet. Cancel-safe.
     pub(crate) async fn current(&self) -> Option<Arc<ResourceReport>> {
         let mut state = self.state.lock().await;
         let age = state.latest.as_ref().map(|s| s.instant.elapsed());
+        let new_container = state.started_seen != self.started.load(Ordering::SeqCst);
         let stale = match age {
             None => true,
-            Some(age) if state.report.is_none() => age >= MIN_WINDOW,
+            Some(age) if state.report.is_none() => {
+                if let Some(rest) = MIN_WINDOW.checked_sub(age) {
+                    tokio::time::sleep(rest).await;
+                }
+                true
+            }
+            Some(_) if new_container => true,
             Some(age) => age >= self.interval * 2,
         };
         if stale {
@@ -114,9 +176,11 @@ impl Sampler {
         state.report.clone()
     }
 
-    /// Takes a sample and, with the one before, makes the report. Cancel-safe: the state
-    /// changes only once the sample is taken.
+    /// Takes a sample and, with the one before (or, if that one is less than [`MIN_WINDOW`]
+    /// old, the one it was measured from), makes the report. Cancel-safe: the state changes
+    /// only once the sample is taken.
     async fn sample_into(&self, state: &mut State) {
+        let started = self.started.load(Ordering::SeqCst);
         let root = self.root.clone();
         let units = self.units;
         let previous_containers = state
@@ -134,10 +198,18 @@ impl Sampler {
                 return;
             }
         };
-        if let Some(previous) = &state.latest {
-            state.report = Some(Arc::new(report::report(&self.node_name, previous, &sample)));
+        let latest_is_recent = state
+            .latest
+            .as_ref()
+            .is_some_and(|l| sample.instant.saturating_duration_since(l.instant) < MIN_WINDOW);
+        if !(latest_is_recent && state.base.is_some()) {
+            state.base = state.latest.take();
+        }
+        if let Some(base) = &state.base {
+            state.report = Some(Arc::new(report::report(&self.node_name, base, &sample)));
         }
         state.latest = Some(sample);
+        state.started_seen = started;
     }
 }
 

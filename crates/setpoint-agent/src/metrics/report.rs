@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, SecondsFormat, SubsecRound as _, Utc};
 use serde::Serialize;
 
 use super::containers::PodKey;
@@ -130,7 +130,7 @@ fn nano_cores(nanos: u64, window_nanos: u128) -> u64 {
 /// The report of the window from `previous` to `now` for node `node_name`.
 ///
 /// A container in both samples is measured over the window; one that started after
-/// `previous` over its life so far (all its CPU time is in `now`); one that started before
+/// `previous` (or in the same second: start times are whole seconds) over its life so far (all its CPU time is in `now`); one that started before
 /// `previous` but is missing from it (an agent that just started) is left out until the next
 /// sample.
 pub(crate) fn report(node_name: &str, previous: &Sample, now: &Sample) -> ResourceReport {
@@ -162,7 +162,9 @@ pub(crate) fn report(node_name: &str, previous: &Sample, now: &Sample) -> Resour
                 sample.cpu_nanos.saturating_sub(before.cpu_nanos),
                 window_nanos,
             ),
-            None if sample.started_at >= previous.at => {
+            // Start times are recorded in whole seconds (API timestamps): one in the same
+            // second as `previous` counts as after it.
+            None if sample.started_at >= previous.at.trunc_subsecs(0) => {
                 let life = (now.at - sample.started_at)
                     .to_std()
                     .unwrap_or_default()
@@ -274,6 +276,26 @@ mod tests {
             got,
             vec![("a", "app", 500_000_000), ("b", "new", 500_000_000)]
         );
+    }
+
+    #[test]
+    fn container_started_in_the_same_second_as_the_previous_sample_should_be_reported() {
+        // Regression (issue 14.11): start times are whole seconds, so a container started
+        // just after a sample, in the same second, looked older than it and was left out.
+        let t0 = DateTime::from_timestamp(1_000, 700_000_000).expect("a time");
+        let i0 = Instant::now();
+        let before = sample(t0, i0, 0);
+        let mut after = sample(
+            t0 + chrono::Duration::seconds(1),
+            i0 + Duration::from_secs(1),
+            0,
+        );
+        let started = DateTime::from_timestamp(1_000, 0).expect("a time");
+        after
+            .containers
+            .insert((pod("new"), "app".to_owned(), 0), container(1, 1, started));
+        let r = report("n1", &before, &after);
+        assert_eq!(r.pods.len(), 1, "{r:?}");
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! A container's process as its spec asks: the environment (`env` with `valueFrom`, `envFrom`,
 //! `$(VAR)` references) and the command line (`command` + `args`, expanded), resolved the way
 //! the kubelet resolves them — except that there is no image, so no image entrypoint, default
-//! command or environment: `PATH` defaults to the usual system one and `HOSTNAME` is the pod's
-//! name.
+//! command or environment: a container without `command` runs its `args` (`args[0]` is the
+//! program, as for an image without an entrypoint), `PATH` defaults to the usual system one
+//! and `HOSTNAME` is the pod's name.
 
 use std::collections::HashMap;
 
@@ -33,10 +34,12 @@ pub(crate) async fn resolve(
     pod: &Pod,
     container: &Container,
 ) -> Result<ProcessSpec, ConfigError> {
-    let command = container.command.clone().unwrap_or_default();
-    if command.is_empty() {
+    // An image is never pulled, so it has no entrypoint: `command` (if any) then `args`.
+    let command = container.command.as_deref().unwrap_or_default();
+    let args = container.args.as_deref().unwrap_or_default();
+    if command.is_empty() && args.is_empty() {
         return Err(ConfigError(format!(
-            "setpoint runs processes, not images: container {} has no command",
+            "setpoint runs processes, not images: container {} has no command and no args",
             container.name
         )));
     }
@@ -75,7 +78,7 @@ pub(crate) async fn resolve(
     let lookup = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
     let argv = command
         .iter()
-        .chain(container.args.iter().flatten())
+        .chain(args)
         .map(|s| expand(s, &lookup))
         .collect();
     let has_path = lookup("PATH").is_some();

@@ -35,6 +35,10 @@ pub(crate) struct PodContext {
     pub(crate) node_ip: IpAddr,
     /// How to start a shim.
     pub(crate) shim: Vec<OsString>,
+    /// Where containers' cgroups go; `None`: containers are tracked without cgroups.
+    pub(crate) cgroups: Option<crate::process::CgroupParent>,
+    /// The resource sampler, told of every container started (to sample it at once).
+    pub(crate) metrics: Arc<crate::metrics::Sampler>,
 }
 
 /// The latest word on a pod, as its worker sees it.

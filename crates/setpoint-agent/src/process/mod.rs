@@ -5,11 +5,14 @@
 //! that it could not rebuild from it after a restart (only crash-loop back-off timers and probe
 //! results are in memory, and start over).
 
+pub(crate) mod cgroup;
 mod launch;
-mod proc;
+pub(crate) mod proc;
 mod records;
+pub(crate) mod tree;
 mod watch;
 
+pub(crate) use cgroup::CgroupParent;
 pub(crate) use launch::{launch, Launched};
 pub(crate) use proc::ProcessId;
 pub(crate) use records::{
@@ -32,7 +35,7 @@ pub(crate) enum FoundRun {
 /// record of the run before it (`lastState`); `None` if the container never ran.
 ///
 /// A run whose shim is gone without an exit record is recorded as lost: reason `Unknown`,
-/// exit code 137, and what is left of its process group is killed.
+/// exit code 137, and what is left of it is killed ([`kill_lost_run`]).
 pub(crate) fn find_latest_run(
     pod_dir: &Path,
     container: &str,
@@ -58,11 +61,7 @@ pub(crate) fn find_latest_run(
         if let Ok(Some(exit)) = read_json::<ExitRecord>(&paths.exit_record) {
             return Some((n, FoundRun::Exited(exit), previous));
         }
-        let container = ProcessId {
-            pid: record.container_pid,
-            start_time: record.container_start_time,
-        };
-        let _ = container.signal_group(rustix::process::Signal::KILL);
+        kill_lost_run(record);
     }
     let lost = ExitRecord {
         exit_code: 137,
@@ -79,4 +78,42 @@ pub(crate) fn find_latest_run(
         tracing::warn!(path = %paths.exit_record.display(), error = %e, "recording a lost run");
     }
     Some((n, FoundRun::Exited(lost), previous))
+}
+
+/// Kills what is left of a run whose shim is gone: its cgroup, if it had one; else its
+/// process group and the processes of its shim's session (a process that left both, in a
+/// run without a cgroup, is beyond reach once its shim is gone).
+pub(crate) fn kill_lost_run(record: &RunRecord) {
+    let container = ProcessId {
+        pid: record.container_pid,
+        start_time: record.container_start_time,
+    };
+    let _ = container.signal_group(rustix::process::Signal::KILL);
+    match &record.cgroup {
+        Some(cgroup) => {
+            if let Err(e) = cgroup::kill(&cgroup.dir, std::time::Duration::from_secs(5)) {
+                tracing::warn!(error = %e, "killing what is left of a lost run");
+            }
+            let _ = cgroup::remove(&cgroup.dir);
+        }
+        None => {
+            tree::kill_session(ProcessId {
+                pid: record.shim_pid,
+                start_time: record.shim_start_time,
+            });
+        }
+    }
+}
+
+/// Sends SIGKILL to everything of a running container: its cgroup's processes (or, without
+/// one, its process group). The shim notices its container's end and kills what remains.
+pub(crate) fn kill_running(record: &RunRecord) {
+    let container = ProcessId {
+        pid: record.container_pid,
+        start_time: record.container_start_time,
+    };
+    let _ = container.signal_group(rustix::process::Signal::KILL);
+    if let Some(cgroup) = &record.cgroup {
+        cgroup::signal_all(&cgroup.dir, rustix::process::Signal::KILL);
+    }
 }

@@ -19,17 +19,21 @@ impl ProcessId {
     /// The process `pid` as it is now; `None` if there is none (or it is a zombie: it has
     /// exited already).
     pub(crate) fn current(pid: i32) -> Option<ProcessId> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let (state, start_time) = parse_stat(&stat)?;
-        (state != 'Z' && state != 'X').then_some(ProcessId { pid, start_time })
+        let stat = Stat::of(pid)?;
+        (!stat.exited()).then_some(ProcessId {
+            pid,
+            start_time: stat.start_time,
+        })
     }
 
     /// The process `pid`, even if it has exited and is not yet reaped (a zombie keeps its
     /// start time): what a parent reads of the child it just started.
     pub(crate) fn of_child(pid: i32) -> Option<ProcessId> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let (_, start_time) = parse_stat(&stat)?;
-        Some(ProcessId { pid, start_time })
+        let stat = Stat::of(pid)?;
+        Some(ProcessId {
+            pid,
+            start_time: stat.start_time,
+        })
     }
 
     /// Whether this very process is still running.
@@ -59,15 +63,54 @@ impl ProcessId {
     }
 }
 
-/// The state letter and start time in the text of `/proc/<pid>/stat`. The command name (field
-/// 2) may hold spaces and parentheses: fields are counted after its last `)`.
-fn parse_stat(stat: &str) -> Option<(char, u64)> {
+/// What the agent reads of `/proc/<pid>/stat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stat {
+    /// The state letter (`R`, `S`, `Z`, …).
+    pub(crate) state: char,
+    /// The parent's pid (field 4).
+    pub(crate) ppid: i32,
+    /// The session id (field 6).
+    pub(crate) session: i32,
+    /// The start time (field 22).
+    pub(crate) start_time: u64,
+}
+
+impl Stat {
+    /// The stat of process `pid`; `None` if there is none.
+    pub(crate) fn of(pid: i32) -> Option<Stat> {
+        parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    }
+
+    /// Whether the process has exited (a zombie, or dead).
+    pub(crate) fn exited(&self) -> bool {
+        matches!(self.state, 'Z' | 'X')
+    }
+}
+
+/// Every process's pid, as `/proc` lists them now.
+pub(crate) fn all_pids() -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .map(|dir| {
+            dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The text of `/proc/<pid>/stat`, parsed. The command name (field 2) may hold spaces and
+/// parentheses: fields are counted after its last `)`.
+fn parse_stat(stat: &str) -> Option<Stat> {
     let rest = &stat[stat.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    // `rest` starts at field 3 (state); the start time is field 22.
-    let start_time = fields.nth(18)?.parse().ok()?;
-    Some((state, start_time))
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // `fields[0]` is field 3 (state).
+    let field = |n: usize| fields.get(n - 3).copied();
+    Some(Stat {
+        state: field(3)?.chars().next()?,
+        ppid: field(4)?.parse().ok()?,
+        session: field(6)?.parse().ok()?,
+        start_time: field(22)?.parse().ok()?,
+    })
 }
 
 #[cfg(test)]
@@ -77,7 +120,15 @@ mod tests {
     #[test]
     fn parse_stat_should_count_fields_after_the_command_name() {
         let stat = "1234 (a (weird) name) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 98765 1000 10 18446744073709551615";
-        assert_eq!(parse_stat(stat), Some(('S', 98765)));
+        assert_eq!(
+            parse_stat(stat),
+            Some(Stat {
+                state: 'S',
+                ppid: 1,
+                session: 1234,
+                start_time: 98765
+            })
+        );
     }
 
     #[test]

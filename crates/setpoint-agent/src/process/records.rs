@@ -5,7 +5,8 @@
 //! - `P/runs/c/n.spec.json` — [`RunSpec`]: what the shim must start (written by the agent,
 //!   mode 0600: it holds the container's environment, which may hold secrets);
 //! - `P/runs/c/n.run.json` — [`RunRecord`]: the shim's and the container's pids and `/proc`
-//!   start times (written by the shim, atomically, before it reports the start);
+//!   start times, and the container's cgroup if it has one (written by the shim, atomically,
+//!   before it reports the start);
 //! - `P/logs/c/n.log` — the container's output (the logs module's format);
 //! - `P/logs/c/n.exit` — [`ExitRecord`]: how the run ended (written by the shim after the
 //!   container exited and its output is drained, or by the agent for a run it found lost).
@@ -18,6 +19,8 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::{Deserialize, Serialize};
+
+use super::cgroup::RunCgroup;
 
 /// What the shim starts: the resolved command line, environment and directories of one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -36,6 +39,11 @@ pub(crate) struct RunSpec {
     pub(crate) run_record: PathBuf,
     /// Where the shim records the exit.
     pub(crate) exit_record: PathBuf,
+    /// The cgroup to start the container in; without one (no usable cgroup file system, or
+    /// `ContainerTracking::Subreaper`) the shim finds the container's processes as its
+    /// descendants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) cgroup: Option<RunCgroup>,
 }
 
 /// A started run: who supervises it and which process is the container.
@@ -53,6 +61,10 @@ pub(crate) struct RunRecord {
     pub(crate) container_start_time: u64,
     /// When the container started.
     pub(crate) started_at: Time,
+    /// The cgroup the container was started in, if the shim could use one: everything the
+    /// container started is in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) cgroup: Option<RunCgroup>,
 }
 
 /// How a run ended.
@@ -211,6 +223,7 @@ mod tests {
                 log: paths.log.clone(),
                 run_record: paths.run_record.clone(),
                 exit_record: paths.exit_record.clone(),
+                cgroup: None,
             };
             write_json(&paths.spec, &spec, true).expect("written");
             assert_eq!(read_json::<RunSpec>(&paths.spec).expect("read"), Some(spec));

@@ -150,6 +150,12 @@ fn log_error(error: &LogError) -> Response<Body> {
         LogError::WaitingToStart { .. } | LogError::NoPrevious { .. } | LogError::BadOption(_) => {
             status(StatusCode::BAD_REQUEST, "BadRequest", &error.to_string())
         }
+        // The kubelet answers invalid options with 422.
+        LogError::InvalidOption(_) => status(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Invalid",
+            &error.to_string(),
+        ),
         LogError::Io { .. } => {
             tracing::warn!(error = %error, "agent endpoint: reading a log failed");
             status(

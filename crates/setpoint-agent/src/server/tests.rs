@@ -195,6 +195,46 @@ async fn endpoint_should_answer_errors_as_status_objects() {
 }
 
 #[tokio::test]
+async fn endpoint_should_answer_extreme_log_options_without_panicking() {
+    // Regression (issue 14.4): sinceSeconds=9223372036854775807 panicked the log handler;
+    // tailLines=-1 and sinceSeconds with sinceTime were accepted.
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_log(dir.path(), "u1", b"one\ntwo\n");
+    let ca = ca();
+    let (addr, shutdown) = start(dir.path(), &ca).await;
+    let client = || Some(client_identity(&ca));
+    let response = get(
+        addr,
+        client(),
+        "/containerLogs/default/web/app?sinceSeconds=9223372036854775807&tailLines=9223372036854775807&limitBytes=9223372036854775807",
+    )
+    .await
+    .expect("served");
+    assert!(response.starts_with("HTTP/1.0 200"), "{response}");
+    assert!(response.ends_with("\r\n\r\none\ntwo\n"), "{response}");
+    for query in [
+        "tailLines=-1",
+        "limitBytes=0",
+        "sinceSeconds=-9223372036854775808",
+        "sinceSeconds=1&sinceTime=2026-01-02T03%3A04%3A05Z",
+    ] {
+        let response = get(
+            addr,
+            client(),
+            &format!("/containerLogs/default/web/app?{query}"),
+        )
+        .await
+        .expect("served");
+        assert!(response.starts_with("HTTP/1.0 422"), "{query}: {response}");
+        assert!(
+            response.contains("\"reason\":\"Invalid\""),
+            "{query}: {response}"
+        );
+    }
+    shutdown.cancel();
+}
+
+#[tokio::test]
 async fn serve_should_refuse_a_ca_that_is_not_pem() {
     let dir = tempfile::tempdir().expect("tempdir");
     let err = serve(

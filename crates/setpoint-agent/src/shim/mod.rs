@@ -5,16 +5,23 @@
 //! What it does, in order:
 //! 1. leaves the agent's session (`setsid`): signals meant for the agent or the terminal it
 //!    runs in (Ctrl-C, SIGHUP) never reach it or the container;
-//! 2. reads the [`RunSpec`](crate::process::RunSpec) and starts the container's process with
+//! 2. becomes a child subreaper (`PR_SET_CHILD_SUBREAPER`): whatever the container starts
+//!    and orphans is reparented to the shim, not to init, so it stays a descendant;
+//! 3. reads the [`RunSpec`](crate::process::RunSpec) and starts the container's process with
 //!    exactly that argv, environment and working directory, in a process group of its own,
-//!    stdin from `/dev/null`, stdout and stderr into pipes;
-//! 3. writes the run record (its own and the container's pid and start time), then reports
-//!    on its stdout one JSON line, `{"started": <run record>}` or `{"failed": "<why>"}`, and
-//!    never writes to stdout again (so an agent gone away cannot hurt it with SIGPIPE);
-//! 4. copies the container's output into the log until the container exits;
-//! 5. kills what is left of the container's process group (a container ends with its main
-//!    process, as in a container runtime), drains the output (bounded), and writes the exit
-//!    record; then exits 0.
+//!    stdin from `/dev/null`, stdout and stderr into pipes — inside the spec's cgroup if it
+//!    names one (the shim joins the cgroup, starts the process, and leaves; if it cannot
+//!    join, the run goes on without a cgroup);
+//! 4. writes the run record (its own and the container's pid and start time, the cgroup
+//!    used), then reports on its stdout one JSON line, `{"started": <run record>}` or
+//!    `{"failed": "<why>"}`, and never writes to stdout again (so an agent gone away cannot
+//!    hurt it with SIGPIPE);
+//! 5. copies the container's output into the log until the container's main process exits,
+//!    reaping the orphans reparented to it meanwhile;
+//! 6. kills everything the container started (a container ends with its main process, as in
+//!    a container runtime): its process group, then every process in its cgroup — or,
+//!    without a cgroup, every descendant of the shim — and removes the cgroup; drains the
+//!    output (bounded) and writes the exit record; then exits 0.
 //!
 //! A process that cannot be started gets an exit record with exit code 128 and reason
 //! `StartError`, as container runtimes report it.
@@ -28,12 +35,16 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::logs::{LogStream, LogWriter};
-use crate::process::{now, write_json, ExitRecord, ProcessId, RunRecord, RunSpec};
+use rustix::process::{WaitOptions, WaitStatus};
 
-/// How long the shim drains the container's output after it exited: descendants that left
-/// its process group may hold the pipes open forever.
+use crate::logs::{LogStream, LogWriter};
+use crate::process::{cgroup, now, tree, write_json, ExitRecord, ProcessId, RunRecord, RunSpec};
+
+/// How long the shim drains the container's output after it exited (its processes are
+/// killed by then, but a process outside the container may have inherited the pipes).
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long killing what the container left may take.
+const KILL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Runs the shim with its command-line arguments (after the program and subcommand names):
 /// `--spec FILE`. Returns when the container has exited and its exit is recorded.
@@ -114,7 +125,39 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     std::os::unix::process::CommandExt::process_group(&mut command, 0);
-    let mut child = match command.spawn() {
+    if let Err(e) = tree::become_subreaper() {
+        eprintln!("setpoint agent-shim: cannot become a child subreaper: {e}");
+    }
+    let joined = spec.cgroup.as_ref().and_then(|cg| match cgroup::join(cg) {
+        Ok(joined) => Some((cg.clone(), joined)),
+        Err(e) => {
+            eprintln!(
+                "setpoint agent-shim: not using the cgroup {}: {e}",
+                cg.dir.display()
+            );
+            None
+        }
+    });
+    let spawned = command.spawn();
+    let mut cgroup_used = None;
+    if let Some((cg, joined)) = joined {
+        if let Err(e) = joined.leave() {
+            // Still inside: killing the cgroup would kill the shim. Give up the run.
+            if let Ok(mut child) = spawned {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            return start_failed(
+                spec,
+                format!("leaving the cgroup {}: {e}", cg.dir.display()),
+            );
+        }
+        if spawned.is_err() {
+            let _ = cgroup::remove(&cg.dir);
+        }
+        cgroup_used = Some(cg);
+    }
+    let mut child = match spawned {
         Ok(child) => child,
         Err(e) => {
             return start_failed(
@@ -140,11 +183,13 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
         container_pid,
         container_start_time: container.start_time,
         started_at: started_at.clone(),
+        cgroup: cgroup_used.clone(),
     };
     if let Err(e) = write_json(&spec.run_record, &record, false) {
         // Unsupervisable: the agent could never adopt it. Stop it.
         let _ = child.kill();
         let _ = child.wait();
+        kill_everything(cgroup_used.as_ref());
         return start_failed(spec, format!("writing {}: {e}", spec.run_record.display()));
     }
     announce(&Announcement::Started(record));
@@ -160,10 +205,9 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
         pumps += 1;
     }
     drop(drained_tx);
-    let status = child
-        .wait()
-        .map_err(|e| format!("waiting for the container: {e}"))?;
+    let status = wait_for(container_pid).map_err(|e| format!("waiting for the container: {e}"))?;
     let _ = container.signal_group(rustix::process::Signal::KILL);
+    kill_everything(cgroup_used.as_ref());
     let deadline = std::time::Instant::now() + DRAIN_TIMEOUT;
     for _ in 0..pumps {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
@@ -175,10 +219,47 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
     if let Err(e) = writer.lock().finish() {
         eprintln!("setpoint agent-shim: finishing the log: {e}");
     }
-    use std::os::unix::process::ExitStatusExt as _;
-    let exit = ExitRecord::of_exit(status.code(), status.signal(), Some(started_at));
+    let exit = ExitRecord::of_exit(
+        status.exit_status(),
+        status.terminating_signal(),
+        Some(started_at),
+    );
     write_json(&spec.exit_record, &exit, false)
         .map_err(|e| format!("writing {}: {e}", spec.exit_record.display()))
+}
+
+/// Waits for the child `pid` to exit, reaping the other children (orphans of the container
+/// reparented to the shim) as they exit.
+fn wait_for(pid: i32) -> std::io::Result<WaitStatus> {
+    loop {
+        match rustix::process::wait(WaitOptions::empty()) {
+            Ok(Some((exited, status))) if exited.as_raw_nonzero().get() == pid => {
+                return Ok(status)
+            }
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Kills everything the container started: every process in its cgroup (then removes the
+/// cgroup), or without one every descendant of the shim; reaps what were the shim's children.
+fn kill_everything(cgroup_used: Option<&cgroup::RunCgroup>) {
+    match cgroup_used {
+        Some(cg) => {
+            if let Err(e) = cgroup::kill(&cg.dir, KILL_TIMEOUT) {
+                eprintln!("setpoint agent-shim: {e}");
+            }
+            tree::reap_children();
+            if let Err(e) = cgroup::remove(&cg.dir) {
+                eprintln!("setpoint agent-shim: removing {}: {e}", cg.dir.display());
+            }
+        }
+        None => {
+            tree::kill_descendants(KILL_TIMEOUT);
+        }
+    }
+    tree::reap_children();
 }
 
 /// Records and reports a container that could not be started.

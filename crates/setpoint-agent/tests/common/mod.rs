@@ -57,6 +57,7 @@ impl Harness {
             shim: vec![env!("CARGO_BIN_EXE_setpoint-agent-shim").into()],
             capacity_override: BTreeMap::new(),
             metrics_interval,
+            container_tracking: setpoint_agent::ContainerTracking::Auto,
         };
         tokio::spawn(setpoint_agent::run(
             client.clone(),
@@ -127,6 +128,8 @@ impl Harness {
 impl Drop for Harness {
     fn drop(&mut self) {
         self.shutdown.cancel();
+        // Stops what runs and removes the root's cgroups; then kills by the records, in case.
+        setpoint_agent::cleanup(self.root.path(), Duration::ZERO);
         kill_everything_under(self.root.path());
     }
 }

@@ -2,9 +2,14 @@
 //! answer back — the container's log as `text/plain`, chunk by chunk (so `follow` works), or
 //! the agent's error `Status` as ours.
 //!
+//! The log options are checked first, as kube-apiserver checks `PodLogOptions`: a value that
+//! is not of its type is a 400, a value out of range (or `sinceSeconds` with `sinceTime`) a 422
+//! `PodLogOptions "<pod>" is invalid`; only checked, normalised options reach the agent.
+//!
 //! Without node credentials (an [`Api`](super::Api) built without [`NodeClient`], e.g. in
 //! tests that never start the HTTPS transport) the answer is a 503 saying so.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 
@@ -12,7 +17,7 @@ use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
 use http_body_util::{BodyExt as _, Limited};
 use serde_json::Value;
-use setpoint_core::{ApiError, Reason};
+use setpoint_core::{ApiError, Cause, Reason};
 
 use super::read::read_object;
 use super::response::Body;
@@ -21,23 +26,19 @@ use crate::node_client::NodeClient;
 
 /// The annotation naming the container `kubectl logs` and `exec` pick by default.
 const DEFAULT_CONTAINER_ANNOTATION: &str = "kubectl.kubernetes.io/default-container";
-/// The query parameters passed on to the agent.
-const PASSED_ON: &[&str] = &[
-    "follow",
-    "previous",
-    "tailLines",
-    "sinceSeconds",
-    "sinceTime",
-    "timestamps",
-    "limitBytes",
-];
+/// The boolean log options, passed on to the agent as `true` or `false`.
+const BOOL_OPTIONS: &[&str] = &["follow", "previous", "timestamps"];
+/// The integer log options, passed on to the agent as decimal numbers once checked.
+const INT_OPTIONS: &[&str] = &["tailLines", "sinceSeconds", "limitBytes"];
 /// The most of an agent's error body read.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// Answers `GET pods/{name}/log`.
 pub(crate) async fn pod_log(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
-    let pod = read_object(ctx).await?;
     let name = ctx.name();
+    // kube-apiserver checks the options before it looks the pod up.
+    let options = log_options(ctx.query, name)?;
+    let pod = read_object(ctx).await?;
     let container = choose_container(&pod, name, ctx.query.get("container").map(String::as_str))?;
     let Some(node_name) = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) else {
         return Err(ApiError::bad_request(format!(
@@ -58,7 +59,10 @@ pub(crate) async fn pod_log(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
         encode(namespace),
         encode(name),
         encode(&container),
-        agent_query(ctx, pod["metadata"]["uid"].as_str().unwrap_or_default()),
+        agent_query(
+            &options,
+            pod["metadata"]["uid"].as_str().unwrap_or_default()
+        ),
     );
     proxy(client, address, &path).await
 }
@@ -166,11 +170,97 @@ pub(super) fn agent_address(node: &Value, node_name: &str) -> Result<SocketAddr,
     Ok(SocketAddr::new(ip, port))
 }
 
-/// The agent's query: the log options of the request, and the pod's UID.
-fn agent_query(ctx: &Ctx<'_>, uid: &str) -> String {
-    let mut pairs: Vec<String> = PASSED_ON
+/// The request's log options, checked as kube-apiserver checks `PodLogOptions` (its query
+/// decoding, then its validation), as the `(key, value)` pairs to pass on to the agent.
+fn log_options(
+    query: &BTreeMap<String, String>,
+    pod_name: &str,
+) -> Result<Vec<(&'static str, String)>, ApiError> {
+    let mut options = Vec::new();
+    for key in BOOL_OPTIONS {
+        if let Some(value) = query.get(*key) {
+            // As apimachinery converts a query parameter to a bool: only `0`, `f` and
+            // `false` (any case) are false.
+            let false_ = value == "0"
+                || value.eq_ignore_ascii_case("f")
+                || value.eq_ignore_ascii_case("false");
+            options.push((*key, (!false_).to_string()));
+        }
+    }
+    let mut ints = BTreeMap::new();
+    for key in INT_OPTIONS {
+        if let Some(value) = query.get(*key) {
+            let n = value.parse::<i64>().map_err(|e| {
+                let why = match e.kind() {
+                    std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
+                        "value out of range"
+                    }
+                    _ => "invalid syntax",
+                };
+                ApiError::bad_request(format!("strconv.ParseInt: parsing {value:?}: {why}"))
+            })?;
+            ints.insert(*key, n);
+            options.push((*key, n.to_string()));
+        }
+    }
+    let since_time = query.get("sinceTime");
+    if let Some(value) = since_time {
+        chrono::DateTime::parse_from_rfc3339(value).map_err(|e| {
+            ApiError::bad_request(format!("sinceTime: {value:?} is not an RFC 3339 time: {e}"))
+        })?;
+        options.push(("sinceTime", value.clone()));
+    }
+    let mut causes = Vec::new();
+    if let Some(&n) = ints.get("tailLines").filter(|n| **n < 0) {
+        causes.push(Cause::invalid(
+            "tailLines",
+            &Value::from(n),
+            "must be greater than or equal to 0",
+        ));
+    }
+    if let Some(&n) = ints.get("limitBytes").filter(|n| **n < 1) {
+        causes.push(Cause::invalid(
+            "limitBytes",
+            &Value::from(n),
+            "must be greater than 0",
+        ));
+    }
+    match (ints.get("sinceSeconds"), since_time) {
+        // kube-apiserver reports this one on the empty field path: its message reads
+        // `: Forbidden: …`, its cause `Forbidden: …` with no field.
+        (Some(_), Some(_)) => causes.push(Cause::new(
+            "FieldValueForbidden",
+            "",
+            ": Forbidden: at most one of `sinceTime` or `sinceSeconds` may be specified",
+        )),
+        (Some(&n), None) if n < 1 => {
+            causes.push(Cause::invalid(
+                "sinceSeconds",
+                &Value::from(n),
+                "must be greater than 0",
+            ));
+        }
+        _ => {}
+    }
+    if causes.is_empty() {
+        return Ok(options);
+    }
+    let mut error = ApiError::invalid("PodLogOptions", "", pod_name, causes);
+    for cause in error.details.iter_mut().flat_map(|d| d.causes.iter_mut()) {
+        if cause.field.is_empty() {
+            if let Some(body) = cause.message.strip_prefix(": ") {
+                cause.message = body.to_owned();
+            }
+        }
+    }
+    Err(error)
+}
+
+/// The agent's query: the checked log options, and the pod's UID.
+fn agent_query(options: &[(&'static str, String)], uid: &str) -> String {
+    let mut pairs: Vec<String> = options
         .iter()
-        .filter_map(|key| ctx.query.get(*key).map(|v| format!("{key}={}", encode(v))))
+        .map(|(key, value)| format!("{key}={}", encode(value)))
         .collect();
     pairs.push(format!("podUID={}", encode(uid)));
     pairs.join("&")
@@ -214,6 +304,7 @@ fn agent_error(status: StatusCode, body: &Bytes) -> ApiError {
         401 => Reason::Unauthorized,
         403 => Reason::Forbidden,
         404 => Reason::NotFound,
+        422 => Reason::Invalid,
         503 => Reason::ServiceUnavailable,
         _ => Reason::InternalError,
     };

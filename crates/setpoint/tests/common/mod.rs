@@ -1,8 +1,9 @@
 //! A `setpoint server` started for a test on a free loopback port, with `kubectl` pointed at
-//! it; stopped (SIGKILL) when dropped. With `SETPOINT_TEST_STORE=etcd` in the environment, a
-//! server started without a `--store` flag runs on a fresh local etcd member of its own
-//! instead of the embedded store (`SETPOINT_TEST_STORE=etcd cargo test -p setpoint --test
-//! kubectl_basics` runs those scenarios on etcd).
+//! it; stopped (SIGKILL) when dropped — and then, if the server owns its data directory, what
+//! its pods still run is stopped too (`setpoint agent cleanup`). With `SETPOINT_TEST_STORE=etcd`
+//! in the environment, a server started without a `--store` flag runs on a fresh local etcd
+//! member of its own instead of the embedded store (`SETPOINT_TEST_STORE=etcd cargo test -p
+//! setpoint --test kubectl_basics` runs those scenarios on etcd).
 
 #![allow(dead_code, unreachable_pub, missing_docs, clippy::unwrap_used)] // shared test support; failures should panic
 
@@ -183,6 +184,15 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
+        if self._tmp.is_some() {
+            // The data directory goes with this server: stop what its pods still run (and
+            // remove their cgroups), as a user should before deleting a data directory.
+            let _ = Command::new(env!("CARGO_BIN_EXE_setpoint"))
+                .args(["agent", "cleanup", "--grace-period", "0s", "--data-dir"])
+                .arg(&self.dir)
+                .stdout(Stdio::null())
+                .status();
+        }
     }
 }
 

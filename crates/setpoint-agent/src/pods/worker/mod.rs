@@ -408,6 +408,11 @@ impl Worker {
             log: paths.log.clone(),
             run_record: paths.run_record.clone(),
             exit_record: paths.exit_record.clone(),
+            cgroup: self
+                .ctx
+                .cgroups
+                .as_ref()
+                .map(|parent| parent.run(&self.uid, &container.name, n)),
         };
         let launched = launch(&self.ctx.shim, &self.dir, &paths, &spec).await;
         if restarting {
@@ -416,6 +421,8 @@ impl Worker {
         let run = match launched {
             Ok(Launched::Running(record, watch)) => {
                 tracing::debug!(pod = %self.label, container = %container.name, n, pid = record.container_pid, "container started");
+                // Before the status says so: a metrics request after `Running` includes it.
+                self.ctx.metrics.container_started();
                 Run::Running {
                     record,
                     _watcher: self.watch_exit(&container.name, n, watch),

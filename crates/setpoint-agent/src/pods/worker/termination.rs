@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Preconditions};
 use tokio::time::Instant;
 
-use super::super::slot::Slot;
+use super::super::slot::{Run, Slot};
 use super::Worker;
 use crate::process::{read_json, RunPaths, RunSpec};
 
@@ -111,8 +111,10 @@ impl Worker {
                         tracing::warn!(pod = %self.label, "containers did not report their exit after SIGKILL");
                         return;
                     }
-                    for process in still {
-                        let _ = process.signal_group(rustix::process::Signal::KILL);
+                    for slot in self.init.iter().chain(self.main.iter()) {
+                        if let Some((_, Run::Running { record, .. })) = &slot.latest {
+                            crate::process::kill_running(record);
+                        }
                     }
                     killed = true;
                     deadline = Instant::now() + KILL_WAIT;

@@ -1,0 +1,198 @@
+//! Stopping every pod process of an agent root directory with no agent running (`setpoint
+//! agent cleanup`): stopping the agent leaves its containers running by design (the next agent
+//! adopts them), so before a root directory is thrown away this stops what runs from it.
+//!
+//! What is found: from the pod directories, each container's latest run that has a run
+//! record and no exit record (its shim and container pids, its cgroup); and from the cgroup
+//! file system, every cgroup under this root's `setpoint/<root id>` in any hierarchy — which
+//! finds a container's processes even when the root directory itself is already gone.
+//!
+//! How it stops them, as a pod deletion does: SIGTERM to each running container's process
+//! group, up to `grace` for the shims to record the exits, then SIGKILL to what is left
+//! (container, cgroup, shim); then SIGKILL to every process still in one of the root's
+//! cgroups, and the cgroups are removed.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rustix::process::Signal;
+
+use crate::process::{cgroup, kill_lost_run, kill_running, read_json, recorded_runs};
+use crate::process::{ProcessId, RunPaths, RunRecord};
+
+/// How long shims get to record their containers' exits after SIGKILL.
+const KILL_WAIT: Duration = Duration::from_secs(5);
+/// How often the cleanup looks at what still runs.
+const POLL: Duration = Duration::from_millis(100);
+
+/// What [`cleanup`] stopped, one line each (`default/web container app (pid 1234): …`).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct CleanupReport {
+    /// One line per container run or cgroup stopped, saying what and how.
+    pub stopped: Vec<String>,
+}
+
+/// A container run found running (or lost) under the root.
+struct Found {
+    /// `namespace/name container c (pid p)`, for the report.
+    label: String,
+    record: RunRecord,
+    shim: ProcessId,
+}
+
+/// Stops every pod process of the agent root `root_dir` (for `setpoint server`, the data
+/// directory's `agent`): SIGTERM, `grace`, SIGKILL. Blocks until done. Never fails: what
+/// cannot be read is skipped, what cannot be signalled is reported.
+pub fn cleanup(root_dir: &Path, grace: Duration) -> CleanupReport {
+    let mut report = CleanupReport::default();
+    let (running, lost) = found_runs(root_dir);
+    for run in &lost {
+        let container = ProcessId {
+            pid: run.record.container_pid,
+            start_time: run.record.container_start_time,
+        };
+        let in_cgroup = run
+            .record
+            .cgroup
+            .as_ref()
+            .is_some_and(|cg| !cgroup::procs(&cg.dir).is_empty());
+        if container.is_alive() || in_cgroup {
+            kill_lost_run(&run.record);
+            report.stopped.push(format!(
+                "{}: its shim was gone; killed what was left",
+                run.label
+            ));
+        }
+    }
+    for run in &running {
+        let container = ProcessId {
+            pid: run.record.container_pid,
+            start_time: run.record.container_start_time,
+        };
+        let _ = container.signal_group(Signal::TERM);
+    }
+    let deadline = Instant::now() + grace;
+    while running.iter().any(|r| r.shim.is_alive()) && Instant::now() < deadline {
+        std::thread::sleep(POLL);
+    }
+    let mut killed = Vec::new();
+    for run in &running {
+        if run.shim.is_alive() {
+            kill_running(&run.record);
+            killed.push(run);
+        } else {
+            report
+                .stopped
+                .push(format!("{}: exited after SIGTERM", run.label));
+        }
+    }
+    let deadline = Instant::now() + KILL_WAIT;
+    while killed.iter().any(|r| r.shim.is_alive()) && Instant::now() < deadline {
+        std::thread::sleep(POLL);
+    }
+    for run in killed {
+        if run.shim.is_alive() {
+            if let Some(pid) = rustix::process::Pid::from_raw(run.shim.pid) {
+                let _ = rustix::process::kill_process(pid, Signal::KILL);
+            }
+            kill_lost_run(&run.record);
+        }
+        report.stopped.push(format!(
+            "{}: killed (SIGKILL) after the {} s grace period",
+            run.label,
+            grace.as_secs()
+        ));
+    }
+    for parent in cgroup::existing_parents(root_dir) {
+        for dir in cgroup::children(&parent) {
+            match cgroup::kill(&dir, KILL_WAIT) {
+                Ok(0) => {}
+                Ok(n) => report.stopped.push(format!(
+                    "cgroup {}: killed {n} process(es) left in it",
+                    dir.display()
+                )),
+                Err(e) => report
+                    .stopped
+                    .push(format!("cgroup {}: {e}", dir.display())),
+            }
+            if let Err(e) = cgroup::remove(&dir) {
+                report
+                    .stopped
+                    .push(format!("cgroup {}: not removed: {e}", dir.display()));
+            }
+        }
+        let _ = cgroup::remove(&parent);
+    }
+    report
+}
+
+/// The runs under `root_dir` without an exit record: those whose shim is alive, and those
+/// whose shim is gone (lost) but that had started.
+fn found_runs(root_dir: &Path) -> (Vec<Found>, Vec<Found>) {
+    let (mut running, mut lost) = (Vec::new(), Vec::new());
+    for pod_dir in subdirs(&root_dir.join("pods")) {
+        let pod = pod_label(&pod_dir);
+        for container_dir in subdirs(&pod_dir.join("runs")) {
+            let Some(container) = container_dir.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            let Some(n) = recorded_runs(&pod_dir, container).last().copied() else {
+                continue;
+            };
+            let paths = RunPaths::new(&pod_dir, container, n);
+            if paths.exit_record.exists() {
+                continue;
+            }
+            let Ok(Some(record)) = read_json::<RunRecord>(&paths.run_record) else {
+                continue;
+            };
+            let shim = ProcessId {
+                pid: record.shim_pid,
+                start_time: record.shim_start_time,
+            };
+            let found = Found {
+                label: format!("{pod} container {container} (pid {})", record.container_pid),
+                record,
+                shim,
+            };
+            if shim.is_alive() {
+                running.push(found);
+            } else {
+                lost.push(found);
+            }
+        }
+    }
+    (running, lost)
+}
+
+/// `namespace/name` of a pod directory (its `pod.json`, else its name).
+fn pod_label(pod_dir: &Path) -> String {
+    let identity = read_json::<serde_json::Value>(&pod_dir.join("pod.json"))
+        .ok()
+        .flatten();
+    match identity {
+        Some(id) if id["name"].is_string() => format!(
+            "{}/{}",
+            id["namespace"].as_str().unwrap_or_default(),
+            id["name"].as_str().unwrap_or_default()
+        ),
+        _ => pod_dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+    }
+}
+
+fn subdirs(dir: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| {
+                let e = e.ok()?;
+                e.file_type().ok()?.is_dir().then(|| e.path())
+            })
+            .collect()
+        })
+        .unwrap_or_default();
+    dirs.sort();
+    dirs
+}
