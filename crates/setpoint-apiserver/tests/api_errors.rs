@@ -13,6 +13,8 @@ use serde_json::{json, Value};
 use setpoint_apiserver::Api;
 use setpoint_store::{EmbeddedConfig, EmbeddedStore};
 
+mod fuzz;
+
 async fn api() -> Arc<Api> {
     let store = EmbeddedStore::open(EmbeddedConfig::in_memory().without_auto_compaction()).unwrap();
     Api::new(Arc::new(store)).await.unwrap()
@@ -36,6 +38,17 @@ async fn call(
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
     let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     (status, value)
+}
+
+/// Waits until `collection` is served (a CRD's resource is registered by a loop).
+async fn eventually_served(api: &Api, collection: &str) {
+    for _ in 0..200 {
+        if call(api, "GET", collection, JSON, "").await.0 == StatusCode::OK {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("{collection} was not served within 5 s");
 }
 
 /// Checks the code and reason of a `Status` answer.
