@@ -229,6 +229,71 @@ fn kubectl_run_with_the_command_in_args_should_run_it() {
     assert_eq!(s.ok(&["logs", "hi"]), "hi from args\n");
 }
 
+/// Every regular file under `dir`, with its permission bits.
+fn file_modes(dir: &Path, out: &mut Vec<(std::path::PathBuf, u32)>) {
+    use std::os::unix::fs::PermissionsExt as _;
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+            continue; // gone meanwhile
+        };
+        if meta.is_dir() {
+            file_modes(&entry.path(), out);
+        } else if meta.is_file() {
+            out.push((entry.path(), meta.permissions().mode() & 0o777));
+        }
+    }
+}
+
+#[test]
+fn a_servers_data_directory_and_files_should_be_private() {
+    // Regression (issue 14.15): the store's log files were 0644, and a data directory that
+    // already existed with 0755 was used as it was. Pod logs and records were 0644 too.
+    use std::os::unix::fs::PermissionsExt as _;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let s = Server::start_in(&dir);
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "the open data directory is tightened");
+    s.ok(&[
+        "run",
+        "private",
+        "--image=busybox",
+        "--restart=Never",
+        "--",
+        "sh",
+        "-c",
+        "echo secret",
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while s.ok(&["get", "pod", "private", "-o", "jsonpath={.status.phase}"]) != "Succeeded" {
+        assert!(Instant::now() < deadline, "pod private did not finish");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(s.ok(&["logs", "private"]), "secret\n");
+    let mut files = Vec::new();
+    file_modes(&dir, &mut files);
+    assert!(
+        files
+            .iter()
+            .any(|(p, _)| p.to_string_lossy().contains("wal-")),
+        "{files:?}"
+    );
+    assert!(
+        files
+            .iter()
+            .any(|(p, _)| p.to_string_lossy().ends_with(".log")),
+        "{files:?}"
+    );
+    // Certificates are public material (0644, in the 0700 directory); everything else is 0600.
+    let open: Vec<_> = files
+        .iter()
+        .filter(|(p, mode)| mode & 0o077 != 0 && p.extension().is_none_or(|e| e != "crt"))
+        .collect();
+    assert!(open.is_empty(), "files readable by others: {open:?}");
+}
+
 #[test]
 fn agent_cleanup_should_stop_the_pods_a_stopped_server_left_running() {
     // Regression (issue 14.17): stopping the server leaves its pods' processes running (the

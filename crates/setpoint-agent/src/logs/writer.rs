@@ -11,6 +11,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write as _};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 
 use chrono::Utc;
@@ -54,7 +55,12 @@ impl LogWriter {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        // Private to the agent's user, as kubelet keeps container logs from other users.
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(crate::process::PRIVATE_FILE_MODE)
+            .open(path)?;
         Ok(LogWriter {
             file,
             pending: [Vec::new(), Vec::new()],

@@ -147,7 +147,7 @@ mod tests {
             if !shim_alive {
                 record.shim_start_time += 1;
             }
-            crate::process::write_json(&paths.run_record, &record, false).expect("record");
+            crate::process::write_json(&paths.run_record, &record).expect("record");
         }
         let running = running_containers(root.path());
         assert_eq!(running.len(), 1, "{running:?}");

@@ -1,6 +1,7 @@
 //! Starting a container run: the spec on disk, the shim started, its report read.
 
 use std::ffi::OsString;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -51,7 +52,7 @@ pub(crate) async fn launch(
     spec: &RunSpec,
 ) -> Result<Launched, LaunchError> {
     let io = |what: String| move |source| LaunchError::Io { what, source };
-    write_json(&paths.spec, spec, true).map_err(io(format!("writing {}", paths.spec.display())))?;
+    write_json(&paths.spec, spec).map_err(io(format!("writing {}", paths.spec.display())))?;
     if let Some(dir) = paths.log.parent() {
         std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
     }
@@ -59,6 +60,7 @@ pub(crate) async fn launch(
     let shim_log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(super::records::PRIVATE_FILE_MODE)
         .open(&shim_log_path)
         .map_err(io(format!("opening {}", shim_log_path.display())))?;
     let (program, leading) = shim.split_first().ok_or_else(|| LaunchError::Io {

@@ -17,6 +17,7 @@ pub(crate) use launch::{launch, Launched};
 pub(crate) use proc::ProcessId;
 pub(crate) use records::{
     now, read_json, recorded_runs, write_json, ExitRecord, RunPaths, RunRecord, RunSpec,
+    PRIVATE_FILE_MODE,
 };
 pub(crate) use watch::ShimWatch;
 
@@ -74,7 +75,7 @@ pub(crate) fn find_latest_run(
         started_at: record.map(|r| r.started_at),
         finished_at: now(),
     };
-    if let Err(e) = write_json(&paths.exit_record, &lost, false) {
+    if let Err(e) = write_json(&paths.exit_record, &lost) {
         tracing::warn!(path = %paths.exit_record.display(), error = %e, "recording a lost run");
     }
     Some((n, FoundRun::Exited(lost), previous))

@@ -177,9 +177,13 @@ pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> io::Resu
     }
 }
 
+/// Mode of every file the agent writes: pod logs, records and specs are the pod's own.
+pub(crate) const PRIVATE_FILE_MODE: u32 = 0o600;
+
 /// Writes a JSON record atomically (a temporary file renamed over it), creating its directory;
-/// `private` files are readable by their owner only.
-pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T, private: bool) -> io::Result<()> {
+/// like every file the agent writes, readable by its owner only (`0600`): records name the
+/// pod's commands and environment.
+pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt as _;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
@@ -190,7 +194,7 @@ pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T, private: bool) ->
         .write(true)
         .create(true)
         .truncate(true)
-        .mode(if private { 0o600 } else { 0o644 })
+        .mode(PRIVATE_FILE_MODE)
         .open(&tmp)?;
     file.write_all(&bytes)?;
     file.sync_data()?;
@@ -225,7 +229,7 @@ mod tests {
                 exit_record: paths.exit_record.clone(),
                 cgroup: None,
             };
-            write_json(&paths.spec, &spec, true).expect("written");
+            write_json(&paths.spec, &spec).expect("written");
             assert_eq!(read_json::<RunSpec>(&paths.spec).expect("read"), Some(spec));
         }
         assert_eq!(recorded_runs(dir.path(), "app"), vec![0, 2, 10]);

@@ -185,7 +185,7 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
         started_at: started_at.clone(),
         cgroup: cgroup_used.clone(),
     };
-    if let Err(e) = write_json(&spec.run_record, &record, false) {
+    if let Err(e) = write_json(&spec.run_record, &record) {
         // Unsupervisable: the agent could never adopt it. Stop it.
         let _ = child.kill();
         let _ = child.wait();
@@ -224,7 +224,7 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
         status.terminating_signal(),
         Some(started_at),
     );
-    write_json(&spec.exit_record, &exit, false)
+    write_json(&spec.exit_record, &exit)
         .map_err(|e| format!("writing {}: {e}", spec.exit_record.display()))
 }
 
@@ -272,7 +272,7 @@ fn start_failed(spec: &RunSpec, message: String) -> Result<(), String> {
         started_at: None,
         finished_at: now(),
     };
-    let written = write_json(&spec.exit_record, &exit, false);
+    let written = write_json(&spec.exit_record, &exit);
     announce(&Announcement::Failed(message.clone()));
     written.map_err(|e| format!("{message}; and writing {}: {e}", spec.exit_record.display()))
 }

@@ -233,7 +233,7 @@ impl Worker {
         let identity = serde_json::json!({
             "namespace": pod.metadata.namespace, "name": pod.metadata.name, "uid": self.uid,
         });
-        if let Err(e) = crate::process::write_json(&self.dir.join("pod.json"), &identity, false) {
+        if let Err(e) = crate::process::write_json(&self.dir.join("pod.json"), &identity) {
             tracing::warn!(dir = %self.dir.display(), error = %e, "creating the pod's directory");
         }
         let _ = std::fs::create_dir_all(self.dir.join("work"));
