@@ -232,7 +232,10 @@ fn kubectl_run_with_the_command_in_args_should_run_it() {
 /// Every regular file under `dir`, with its permission bits.
 fn file_modes(dir: &Path, out: &mut Vec<(std::path::PathBuf, u32)>) {
     use std::os::unix::fs::PermissionsExt as _;
-    for entry in std::fs::read_dir(dir).expect("the data directory").flatten() {
+    for entry in std::fs::read_dir(dir)
+        .expect("the data directory")
+        .flatten()
+    {
         let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
             continue; // gone meanwhile
         };
