@@ -139,7 +139,8 @@ async fn impersonation_should_be_refused_with_a_403_status_not_ignored() {
     assert_eq!(answer.status, StatusCode::FORBIDDEN);
     assert_eq!(
         answer.body,
-        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"users \"system:anonymous\" is forbidden: User \"setpoint-admin\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope: impersonation is not supported by this server","reason":"Forbidden","details":{"name":"system:anonymous","kind":"users"},"code":403}"#
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"users \"system:anonymous\" is forbidden: User \"setpoint-admin\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope: impersonation is not supported by this server","reason":"Forbidden","details":{"name":"system:anonymous","kind":"users"},"code":403}
+"#
     );
     for (header, kind) in [
         ("impersonate-group", r#""kind":"groups""#),

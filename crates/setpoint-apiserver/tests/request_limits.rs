@@ -204,7 +204,8 @@ async fn malformed_requests_should_not_harm_the_server() {
     server.server.shutdown().await.unwrap();
 }
 
-const TIMEOUT: &str = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Timeout: request did not complete within requested timeout - context deadline exceeded","reason":"Timeout","details":{},"code":504}"#;
+const TIMEOUT: &str = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Timeout: request did not complete within requested timeout - context deadline exceeded","reason":"Timeout","details":{},"code":504}
+"#;
 
 /// `/echo?q=xxx…`, `len` bytes long.
 fn long_target(len: usize) -> String {
