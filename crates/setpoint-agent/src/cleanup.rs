@@ -12,11 +12,13 @@
 //! (container, cgroup, shim); then SIGKILL to every process still in one of the root's
 //! cgroups, and the cgroups are removed.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
 
+// Any directory's subdirectories, sorted (cgroups are directories too).
+use crate::process::cgroup::children as subdirs;
 use crate::process::{cgroup, kill_lost_run, kill_running, read_json, recorded_runs};
 use crate::process::{ProcessId, RunPaths, RunRecord};
 
@@ -181,18 +183,4 @@ fn pod_label(pod_dir: &Path) -> String {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
     }
-}
-
-fn subdirs(dir: &Path) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|d| {
-            d.filter_map(|e| {
-                let e = e.ok()?;
-                e.file_type().ok()?.is_dir().then(|| e.path())
-            })
-            .collect()
-        })
-        .unwrap_or_default();
-    dirs.sort();
-    dirs
 }

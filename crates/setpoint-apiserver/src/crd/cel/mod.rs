@@ -63,7 +63,8 @@ fn env() -> Arc<Env> {
     ENV.get_or_init(|| Arc::new(Env::stdlib())).clone()
 }
 
-fn type_name(v: &Value) -> &'static str {
+/// The OpenAPI type name of a JSON value, as validation messages name it.
+pub(crate) fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "boolean",

@@ -9,19 +9,7 @@ use serde_json::{json, Value};
 use setpoint_core::Cause;
 
 use super::{Additional, ListType, Schema, Type};
-use crate::crd::cel::{check_rules, Budget};
-
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
+use crate::crd::cel::{check_rules, type_name, Budget};
 
 fn child(path: &str, name: &str) -> String {
     if path.is_empty() {
