@@ -10,7 +10,7 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
 use common::Server;
 use setpoint_store::{LocalEtcd, Store};
@@ -34,6 +34,40 @@ fn json(s: &Server, args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&s.ok(args)).expect("kubectl printed JSON")
 }
 
+/// `kubectl get cm -w --output-watch-events` on `s`, and a function that returns its next
+/// event as (type, name).
+fn watch_configmaps(s: &Server) -> (Child, impl FnMut() -> (String, String)) {
+    let mut watch = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(s.kubeconfig())
+        .args([
+            "get",
+            "cm",
+            "-w",
+            "--output-watch-events",
+            "--request-timeout=60s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl starts");
+    let mut lines = BufReader::new(watch.stdout.take().expect("piped stdout")).lines();
+    let next_event = move || loop {
+        let line = lines
+            .next()
+            .expect("watch output ended early")
+            .expect("watch output is text");
+        let mut words = line.split_whitespace();
+        if let Some(kind) = words
+            .next()
+            .filter(|k| ["ADDED", "MODIFIED", "DELETED"].contains(k))
+        {
+            return (kind.to_owned(), words.next().unwrap_or_default().to_owned());
+        }
+    };
+    (watch, next_event)
+}
+
 #[test]
 fn kubectl_should_work_on_etcd_and_a_restarted_server_should_find_its_data() {
     let etcd = start_etcd();
@@ -53,31 +87,7 @@ fn kubectl_should_work_on_etcd_and_a_restarted_server_should_find_its_data() {
     );
 
     // A watch from the start; the existing object's ADDED line shows it is established.
-    let mut watch = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(s.kubeconfig())
-        .args([
-            "get",
-            "cm",
-            "-w",
-            "--output-watch-events",
-            "--request-timeout=60s",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
-    let mut next_event = move || loop {
-        let line = lines.next().expect("watch output ended early").unwrap();
-        let mut words = line.split_whitespace();
-        if let Some(kind) = words
-            .next()
-            .filter(|k| ["ADDED", "MODIFIED", "DELETED"].contains(k))
-        {
-            return (kind.to_owned(), words.next().unwrap_or_default().to_owned());
-        }
-    };
+    let (mut watch, mut next_event) = watch_configmaps(&s);
     assert_eq!(next_event(), ("ADDED".into(), "c1".into()));
 
     s.ok(&["label", "cm", "c1", "tier=x"]);
@@ -257,31 +267,7 @@ fn kubectl_should_work_on_an_etcd_with_default_flags() {
     assert_eq!(s.ok(&["get", "pods", "-n", "quiet", "-o", "name"]), "");
 
     // A watch from such a list's revision gets the changes after it.
-    let mut watch = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(s.kubeconfig())
-        .args([
-            "get",
-            "cm",
-            "-w",
-            "--output-watch-events",
-            "--request-timeout=60s",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
-    let mut next_event = move || loop {
-        let line = lines.next().expect("watch output ended early").unwrap();
-        let mut words = line.split_whitespace();
-        if let Some(kind) = words
-            .next()
-            .filter(|k| ["ADDED", "MODIFIED", "DELETED"].contains(k))
-        {
-            return (kind.to_owned(), words.next().unwrap_or_default().to_owned());
-        }
-    };
+    let (mut watch, mut next_event) = watch_configmaps(&s);
     assert_eq!(next_event(), ("ADDED".into(), "c1".into()));
     s.ok(&["create", "configmap", "c2", "--from-literal=x=y"]);
     assert_eq!(next_event(), ("ADDED".into(), "c2".into()));
