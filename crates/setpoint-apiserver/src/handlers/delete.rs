@@ -32,13 +32,8 @@ fn delete_options(ctx: &Ctx<'_>) -> Result<DeleteOptions, ApiError> {
 
 /// Deletes the pod a `pods/{name}/eviction` request names, with the eviction's
 /// `deleteOptions` (`null` for none); a dry run when either those or the query say so.
-pub(crate) async fn evict(
-    ctx: &Ctx<'_>,
-    delete_options: &Value,
-    dry_run: bool,
-) -> Result<(), ApiError> {
-    let mut options = DeleteOptions::parse(ctx.query, delete_options)?;
-    options.dry_run |= dry_run;
+pub(crate) async fn evict(ctx: &Ctx<'_>, delete_options: &Value) -> Result<(), ApiError> {
+    let options = DeleteOptions::parse(ctx.query, delete_options)?;
     let current = read_object(ctx).await?;
     delete_one(ctx, current, &options).await.map(drop)
 }

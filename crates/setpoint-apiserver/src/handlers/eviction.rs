@@ -57,7 +57,7 @@ pub(crate) async fn evict(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
     if !dry_run && !can_ignore_disruption(&pod) {
         mark_disruption_target(ctx).await?;
     }
-    super::delete::evict(ctx, options, dry_run).await?;
+    super::delete::evict(ctx, options).await?;
     Ok(response::json(
         StatusCode::CREATED,
         &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
