@@ -114,15 +114,15 @@ fn wait_processes(marker: &str, want: &[i32]) {
     }
 }
 
-#[test]
-fn deployment_pods_should_run_as_processes_and_leave_none_behind() {
-    let mut s = Server::start();
+/// Applies the Deployment with a marker unique to this run (`prefix`, the process and the
+/// time), and returns the marker and a guard that kills its processes if the test fails.
+fn apply_deployment(s: &Server, prefix: &str) -> (String, Cleanup) {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or_default();
-    let marker = format!("setpoint-agent-kubectl-{}-{nanos:x}", std::process::id());
-    let _cleanup = Cleanup {
+    let marker = format!("{prefix}-{}-{nanos:x}", std::process::id());
+    let cleanup = Cleanup {
         marker: marker.clone(),
         agent_root: s.dir.join("agent").display().to_string(),
     };
@@ -132,6 +132,30 @@ fn deployment_pods_should_run_as_processes_and_leave_none_behind() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    (marker, cleanup)
+}
+
+/// Waits (90 s at most) until pod `name` has finished successfully.
+fn wait_succeeded(s: &Server, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let phase = s.ok(&["get", "pod", name, "-o", "jsonpath={.status.phase}"]);
+        if phase == "Succeeded" {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "pod {name} is {phase:?}: {}",
+            s.ok(&["get", "pod", name, "-o", "yaml"])
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn deployment_pods_should_run_as_processes_and_leave_none_behind() {
+    let mut s = Server::start();
+    let (marker, _cleanup) = apply_deployment(&s, "setpoint-agent-kubectl");
 
     // Three pods Running, each a real process carrying the marker.
     let running = wait_pods(&s, "3 pods running", |p| all_running(p, 3));
@@ -213,19 +237,7 @@ fn kubectl_run_with_the_command_in_args_should_run_it() {
         "-c",
         "echo hi from args",
     ]);
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let phase = s.ok(&["get", "pod", "hi", "-o", "jsonpath={.status.phase}"]);
-        if phase == "Succeeded" {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "pod hi is {phase:?}: {}",
-            s.ok(&["get", "pod", "hi", "-o", "yaml"])
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_succeeded(&s, "hi");
     assert_eq!(s.ok(&["logs", "hi"]), "hi from args\n");
 }
 
@@ -269,11 +281,7 @@ fn a_servers_data_directory_and_files_should_be_private() {
         "-c",
         "echo secret",
     ]);
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while s.ok(&["get", "pod", "private", "-o", "jsonpath={.status.phase}"]) != "Succeeded" {
-        assert!(Instant::now() < deadline, "pod private did not finish");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_succeeded(&s, "private");
     assert_eq!(s.ok(&["logs", "private"]), "secret\n");
     let mut files = Vec::new();
     file_modes(&dir, &mut files);
@@ -303,23 +311,13 @@ fn agent_cleanup_should_stop_the_pods_a_stopped_server_left_running() {
     // next start adopts them), and nothing stopped them for a user about to delete the data
     // directory. `setpoint agent cleanup --data-dir DIR` does, escaped processes included.
     let mut s = Server::start();
+    let (marker, _cleanup) = apply_deployment(&s, "setpoint-agent-cleanup");
+    // And a pod whose container starts a process in a session of its own; both its processes
+    // are found by their (unique) sleep durations.
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or_default();
-    let marker = format!("setpoint-agent-cleanup-{}-{nanos:x}", std::process::id());
-    let _cleanup = Cleanup {
-        marker: marker.clone(),
-        agent_root: s.dir.join("agent").display().to_string(),
-    };
-    let out = s.kubectl_stdin(&["apply", "-f", "-"], &deployment(&marker));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // And a pod whose container starts a process in a session of its own; both its processes
-    // are found by their (unique) sleep durations.
     let unique = format!("{}", nanos % 1_000_000_000);
     let (main, escaped) = (format!("1000.{unique}"), format!("1001.{unique}"));
     let _cleanup_escaper = Cleanup {
