@@ -47,6 +47,7 @@
 //! # }
 //! ```
 
+mod api;
 mod auth;
 mod crd;
 mod handler;
@@ -64,9 +65,9 @@ mod status;
 mod tls;
 mod watchcache;
 
+pub use api::Api;
 pub use auth::{User, AUTHENTICATED_GROUP};
 pub use handler::{empty_body, full_body, stream_body, Body, Handler};
-pub use handlers::Api;
 pub use node_client::{NodeClient, NodeClientError};
 pub use pki::{Pki, PkiError, ADMIN_KUBECONFIG};
 pub use server::{
@@ -74,6 +75,30 @@ pub use server::{
     DEFAULT_REQUEST_TIMEOUT,
 };
 pub use tls::TlsError;
+
+use std::sync::Arc;
+
+impl Api {
+    /// Serves the built-in resources from `store`, creating the initial namespaces if missing,
+    /// and starts the CRD controller (every stored CRD is served before this returns). Must be
+    /// called within a tokio runtime (the watch caches run as tasks).
+    pub async fn new(
+        store: Arc<dyn setpoint_store::Store>,
+    ) -> Result<Arc<Api>, setpoint_core::ApiError> {
+        Self::with_watch_window(store, watchcache::DEFAULT_WINDOW).await
+    }
+
+    /// Like [`Api::new`], keeping `window` recent events per resource for watches to resume
+    /// from (a watch from an older resource version gets `410 Expired`).
+    pub async fn with_watch_window(
+        store: Arc<dyn setpoint_store::Store>,
+        window: usize,
+    ) -> Result<Arc<Api>, setpoint_core::ApiError> {
+        let api = Api::build(store, window).await?;
+        crd::controller::start(&api).await?;
+        Ok(api)
+    }
+}
 
 #[async_trait::async_trait]
 impl Handler for Api {

@@ -26,9 +26,9 @@ use setpoint_core::{ApiError, Revision};
 use setpoint_store::{ListRequest, StoreError};
 
 use super::build::{resources_of, CRD_PREFIX};
-use crate::handlers::meta;
-use crate::handlers::update::{guaranteed_update, Scope, Updated};
-use crate::handlers::Api;
+use crate::api::Api;
+use crate::registry::meta;
+use crate::registry::store::{store_error, RegistryStore, Scope, Updated};
 use crate::registry::ResourceDef;
 use crate::watchcache::Filter;
 
@@ -38,16 +38,10 @@ pub(crate) const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.
 /// How often terminating CRDs are looked at again while their objects are finalized.
 const RECHECK: Duration = Duration::from_secs(1);
 
-fn crd_resource(api: &Api) -> Result<Arc<ResourceDef>, ApiError> {
-    api.served()
-        .registry
-        .get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
-        .cloned()
-        .ok_or_else(|| ApiError::internal("no customresourcedefinitions resource"))
-}
-
-fn store_error(e: StoreError) -> ApiError {
-    crate::handlers::write_store_error(e)
+/// The registry store of CustomResourceDefinitions.
+fn crd_store(api: &Api) -> Result<Arc<RegistryStore>, ApiError> {
+    api.registry_store_of("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        .map_err(|_| ApiError::internal("no customresourcedefinitions resource"))
 }
 
 /// The names of every stored CRD.
@@ -80,9 +74,9 @@ async fn stored_names(api: &Api) -> Result<Vec<String>, ApiError> {
 /// Registers every stored CRD, then keeps following them in a background task that ends
 /// when the API is dropped.
 pub(crate) async fn start(api: &Arc<Api>) -> Result<(), ApiError> {
-    let def = crd_resource(api)?;
+    let crds = crd_store(api)?;
     reconcile_all(api).await;
-    let cache = api.cache(&def)?;
+    let cache = crds.cache().clone();
     // Where the store cannot tell a quiet watch it is current, the cache only waits to be
     // loaded: `reconcile_all` read the store itself, and `follow` starts from the cache.
     let current = if api.store.watch_progress_is_prompt() {
@@ -92,14 +86,18 @@ pub(crate) async fn start(api: &Arc<Api>) -> Result<(), ApiError> {
     };
     cache.wait_for(current, Duration::from_secs(10)).await?;
     let weak = Arc::downgrade(api);
-    tokio::spawn(follow(weak, def, cache.revision()));
+    tokio::spawn(follow(weak, crds.def.clone(), cache.revision()));
     Ok(())
 }
 
 async fn follow(api: Weak<Api>, def: Arc<ResourceDef>, mut from: Revision) {
     let mut tick = tokio::time::interval(RECHECK);
     loop {
-        let Some(cache) = api.upgrade().and_then(|a| a.cache(&def).ok()) else {
+        let Some(cache) = api
+            .upgrade()
+            .and_then(|a| a.registry_store(&def).ok())
+            .map(|s| s.cache().clone())
+        else {
             return;
         };
         let mut watcher = match cache.watch(from, Filter::default()) {
@@ -202,7 +200,8 @@ pub(crate) async fn reconcile(api: &Api, name: &str) {
 }
 
 async fn reconcile_locked(api: &Api, name: &str) -> Result<(), ApiError> {
-    let def = crd_resource(api)?;
+    let crds = crd_store(api)?;
+    let def = &crds.def;
     let Some(kv) = api
         .store
         .get(def.key(None, name).as_bytes())
@@ -218,7 +217,7 @@ async fn reconcile_locked(api: &Api, name: &str) -> Result<(), ApiError> {
     let crd: Value = serde_json::from_slice(&kv.value)
         .map_err(|e| ApiError::internal(format!("stored CRD does not decode: {e}")))?;
     if !crd["metadata"]["deletionTimestamp"].is_null() {
-        return terminate(api, &def, name, &crd).await;
+        return terminate(api, &crds, name, &crd).await;
     }
     let conditions = match names_conflict(api, name, &crd) {
         Some(conflict) => {
@@ -256,7 +255,7 @@ async fn reconcile_locked(api: &Api, name: &str) -> Result<(), ApiError> {
         }
     };
     let accepted = conditions[0]["status"] == "True";
-    set_status(api, &def, name, &conditions, accepted).await
+    set_status(&crds, name, &conditions, accepted).await
 }
 
 /// A condition as the CRD's status lists it.
@@ -302,13 +301,12 @@ fn names_conflict(api: &Api, name: &str, crd: &Value) -> Option<String> {
 /// Writes the conditions (keeping the transition time of those that did not change), and,
 /// when the names are accepted, `acceptedNames` and the storage version in `storedVersions`.
 async fn set_status(
-    api: &Api,
-    def: &ResourceDef,
+    crds: &RegistryStore,
     name: &str,
     conditions: &[Value],
     accepted: bool,
 ) -> Result<(), ApiError> {
-    guaranteed_update(api, def, None, name, Scope::Full, false, &|current| {
+    crds.update(None, name, Scope::Full, false, &|current| {
         let mut next = current.clone();
         meta::metadata(&mut next).remove("resourceVersion");
         let existing = current["status"]["conditions"]
@@ -369,7 +367,12 @@ async fn set_status(
 }
 
 /// A CRD being deleted: stop creates, delete the objects, then release the CRD.
-async fn terminate(api: &Api, def: &ResourceDef, name: &str, crd: &Value) -> Result<(), ApiError> {
+async fn terminate(
+    api: &Api,
+    crds: &RegistryStore,
+    name: &str,
+    crd: &Value,
+) -> Result<(), ApiError> {
     let registered = api.served().custom.get(name).cloned().unwrap_or_default();
     for d in &registered {
         if let Some(c) = &d.custom {
@@ -391,8 +394,7 @@ async fn terminate(api: &Api, def: &ResourceDef, name: &str, crd: &Value) -> Res
     if remaining > 0 {
         let message = format!("CustomResource deletion is in progress: {remaining} objects remain");
         set_status(
-            api,
-            def,
+            crds,
             name,
             &[condition(
                 "Terminating",
@@ -411,7 +413,7 @@ async fn terminate(api: &Api, def: &ResourceDef, name: &str, crd: &Value) -> Res
     if !registered.is_empty() {
         let now = api.store.current_revision().await.map_err(store_error)?;
         for d in &registered {
-            if let Ok(cache) = api.cache(d) {
+            if let Ok(cache) = api.registry_store(d).map(|s| s.cache().clone()) {
                 if api.store.watch_progress_is_prompt() {
                     cache.wait_for(now, Duration::from_secs(3)).await?;
                 } else {
@@ -422,16 +424,17 @@ async fn terminate(api: &Api, def: &ResourceDef, name: &str, crd: &Value) -> Res
         }
         api.set_custom(name, Vec::new());
     }
-    let updated = guaranteed_update(api, def, None, name, Scope::Full, false, &|current| {
-        let mut next = current.clone();
-        let m = meta::metadata(&mut next);
-        m.remove("resourceVersion");
-        if let Some(list) = m.get_mut("finalizers").and_then(Value::as_array_mut) {
-            list.retain(|f| f != CLEANUP_FINALIZER);
-        }
-        Ok(next)
-    })
-    .await?;
+    let updated = crds
+        .update(None, name, Scope::Full, false, &|current| {
+            let mut next = current.clone();
+            let m = meta::metadata(&mut next);
+            m.remove("resourceVersion");
+            if let Some(list) = m.get_mut("finalizers").and_then(Value::as_array_mut) {
+                list.retain(|f| f != CLEANUP_FINALIZER);
+            }
+            Ok(next)
+        })
+        .await?;
     if matches!(updated, Updated::Deleted(_)) {
         tracing::info!(
             crd = name,
@@ -474,14 +477,11 @@ async fn delete_objects(
         };
         let namespace = object["metadata"]["namespace"].as_str();
         let object_name = object["metadata"]["name"].as_str().unwrap_or_default();
-        let marked = guaranteed_update(
-            api,
-            def,
-            namespace,
-            object_name,
-            Scope::Full,
-            false,
-            &|current| {
+        let Ok(store) = api.registry_store(def) else {
+            continue;
+        };
+        let marked = store
+            .update(namespace, object_name, Scope::Full, false, &|current| {
                 let mut next = current.clone();
                 let m = meta::metadata(&mut next);
                 m.remove("resourceVersion");
@@ -490,9 +490,8 @@ async fn delete_objects(
                     m.insert("deletionGracePeriodSeconds".into(), json!(0));
                 }
                 Ok(next)
-            },
-        )
-        .await;
+            })
+            .await;
         if let Err(e) = marked {
             if e.reason != setpoint_core::Reason::NotFound {
                 return Err(e);

@@ -10,12 +10,13 @@ use http::{Response, StatusCode};
 use serde_json::{json, Value};
 use setpoint_core::{ApiError, Cause};
 
-use super::meta::{self, meta_str};
 use super::read::read_object;
 use super::response::{self, Body};
-use super::update::{guaranteed_update, Scope};
 use super::write::decode_body;
 use super::Ctx;
+use crate::registry::meta::{self, meta_str};
+use crate::registry::store::delete_options::DeleteOptions;
+use crate::registry::store::Scope;
 
 /// The `apiVersion`s an `Eviction` body may name.
 const EVICTION_VERSIONS: &[&str] = &["policy/v1", "policy/v1beta1"];
@@ -57,7 +58,10 @@ pub(crate) async fn evict(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
     if !dry_run && !can_ignore_disruption(&pod) {
         mark_disruption_target(ctx).await?;
     }
-    super::delete::evict(ctx, options).await?;
+    let options = DeleteOptions::parse(ctx.query, options)?;
+    ctx.store
+        .delete(ctx.req.namespace.as_deref(), ctx.name(), &options)
+        .await?;
     Ok(response::json(
         StatusCode::CREATED,
         &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
@@ -93,35 +97,34 @@ fn can_ignore_disruption(pod: &Value) -> bool {
 /// Sets the pod's `DisruptionTarget` condition, as kube-apiserver does before it deletes an
 /// evicted pod.
 async fn mark_disruption_target(ctx: &Ctx<'_>) -> Result<(), ApiError> {
-    guaranteed_update(
-        ctx.api,
-        ctx.def,
-        ctx.req.namespace.as_deref(),
-        ctx.name(),
-        Scope::Status,
-        false,
-        &|current| {
-            let mut next = current.clone();
-            meta::metadata(&mut next).remove("resourceVersion");
-            let mut conditions: Vec<Value> = next["status"]["conditions"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            conditions.retain(|c| c["type"] != "DisruptionTarget");
-            conditions.push(json!({
-                "type": "DisruptionTarget",
-                "status": "True",
-                "reason": "EvictionByEvictionAPI",
-                "message": "Eviction API: evicting",
-                "lastTransitionTime": meta::now(),
-                "lastProbeTime": null,
-            }));
-            next["status"]["conditions"] = json!(conditions);
-            Ok(next)
-        },
-    )
-    .await
-    .map(drop)
+    ctx.store
+        .update(
+            ctx.req.namespace.as_deref(),
+            ctx.name(),
+            Scope::Status,
+            false,
+            &|current| {
+                let mut next = current.clone();
+                meta::metadata(&mut next).remove("resourceVersion");
+                let mut conditions: Vec<Value> = next["status"]["conditions"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                conditions.retain(|c| c["type"] != "DisruptionTarget");
+                conditions.push(json!({
+                    "type": "DisruptionTarget",
+                    "status": "True",
+                    "reason": "EvictionByEvictionAPI",
+                    "message": "Eviction API: evicting",
+                    "lastTransitionTime": meta::now(),
+                    "lastProbeTime": null,
+                }));
+                next["status"]["conditions"] = json!(conditions);
+                Ok(next)
+            },
+        )
+        .await
+        .map(drop)
 }
 
 #[cfg(test)]

@@ -1,20 +1,17 @@
-//! The REST API over the registry, the watch caches and the store: one [`Api`] answers every
-//! request that the transport has authenticated.
+//! The REST API: routes every request the transport has authenticated, decodes it, calls the
+//! resource's registry store (`registry/store/`) and encodes the answer. No storage rule lives
+//! here.
 
-mod cluster_ip;
-mod consistent;
 mod delete;
-mod delete_options;
 mod discovery;
 mod eviction;
-pub(crate) mod meta;
 mod openapi;
 mod params;
 mod pod_log;
 mod read;
 pub(crate) mod response;
 mod subresource;
-pub(crate) mod update;
+mod update;
 mod watch;
 mod write;
 
@@ -23,201 +20,21 @@ mod metrics;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
-use serde_json::json;
 use setpoint_core::{ApiError, GroupResource};
-use setpoint_store::Store;
 
-pub(crate) use write::store_error_plain as write_store_error;
-
-use crate::node_client::NodeClient;
-use crate::registry::{builtin_resources, Registry, ResourceDef};
+use crate::api::Api;
+use crate::registry::store::RegistryStore;
+use crate::registry::ResourceDef;
 use crate::request::{self, ResourceRequest, Target, Verb};
-use crate::watchcache::{WatchCache, DEFAULT_WINDOW};
 use response::Body;
 
 /// The version the server reports on `/version` (the Kubernetes API it speaks).
 pub(crate) const KUBERNETES_MINOR: &str = "33";
 
-/// Namespaces that exist from the start.
-const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
-
-/// How long a consistent read waits for the watch cache to catch up with the store.
-const CACHE_CATCH_UP: Duration = Duration::from_secs(3);
-
-/// The key of a resource: group, version, plural.
-type Gvr = (String, String, String);
-
-fn gvr_of(def: &ResourceDef) -> Gvr {
-    (
-        def.gvk.group.clone(),
-        def.gvk.version.clone(),
-        def.plural.clone(),
-    )
-}
-
-/// What the API serves at one moment: swapped whole when a CRD changes what is served, so a
-/// request sees one consistent set of resources, caches and documents.
-pub(crate) struct Served {
-    pub(crate) registry: Registry,
-    caches: BTreeMap<Gvr, Arc<WatchCache>>,
-    openapi: openapi::OpenApiDocs,
-    /// The resources of each registered CRD, by CRD name.
-    pub(crate) custom: BTreeMap<String, Vec<Arc<ResourceDef>>>,
-}
-
-/// The API: built-in resources and those of CustomResourceDefinitions, over a store.
-pub struct Api {
-    pub(crate) store: Arc<dyn Store>,
-    served: parking_lot::RwLock<Arc<Served>>,
-    builtins: Vec<Arc<ResourceDef>>,
-    window: usize,
-    /// Serializes changes to what is served (CRD registration).
-    pub(crate) registration: tokio::sync::Mutex<()>,
-    /// How `pods/log` reaches node agents; unset until credentials are given.
-    node_client: std::sync::OnceLock<NodeClient>,
-}
-
 impl Api {
-    /// Serves the built-in resources from `store`, creating the initial namespaces if missing.
-    /// Must be called within a tokio runtime (the watch caches run as tasks).
-    pub async fn new(store: Arc<dyn Store>) -> Result<Arc<Api>, ApiError> {
-        Self::with_watch_window(store, DEFAULT_WINDOW).await
-    }
-
-    /// Like [`Api::new`], keeping `window` recent events per resource for watches to resume
-    /// from (a watch from an older resource version gets `410 Expired`).
-    pub async fn with_watch_window(
-        store: Arc<dyn Store>,
-        window: usize,
-    ) -> Result<Arc<Api>, ApiError> {
-        let builtins: Vec<Arc<ResourceDef>> =
-            builtin_resources().into_iter().map(Arc::new).collect();
-        let registry = Registry::new(builtins.clone());
-        let caches = registry
-            .all()
-            .map(|def| {
-                (
-                    gvr_of(def),
-                    WatchCache::start(def.clone(), store.clone(), window),
-                )
-            })
-            .collect();
-        let openapi = openapi::OpenApiDocs::generate(&registry);
-        let api = Arc::new(Api {
-            store,
-            served: parking_lot::RwLock::new(Arc::new(Served {
-                registry,
-                caches,
-                openapi,
-                custom: BTreeMap::new(),
-            })),
-            builtins,
-            window,
-            registration: tokio::sync::Mutex::new(()),
-            node_client: std::sync::OnceLock::new(),
-        });
-        api.bootstrap().await?;
-        crate::crd::controller::start(&api).await?;
-        Ok(api)
-    }
-
-    /// What is served now.
-    pub(crate) fn served(&self) -> Arc<Served> {
-        self.served.read().clone()
-    }
-
-    /// Serves `resources` for the CRD `crd_name` (none: stops serving it), reusing the watch
-    /// caches of resources whose definition did not change and stopping those of the ones
-    /// that go. The caller holds [`Api::registration`].
-    pub(crate) fn set_custom(&self, crd_name: &str, resources: Vec<Arc<ResourceDef>>) {
-        let current = self.served();
-        let mut custom = current.custom.clone();
-        if resources.is_empty() {
-            custom.remove(crd_name);
-        } else {
-            custom.insert(crd_name.to_owned(), resources);
-        }
-        let mut defs = self.builtins.clone();
-        let mut extra: Vec<Arc<ResourceDef>> = custom.values().flatten().cloned().collect();
-        extra.sort_by(|a, b| {
-            a.gvk
-                .group
-                .cmp(&b.gvk.group)
-                .then_with(|| crate::crd::compare_versions(&a.gvk.version, &b.gvk.version))
-        });
-        defs.extend(extra);
-        let registry = Registry::new(defs);
-        let mut caches = BTreeMap::new();
-        for def in registry.all() {
-            let key = gvr_of(def);
-            let cache = match current.caches.get(&key) {
-                Some(c) if Arc::ptr_eq(&c.def, def) => c.clone(),
-                _ => WatchCache::start(def.clone(), self.store.clone(), self.window),
-            };
-            caches.insert(key, cache);
-        }
-        for (key, cache) in &current.caches {
-            if !caches.get(key).is_some_and(|c| Arc::ptr_eq(c, cache)) {
-                cache.stop();
-            }
-        }
-        let openapi = openapi::OpenApiDocs::generate(&registry);
-        *self.served.write() = Arc::new(Served {
-            registry,
-            caches,
-            openapi,
-            custom,
-        });
-    }
-
-    async fn bootstrap(&self) -> Result<(), ApiError> {
-        let def = self
-            .served()
-            .registry
-            .get("", "v1", "namespaces")
-            .cloned()
-            .ok_or_else(|| ApiError::internal("no namespaces resource"))?;
-        for name in INITIAL_NAMESPACES {
-            let key = def.key(None, name);
-            if self
-                .store
-                .get(key.as_bytes())
-                .await
-                .map_err(write::store_error_plain)?
-                .is_some()
-            {
-                continue;
-            }
-            let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-            match write::create_object(self, &def, None, ns, false).await {
-                Ok(_) => {}
-                Err(e) if e.reason == setpoint_core::Reason::AlreadyExists => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-
-    /// Gives the API the client it calls node agents with (for `pods/log`). Only the first
-    /// call has an effect; returns whether it was that one. [`serve`](crate::serve) calls it
-    /// with the cluster's admin certificate.
-    pub fn set_node_client(&self, client: NodeClient) -> bool {
-        self.node_client.set(client).is_ok()
-    }
-
-    /// The watch cache of a resource; `404` if the resource is no longer served.
-    pub(crate) fn cache(&self, def: &ResourceDef) -> Result<Arc<WatchCache>, ApiError> {
-        self.served()
-            .caches
-            .get(&gvr_of(def))
-            .cloned()
-            .ok_or_else(ApiError::no_such_path)
-    }
-
     /// Answers one authenticated request.
     pub async fn handle(&self, request: Request<Bytes>) -> Response<Body> {
         match self.route(request).await {
@@ -259,7 +76,7 @@ impl Api {
             if path == "/version" {
                 return Ok(response::json_bytes(StatusCode::OK, version()));
             }
-            if let Some(r) = self.served().openapi.serve(path, accept)? {
+            if let Some(r) = openapi::serve(&self.served().openapi, path, accept)? {
                 return Ok(r);
             }
         }
@@ -273,18 +90,19 @@ impl Api {
         query: BTreeMap<String, String>,
         accept: Option<&str>,
     ) -> Result<Response<Body>, ApiError> {
-        let def = self
+        let store = self
             .served()
-            .registry
-            .get(&r.group, &r.version, &r.resource)
+            .store(&r.group, &r.version, &r.resource)
             .cloned()
             .ok_or_else(ApiError::no_such_path)?;
+        let def = &store.def;
         if r.namespace.is_some() && !def.namespaced {
             return Err(ApiError::no_such_path());
         }
         let ctx = Ctx {
             api: self,
-            def: &def,
+            store: &store,
+            def,
             req: &r,
             query: &query,
             accept,
@@ -338,6 +156,8 @@ impl Api {
 /// Everything a resource handler needs about its request.
 pub(crate) struct Ctx<'a> {
     pub(crate) api: &'a Api,
+    /// The registry store of the resource.
+    pub(crate) store: &'a Arc<RegistryStore>,
     pub(crate) def: &'a Arc<ResourceDef>,
     pub(crate) req: &'a ResourceRequest,
     pub(crate) query: &'a BTreeMap<String, String>,
@@ -353,10 +173,6 @@ impl Ctx<'_> {
 
     pub(crate) fn name(&self) -> &str {
         self.req.name.as_deref().unwrap_or_default()
-    }
-
-    pub(crate) fn key(&self) -> String {
-        self.def.key(self.req.namespace.as_deref(), self.name())
     }
 
     pub(crate) fn dry_run(&self) -> Result<bool, ApiError> {

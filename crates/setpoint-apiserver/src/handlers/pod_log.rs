@@ -21,7 +21,7 @@ use setpoint_core::{ApiError, Cause, Reason};
 
 use super::read::read_object;
 use super::response::Body;
-use super::{write, Ctx};
+use super::Ctx;
 use crate::node_client::NodeClient;
 
 /// The annotation naming the container `kubectl logs` and `exec` pick by default.
@@ -125,22 +125,10 @@ fn choose_container(
 }
 
 async fn read_node(ctx: &Ctx<'_>, node_name: &str) -> Result<Value, ApiError> {
-    let def = ctx
-        .api
-        .served()
-        .registry
-        .get("", "v1", "nodes")
-        .cloned()
-        .ok_or_else(|| ApiError::internal("no nodes resource"))?;
-    let kv = ctx
-        .api
-        .store
-        .get(def.key(None, node_name).as_bytes())
+    ctx.api
+        .registry_store_of("", "v1", "nodes")?
+        .get(None, node_name)
         .await
-        .map_err(write::store_error_plain)?
-        .ok_or_else(|| ApiError::not_found(&def.group_resource(), node_name))?;
-    serde_json::from_slice(&kv.value)
-        .map_err(|e| ApiError::internal(format!("stored node does not decode: {e}")))
 }
 
 /// The node's `InternalIP` and its agent's port.

@@ -6,12 +6,13 @@ use http::{Response, StatusCode};
 use serde_json::{json, Value};
 use setpoint_core::{apply_patch, success_status, ApiError};
 
-use super::meta::{self, meta_str};
 use super::read::{read_object, respond_object};
 use super::response::{self, Body};
-use super::update::{self, guaranteed_update, respond_updated, Scope};
-use super::write::{self, decode_body};
+use super::update::{self, respond_updated};
+use super::write::decode_body;
 use super::Ctx;
+use crate::registry::meta::{self, meta_str};
+use crate::registry::store::{Scope, Updated};
 use crate::registry::ResourceDef;
 use crate::request::Verb;
 
@@ -81,73 +82,73 @@ async fn scale_write(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
     } else {
         None
     };
-    let updated = guaranteed_update(
-        ctx.api,
-        ctx.def,
-        ctx.req.namespace.as_deref(),
-        ctx.name(),
-        Scope::Main,
-        ctx.dry_run()?,
-        &|current| {
-            let scale = match (&patch, &put) {
-                (Some((t, body)), _) => {
-                    let mut base = scale_of(ctx.def, current);
-                    base["metadata"]
-                        .as_object_mut()
-                        .map(|m| m.remove("resourceVersion"));
-                    apply_patch(*t, "autoscaling/v1", "Scale", base, body.clone())
-                        .map_err(|e| ApiError::bad_request(e.to_string()))?
+    let updated = ctx
+        .store
+        .update(
+            ctx.req.namespace.as_deref(),
+            ctx.name(),
+            Scope::Main,
+            ctx.dry_run()?,
+            &|current| {
+                let scale = match (&patch, &put) {
+                    (Some((t, body)), _) => {
+                        let mut base = scale_of(ctx.def, current);
+                        base["metadata"]
+                            .as_object_mut()
+                            .map(|m| m.remove("resourceVersion"));
+                        apply_patch(*t, "autoscaling/v1", "Scale", base, body.clone())
+                            .map_err(|e| ApiError::bad_request(e.to_string()))?
+                    }
+                    (None, Some(body)) => body.clone(),
+                    (None, None) => unreachable!("one of them is set"),
+                };
+                let replicas = &scale["spec"]["replicas"];
+                let Some(n) = replicas
+                    .as_i64()
+                    .or(if replicas.is_null() { Some(0) } else { None })
+                else {
+                    return Err(ApiError::invalid(
+                        "Scale",
+                        "autoscaling",
+                        ctx.name(),
+                        vec![setpoint_core::Cause::invalid(
+                            "spec.replicas",
+                            replicas,
+                            "must be an integer",
+                        )],
+                    ));
+                };
+                if n < 0 {
+                    return Err(ApiError::invalid(
+                        "Scale",
+                        "autoscaling",
+                        ctx.name(),
+                        vec![setpoint_core::Cause::invalid(
+                            "spec.replicas",
+                            replicas,
+                            "must be greater than or equal to 0",
+                        )],
+                    ));
                 }
-                (None, Some(body)) => body.clone(),
-                (None, None) => unreachable!("one of them is set"),
-            };
-            let replicas = &scale["spec"]["replicas"];
-            let Some(n) = replicas
-                .as_i64()
-                .or(if replicas.is_null() { Some(0) } else { None })
-            else {
-                return Err(ApiError::invalid(
-                    "Scale",
-                    "autoscaling",
-                    ctx.name(),
-                    vec![setpoint_core::Cause::invalid(
-                        "spec.replicas",
-                        replicas,
-                        "must be an integer",
-                    )],
-                ));
-            };
-            if n < 0 {
-                return Err(ApiError::invalid(
-                    "Scale",
-                    "autoscaling",
-                    ctx.name(),
-                    vec![setpoint_core::Cause::invalid(
-                        "spec.replicas",
-                        replicas,
-                        "must be greater than or equal to 0",
-                    )],
-                ));
-            }
-            let mut next = current.clone();
-            match ctx.def.custom.as_ref().and_then(|c| c.scale.as_ref()) {
-                Some(paths) => paths.set_replicas(&mut next, n),
-                None => next["spec"]["replicas"] = json!(n),
-            }
-            let rv = scale["metadata"]["resourceVersion"]
-                .as_str()
-                .filter(|s| !s.is_empty());
-            let meta = meta::metadata(&mut next);
-            match rv {
-                Some(rv) => meta.insert("resourceVersion".into(), json!(rv)),
-                None => meta.remove("resourceVersion"),
-            };
-            Ok(next)
-        },
-    )
-    .await?;
+                let mut next = current.clone();
+                match ctx.def.custom.as_ref().and_then(|c| c.scale.as_ref()) {
+                    Some(paths) => paths.set_replicas(&mut next, n),
+                    None => next["spec"]["replicas"] = json!(n),
+                }
+                let rv = scale["metadata"]["resourceVersion"]
+                    .as_str()
+                    .filter(|s| !s.is_empty());
+                let meta = meta::metadata(&mut next);
+                match rv {
+                    Some(rv) => meta.insert("resourceVersion".into(), json!(rv)),
+                    None => meta.remove("resourceVersion"),
+                };
+                Ok(next)
+            },
+        )
+        .await?;
     let object = match updated {
-        update::Updated::Stored(o) | update::Updated::Deleted(o) => o,
+        Updated::Stored(o) | Updated::Deleted(o) => o,
     };
     Ok(response::json(StatusCode::OK, &scale_of(ctx.def, &object)))
 }
@@ -167,9 +168,7 @@ async fn binding(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
                 vec![setpoint_core::Cause::required("target.name")],
             )
         })?;
-    let updated = guaranteed_update(
-        ctx.api,
-        ctx.def,
+    let updated = ctx.store.update(
         ctx.req.namespace.as_deref(),
         ctx.name(),
         Scope::Full,
@@ -197,7 +196,7 @@ async fn binding(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
     )
     .await?;
     let uid = match &updated {
-        update::Updated::Stored(o) | update::Updated::Deleted(o) => {
+        Updated::Stored(o) | Updated::Deleted(o) => {
             meta_str(o, "uid").unwrap_or_default().to_owned()
         }
     };
@@ -212,14 +211,9 @@ async fn finalize(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
     let body = decode_body(ctx)?;
     let finalizers = body["spec"]["finalizers"].clone();
     let name = ctx.name().to_owned();
-    let updated = guaranteed_update(
-        ctx.api,
-        ctx.def,
-        None,
-        &name,
-        Scope::Full,
-        ctx.dry_run()?,
-        &|current| {
+    let updated = ctx
+        .store
+        .update(None, &name, Scope::Full, ctx.dry_run()?, &|current| {
             let mut next = current.clone();
             next["spec"]["finalizers"] = if finalizers.is_null() {
                 json!([])
@@ -228,29 +222,22 @@ async fn finalize(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
             };
             meta::metadata(&mut next).remove("resourceVersion");
             Ok(next)
-        },
-    )
-    .await?;
+        })
+        .await?;
     let done = match &updated {
-        update::Updated::Stored(o) => {
+        Updated::Stored(o) => {
             !o["metadata"]["deletionTimestamp"].is_null()
                 && o["spec"]["finalizers"].as_array().is_none_or(Vec::is_empty)
                 && meta::finalizers(o).is_empty()
         }
-        update::Updated::Deleted(_) => false,
+        Updated::Deleted(_) => false,
     };
-    if done {
-        let key = ctx.def.key(None, &name);
+    if done && !ctx.dry_run()? {
         let rv = match &updated {
-            update::Updated::Stored(o) => {
-                meta_str(o, "resourceVersion").and_then(|r| r.parse().ok())
-            }
-            update::Updated::Deleted(_) => None,
+            Updated::Stored(o) => meta_str(o, "resourceVersion").and_then(|r| r.parse().ok()),
+            Updated::Deleted(_) => None,
         };
-        match ctx.api.store.delete(bytes::Bytes::from(key), rv).await {
-            Ok(_) | Err(setpoint_store::StoreError::NotFound) => {}
-            Err(e) => return Err(write::store_error(ctx, e)),
-        }
+        ctx.store.remove(None, &name, rv).await?;
     }
     Ok(respond_updated(ctx, updated, &[]))
 }

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use setpoint_core::{ApiError, FieldOperator, FieldSelector, FieldTerm, Revision};
 use tokio::time::Instant;
 
-use super::params::{invalid_options, ListOptions, RvMatch};
+use super::params::{invalid_options, list_options};
 use super::read::table_of;
 use super::response::{self, Body, Form};
 use super::Ctx;
@@ -52,7 +52,7 @@ pub(crate) async fn watch(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
             "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
         ));
     }
-    let mut options = ListOptions::parse(ctx, true)?;
+    let mut options = list_options(ctx, true)?;
     if let Some(name) = &ctx.req.name {
         // `GET …/pods/p1?watch=true`: a watch of one object.
         let mut terms = options.filter.fields.terms().to_vec();
@@ -65,16 +65,7 @@ pub(crate) async fn watch(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
     }
     let bookmarks = flag(ctx.query, "allowWatchBookmarks")?;
     let deadline = watch_deadline(ctx.query.get("timeoutSeconds").map(String::as_str))?;
-    let cache = ctx.api.cache(ctx.def)?;
-    let (initial, start) = match options.rv {
-        RvMatch::MostRecent => initial_objects(&ctx.api.consistent(ctx.def).await?, &options),
-        RvMatch::Any => initial_objects(&cache.snapshot(), &options),
-        RvMatch::NotOlderThan(r) if send_initial => {
-            initial_objects(&ctx.api.not_older_than(ctx.def, r).await?, &options)
-        }
-        RvMatch::NotOlderThan(r) | RvMatch::Exact(r) => (VecDeque::new(), r),
-    };
-    let watcher = cache.watch(start, options.filter.clone())?;
+    let (initial, start, watcher) = ctx.store.watch(&options, send_initial).await?;
     let form = response::form(ctx.accept);
     let state = Stream {
         def: ctx.def.clone(),
@@ -121,19 +112,6 @@ fn watch_deadline(timeout_seconds: Option<&str>) -> Result<Instant, ApiError> {
     // A timer is never set further out than thirty years: as good as never.
     let timeout = timeout.min(Duration::from_secs(86_400 * 365 * 30));
     Ok(now.checked_add(timeout).unwrap_or(now))
-}
-
-fn initial_objects(
-    snapshot: &(crate::watchcache::Objects, Revision),
-    options: &ListOptions,
-) -> (VecDeque<Arc<CachedObject>>, Revision) {
-    let objects = snapshot
-        .0
-        .values()
-        .filter(|o| options.filter.matches(o))
-        .cloned()
-        .collect();
-    (objects, snapshot.1)
 }
 
 struct Stream {

@@ -31,6 +31,7 @@
 //!   `x-kubernetes-group-version-kind` as a list, which is how `kubectl explain` finds it.
 
 mod builtin;
+mod docs;
 mod operation;
 mod params;
 mod patch_meta;
@@ -44,6 +45,7 @@ mod v3;
 mod tests;
 
 pub(crate) use builtin::builtin_schema;
+pub(crate) use docs::OpenApiDocs;
 pub(crate) use v2::{v2_protobuf, V2_PROTOBUF_ACCEPT, V2_PROTOBUF_CONTENT_TYPE};
 pub(crate) use v3::{v3_group_version, v3_index};
 

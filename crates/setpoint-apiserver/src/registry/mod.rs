@@ -3,9 +3,12 @@
 //! them (`strategy`), prints them as table rows (`table`) and exposes fields to selectors.
 
 mod builtin;
+pub(crate) mod cluster_ip;
 mod fields;
 mod hpa;
+pub(crate) mod meta;
 mod representation;
+pub(crate) mod store;
 pub(crate) mod strategy;
 pub(crate) mod table;
 
@@ -55,6 +58,11 @@ pub(crate) struct ResourceDef {
 impl ResourceDef {
     pub(crate) fn group_resource(&self) -> GroupResource {
         GroupResource::new(&self.gvk.group, &self.plural)
+    }
+
+    /// 422 Invalid for the object `name` of this kind.
+    pub(crate) fn invalid(&self, name: &str, causes: Vec<Cause>) -> setpoint_core::ApiError {
+        setpoint_core::ApiError::invalid(&self.gvk.kind, &self.gvk.group, name, causes)
     }
 
     pub(crate) fn has_subresource(&self, name: &str) -> bool {

@@ -267,10 +267,11 @@ async fn reports_of(
 /// `consistent`. (With `builtin`, the only places this module reaches into the registry and
 /// the caches.)
 async fn snapshot(api: &Api, def: &ResourceDef, consistent: bool) -> Result<Objects, ApiError> {
+    let store = api.registry_store(def)?;
     if consistent {
-        return Ok(api.consistent(def).await?.0);
+        return Ok(store.consistent().await?.0);
     }
-    Ok(api.cache(def)?.snapshot().0)
+    Ok(store.cache().snapshot().0)
 }
 
 /// A built-in core/v1 resource.

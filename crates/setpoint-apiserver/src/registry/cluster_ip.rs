@@ -12,8 +12,7 @@ use rand::Rng;
 use serde_json::{json, Value};
 use setpoint_core::{ApiError, Cause};
 
-use super::Api;
-use crate::registry::ResourceDef;
+use super::store::RegistryStore;
 
 /// The service range: 10.96.0.0/12.
 const RANGE_BASE: u32 = u32::from_be_bytes([10, 96, 0, 0]);
@@ -24,19 +23,15 @@ fn in_range(ip: Ipv4Addr) -> bool {
 }
 
 /// Assigns (or checks) the cluster IP of a service about to be created.
-pub(crate) async fn assign(
-    api: &Api,
-    def: &ResourceDef,
-    service: &mut Value,
-) -> Result<(), ApiError> {
+pub(crate) async fn assign(services: &RegistryStore, service: &mut Value) -> Result<(), ApiError> {
     let spec = &service["spec"];
     if spec["type"] == "ExternalName" || spec["clusterIP"] == "None" {
         return Ok(());
     }
-    let (objects, _) = api.consistent(def).await?;
-    let taken: BTreeSet<Ipv4Addr> = objects
-        .values()
-        .filter_map(|o| serde_json::from_slice::<Value>(&o.json).ok())
+    let taken: BTreeSet<Ipv4Addr> = services
+        .consistent_values()
+        .await?
+        .into_iter()
         .filter_map(|s| {
             s["spec"]["clusterIP"]
                 .as_str()

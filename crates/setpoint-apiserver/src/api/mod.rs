@@ -1,0 +1,207 @@
+//! The server's state: what is served ([`Served`]: the registry, one registry store per
+//! resource, the OpenAPI documents), over which store, and how node agents are reached. The
+//! HTTP handlers (`handlers/`) answer requests with it; the CRD controller (`crd/`) changes
+//! what it serves. It is built in `lib.rs`, which also starts the CRD controller.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::json;
+use setpoint_core::ApiError;
+use setpoint_store::Store;
+
+use crate::crd::compare_versions;
+use crate::node_client::NodeClient;
+use crate::openapi::OpenApiDocs;
+use crate::registry::store::{store_error, RegistryStore};
+use crate::registry::{builtin_resources, Registry, ResourceDef};
+
+/// Namespaces that exist from the start.
+const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// The key of a resource: group, version, plural.
+type Gvr = (String, String, String);
+
+fn gvr_of(def: &ResourceDef) -> Gvr {
+    (
+        def.gvk.group.clone(),
+        def.gvk.version.clone(),
+        def.plural.clone(),
+    )
+}
+
+/// What the API serves at one moment: swapped whole when a CRD changes what is served, so a
+/// request sees one consistent set of resources, stores and documents.
+pub(crate) struct Served {
+    pub(crate) registry: Registry,
+    stores: BTreeMap<Gvr, Arc<RegistryStore>>,
+    pub(crate) openapi: OpenApiDocs,
+    /// The resources of each registered CRD, by CRD name.
+    pub(crate) custom: BTreeMap<String, Vec<Arc<ResourceDef>>>,
+}
+
+impl Served {
+    /// The registry store of a served resource.
+    pub(crate) fn store(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+    ) -> Option<&Arc<RegistryStore>> {
+        self.stores
+            .get(&(group.to_owned(), version.to_owned(), plural.to_owned()))
+    }
+}
+
+/// The API: built-in resources and those of CustomResourceDefinitions, over a store.
+pub struct Api {
+    pub(crate) store: Arc<dyn Store>,
+    served: parking_lot::RwLock<Arc<Served>>,
+    builtins: Vec<Arc<ResourceDef>>,
+    window: usize,
+    /// Serializes changes to what is served (CRD registration).
+    pub(crate) registration: tokio::sync::Mutex<()>,
+    /// How `pods/log` and `metrics.k8s.io` reach node agents; unset until credentials are given.
+    pub(crate) node_client: std::sync::OnceLock<NodeClient>,
+}
+
+impl Api {
+    /// Serves the built-in resources from `store` (keeping `window` recent events per resource
+    /// for watches to resume from), creating the initial namespaces if missing. The CRD
+    /// controller is not started: `lib.rs` does that.
+    pub(crate) async fn build(store: Arc<dyn Store>, window: usize) -> Result<Arc<Api>, ApiError> {
+        let builtins: Vec<Arc<ResourceDef>> =
+            builtin_resources().into_iter().map(Arc::new).collect();
+        let registry = Registry::new(builtins.clone());
+        let stores = registry
+            .all()
+            .map(|def| {
+                (
+                    gvr_of(def),
+                    Arc::new(RegistryStore::start(def.clone(), store.clone(), window)),
+                )
+            })
+            .collect();
+        let openapi = OpenApiDocs::generate(&registry);
+        let api = Arc::new(Api {
+            store,
+            served: parking_lot::RwLock::new(Arc::new(Served {
+                registry,
+                stores,
+                openapi,
+                custom: BTreeMap::new(),
+            })),
+            builtins,
+            window,
+            registration: tokio::sync::Mutex::new(()),
+            node_client: std::sync::OnceLock::new(),
+        });
+        api.bootstrap().await?;
+        Ok(api)
+    }
+
+    /// What is served now.
+    pub(crate) fn served(&self) -> Arc<Served> {
+        self.served.read().clone()
+    }
+
+    /// The registry store of `def`; `404` if the resource is no longer served.
+    pub(crate) fn registry_store(&self, def: &ResourceDef) -> Result<Arc<RegistryStore>, ApiError> {
+        self.served()
+            .stores
+            .get(&gvr_of(def))
+            .cloned()
+            .ok_or_else(ApiError::no_such_path)
+    }
+
+    /// The registry store of a served resource, by group, version and plural.
+    pub(crate) fn registry_store_of(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+    ) -> Result<Arc<RegistryStore>, ApiError> {
+        self.served()
+            .store(group, version, plural)
+            .cloned()
+            .ok_or_else(ApiError::no_such_path)
+    }
+
+    /// Serves `resources` for the CRD `crd_name` (none: stops serving it), reusing the
+    /// registry stores (and watch caches) of resources whose definition did not change and
+    /// stopping those of the ones that go. The caller holds [`Api::registration`].
+    pub(crate) fn set_custom(&self, crd_name: &str, resources: Vec<Arc<ResourceDef>>) {
+        let current = self.served();
+        let mut custom = current.custom.clone();
+        if resources.is_empty() {
+            custom.remove(crd_name);
+        } else {
+            custom.insert(crd_name.to_owned(), resources);
+        }
+        let mut defs = self.builtins.clone();
+        let mut extra: Vec<Arc<ResourceDef>> = custom.values().flatten().cloned().collect();
+        extra.sort_by(|a, b| {
+            a.gvk
+                .group
+                .cmp(&b.gvk.group)
+                .then_with(|| compare_versions(&a.gvk.version, &b.gvk.version))
+        });
+        defs.extend(extra);
+        let registry = Registry::new(defs);
+        let mut stores = BTreeMap::new();
+        for def in registry.all() {
+            let key = gvr_of(def);
+            let store = match current.stores.get(&key) {
+                Some(s) if Arc::ptr_eq(&s.def, def) => s.clone(),
+                _ => Arc::new(RegistryStore::start(
+                    def.clone(),
+                    self.store.clone(),
+                    self.window,
+                )),
+            };
+            stores.insert(key, store);
+        }
+        for (key, store) in &current.stores {
+            if !stores.get(key).is_some_and(|s| Arc::ptr_eq(s, store)) {
+                store.stop();
+            }
+        }
+        let openapi = OpenApiDocs::generate(&registry);
+        *self.served.write() = Arc::new(Served {
+            registry,
+            stores,
+            openapi,
+            custom,
+        });
+    }
+
+    async fn bootstrap(&self) -> Result<(), ApiError> {
+        let namespaces = self.registry_store_of("", "v1", "namespaces")?;
+        for name in INITIAL_NAMESPACES {
+            let key = namespaces.def.key(None, name);
+            if self
+                .store
+                .get(key.as_bytes())
+                .await
+                .map_err(store_error)?
+                .is_some()
+            {
+                continue;
+            }
+            let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+            match namespaces.create(None, ns, false).await {
+                Ok(_) => {}
+                Err(e) if e.reason == setpoint_core::Reason::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives the API the client it calls node agents with (for `pods/log`). Only the first
+    /// call has an effect; returns whether it was that one. [`serve`](crate::serve) calls it
+    /// with the cluster's admin certificate.
+    pub fn set_node_client(&self, client: NodeClient) -> bool {
+        self.node_client.set(client).is_ok()
+    }
+}

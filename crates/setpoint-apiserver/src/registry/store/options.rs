@@ -1,0 +1,77 @@
+//! The options of a list or watch, once decoded from the query string (`handlers/params.rs`
+//! decodes them): which objects, at which revision, how many, from where.
+
+use base64::Engine;
+use serde_json::json;
+use setpoint_core::{ApiError, Revision};
+
+use crate::watchcache::Filter;
+
+/// How `resourceVersion` is to be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RvMatch {
+    /// Unset: the most recent state (a consistent read).
+    MostRecent,
+    /// `0`: any state the cache has.
+    Any,
+    /// `N` (or `NotOlderThan`): a state at least as new as `N`.
+    NotOlderThan(Revision),
+    /// `Exact`, or `N` with a limit: the state at exactly `N`.
+    Exact(Revision),
+}
+
+/// Parsed list/watch options.
+pub(crate) struct ListOptions {
+    pub(crate) filter: Filter,
+    pub(crate) rv: RvMatch,
+    pub(crate) limit: Option<usize>,
+    pub(crate) continue_token: Option<Continue>,
+}
+
+/// Where a paged list continues: the snapshot revision and the key after which to go on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Continue {
+    pub(crate) revision: Revision,
+    pub(crate) start: String,
+}
+
+impl Continue {
+    pub(crate) fn encode(&self) -> String {
+        let raw =
+            json!({"v": "setpoint.continue/v1", "rv": self.revision.get(), "start": self.start});
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw.to_string())
+    }
+
+    pub(crate) fn decode(token: &str) -> Result<Continue, ApiError> {
+        let invalid = || {
+            ApiError::bad_request("continue key is not valid: invalid continue token".to_string())
+        };
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(token.trim_end_matches('='))
+            .map_err(|_| invalid())?;
+        let v: serde_json::Value = serde_json::from_slice(&raw).map_err(|_| invalid())?;
+        match (v["v"].as_str(), v["rv"].as_u64(), v["start"].as_str()) {
+            (Some("setpoint.continue/v1"), Some(rv), Some(start)) => Ok(Continue {
+                revision: Revision(rv),
+                start: start.to_owned(),
+            }),
+            _ => Err(invalid()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continue_tokens_should_round_trip_and_reject_garbage() {
+        let c = Continue {
+            revision: Revision(42),
+            start: "/registry/pods/a/b\u{0}".into(),
+        };
+        assert_eq!(Continue::decode(&c.encode()).unwrap(), c);
+        assert!(Continue::decode("bm9wZQ").is_err());
+        assert!(Continue::decode("!!!").is_err());
+    }
+}
