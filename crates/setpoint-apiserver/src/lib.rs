@@ -50,16 +50,16 @@
 mod api;
 mod auth;
 mod crd;
-mod handler;
+
 mod handlers;
-mod health;
+
 mod kubeconfig;
 mod node_client;
 mod openapi;
 mod pki;
 mod protobuf;
 mod registry;
-mod request;
+mod request_info;
 mod server;
 mod status;
 mod tls;
@@ -67,9 +67,9 @@ mod watchcache;
 
 pub use api::Api;
 pub use auth::{User, AUTHENTICATED_GROUP};
-pub use handler::{empty_body, full_body, stream_body, Body, Handler};
 pub use node_client::{NodeClient, NodeClientError};
 pub use pki::{Pki, PkiError, ADMIN_KUBECONFIG};
+pub use server::{empty_body, full_body, stream_body, Body, Handler};
 pub use server::{
     serve, RunningServer, ServeError, TransportConfig, DEFAULT_MAX_REQUEST_BODY_BYTES,
     DEFAULT_REQUEST_TIMEOUT,

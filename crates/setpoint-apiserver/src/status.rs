@@ -6,7 +6,7 @@ use http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use http::{HeaderValue, Response, StatusCode};
 use serde::Serialize;
 
-use crate::handler::{full_body, Body};
+use crate::server::{full_body, Body};
 
 /// A failure answered with a `Status` body.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -28,7 +28,7 @@ use setpoint_core::{ApiError, GroupResource};
 use crate::api::Api;
 use crate::registry::store::RegistryStore;
 use crate::registry::ResourceDef;
-use crate::request::{self, ResourceRequest, Target, Verb};
+use crate::request_info::{self, ResourceRequest, Target, Verb};
 use response::Body;
 
 /// The version the server reports on `/version` (the Kubernetes API it speaks).
@@ -44,8 +44,8 @@ impl Api {
     }
 
     async fn route(&self, request: Request<Bytes>) -> Result<Response<Body>, ApiError> {
-        let query = request::parse_query(request.uri().query());
-        let target = request::resolve(request.method(), request.uri().path(), &query)?;
+        let query = request_info::parse_query(request.uri().query());
+        let target = request_info::resolve(request.method(), request.uri().path(), &query)?;
         let accept = request
             .headers()
             .get(http::header::ACCEPT)

@@ -99,7 +99,7 @@ pub(crate) fn table_of(
 /// LIST a collection.
 pub(crate) async fn list(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
     let options = list_options(ctx, false)?;
-    if crate::request::flag(ctx.query, "sendInitialEvents")? {
+    if crate::request_info::flag(ctx.query, "sendInitialEvents")? {
         return Err(super::params::invalid_options(
             "sendInitialEvents",
             "sendInitialEvents is forbidden for list",

@@ -6,11 +6,11 @@ use http::{header, HeaderValue, Response, StatusCode};
 use serde_json::{json, Value};
 use setpoint_core::{wire, ApiError};
 
-pub(crate) use crate::handler::Body;
+pub(crate) use crate::server::Body;
 
 /// A body of known bytes.
 pub(crate) fn full(bytes: impl Into<Bytes>) -> Body {
-    crate::handler::full_body(bytes)
+    crate::server::full_body(bytes)
 }
 
 /// A JSON response.

@@ -14,7 +14,7 @@ use super::Ctx;
 use crate::registry::meta::{self, meta_str};
 use crate::registry::store::{Scope, Updated};
 use crate::registry::ResourceDef;
-use crate::request::Verb;
+use crate::request_info::Verb;
 
 /// Dispatches a subresource request.
 pub(crate) async fn handle(ctx: &Ctx<'_>, sub: &str) -> Result<Response<Body>, ApiError> {

@@ -18,7 +18,7 @@ use super::read::table_of;
 use super::response::{self, Body, Form};
 use super::Ctx;
 use crate::registry::ResourceDef;
-use crate::request::flag;
+use crate::request_info::flag;
 use crate::watchcache::{CachedObject, EventType, Watcher};
 
 /// On a busy stream (one that sent a batch less than [`HOT_FOR`] ago) a batch smaller than
@@ -83,7 +83,7 @@ pub(crate) async fn watch(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
         let chunk = s.next_chunk().await?;
         Some((Ok::<_, std::io::Error>(chunk), s))
     });
-    let mut r = Response::new(crate::handler::stream_body(chunks));
+    let mut r = Response::new(crate::server::stream_body(chunks));
     *r.status_mut() = StatusCode::OK;
     r.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -220,6 +220,24 @@ impl ResourceDef {
     }
 }
 
+impl crate::watchcache::CachedResource for ResourceDef {
+    fn key_prefix(&self) -> &str {
+        &self.key_prefix
+    }
+
+    fn served_from_storage(&self, stored: Value) -> Value {
+        ResourceDef::served_from_storage(self, stored)
+    }
+
+    fn field_set(&self, object: &Value) -> BTreeMap<String, String> {
+        ResourceDef::field_set(self, object)
+    }
+
+    fn describe(&self) -> String {
+        self.group_resource().to_string()
+    }
+}
+
 /// Every served resource, by group, version and plural name.
 pub(crate) struct Registry {
     by_gvr: BTreeMap<(String, String, String), Arc<ResourceDef>>,

@@ -5,6 +5,8 @@
 
 mod connection;
 mod deadline;
+mod handler;
+mod health;
 mod impersonation;
 mod request;
 
@@ -21,9 +23,9 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use self::connection::{serve_connection, ConnectionContext};
 use self::request::RequestContext;
-use crate::handler::Handler;
 use crate::pki::{Pki, PkiError};
 use crate::tls::{self, TlsError};
+pub use handler::{empty_body, full_body, stream_body, Body, Handler};
 
 /// kube-apiserver's limit on request bodies: 3 MiB.
 pub const DEFAULT_MAX_REQUEST_BODY_BYTES: usize = 3 * 1024 * 1024;

@@ -20,10 +20,10 @@ use http_body::Body as _;
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
 
+use super::handler::{Body, Handler};
+use super::health;
 use super::{deadline, impersonation};
 use crate::auth::{self, User};
-use crate::handler::{Body, Handler};
-use crate::health;
 use crate::pki::BearerToken;
 use crate::status::Failure;
 

@@ -24,10 +24,21 @@ use setpoint_core::{ApiError, Revision};
 use setpoint_store::{ListRequest, Store, StoreError};
 use tokio::sync::watch;
 
-use crate::registry::ResourceDef;
-
 /// Whether a failed store watch may be resumed from the cache's revision (the store was
 /// unreachable or the watch broke) rather than relisted (history compacted, store closed).
+/// What a watch cache needs to know of the resource it holds (the registry's `ResourceDef`
+/// is one): where its objects live, how a stored object is served, and its selectable fields.
+pub(crate) trait CachedResource: Send + Sync + 'static {
+    /// Every object of the resource is stored under this key prefix.
+    fn key_prefix(&self) -> &str;
+    /// The object as served, from the object as stored.
+    fn served_from_storage(&self, stored: serde_json::Value) -> serde_json::Value;
+    /// The values of every selectable field of `object`.
+    fn field_set(&self, object: &serde_json::Value) -> std::collections::BTreeMap<String, String>;
+    /// The resource's name in logs (`deployments.apps`).
+    fn describe(&self) -> String;
+}
+
 fn resumable(error: &StoreError) -> bool {
     matches!(error, StoreError::Unavailable(_))
 }
@@ -38,11 +49,11 @@ fn resumable(error: &StoreError) -> bool {
 /// when the store cannot tell the cache's watch promptly that it is current
 /// ([`Store::watch_progress_is_prompt`]).
 pub(crate) async fn list_store(
-    def: &ResourceDef,
+    def: &dyn CachedResource,
     store: &dyn Store,
     at: Option<Revision>,
 ) -> Result<(Objects, Revision), StoreError> {
-    let prefix = Bytes::from(def.key_prefix.clone());
+    let prefix = Bytes::from(def.key_prefix().to_owned());
     let mut objects = Objects::new();
     let mut request = ListRequest::prefix(prefix.clone()).limit(1000);
     if let Some(at) = at {
@@ -88,7 +99,7 @@ pub(crate) type Objects = imbl::OrdMap<Bytes, Arc<CachedObject>>;
 
 /// The cache of one resource.
 pub(crate) struct WatchCache {
-    pub(crate) def: Arc<ResourceDef>,
+    pub(crate) def: Arc<dyn CachedResource>,
     state: RwLock<CacheState>,
     /// Bumped whenever the state changes; watchers and readers waiting for a revision wait on it.
     notify: watch::Sender<Revision>,
@@ -113,7 +124,7 @@ struct CacheState {
 impl WatchCache {
     /// Starts the cache of `def`, fed from `store` by a background task.
     pub(crate) fn start(
-        def: Arc<ResourceDef>,
+        def: Arc<dyn CachedResource>,
         store: Arc<dyn Store>,
         window: usize,
     ) -> Arc<WatchCache> {
@@ -143,7 +154,7 @@ impl WatchCache {
                 match fed {
                     Ok(()) => return, // the store closed
                     Err(error) => {
-                        tracing::warn!(resource = %cache.def.group_resource(), %error, "watch cache relisting");
+                        tracing::warn!(resource = %cache.def.describe(), %error, "watch cache relisting");
                     }
                 }
                 drop(cache);
@@ -171,8 +182,8 @@ impl WatchCache {
     /// Lists the store, then follows its watch until the store closes (`Ok`) or the watch
     /// fails (`Err`: the caller relists).
     async fn feed(&self, store: &dyn Store) -> Result<(), StoreError> {
-        let prefix = Bytes::from(self.def.key_prefix.clone());
-        let (objects, revision) = list_store(&self.def, store, None).await?;
+        let prefix = Bytes::from(self.def.key_prefix().to_owned());
+        let (objects, revision) = list_store(self.def.as_ref(), store, None).await?;
         {
             let mut state = self.state.write();
             state.objects = objects;
@@ -194,7 +205,7 @@ impl WatchCache {
                 // A store that stays away for long is relisted (by the caller) once back.
                 Err(error) if resumable(&error) && failures < MAX_REWATCH_FAILURES => {
                     failures += 1;
-                    tracing::warn!(resource = %self.def.group_resource(), %error, "watch cache re-watching");
+                    tracing::warn!(resource = %self.def.describe(), %error, "watch cache re-watching");
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(2));
                     continue;
@@ -209,7 +220,7 @@ impl WatchCache {
                         failures = 0;
                         let mut decoded = Vec::with_capacity(batch.events.len());
                         for event in &batch.events {
-                            match CachedEvent::decode(&self.def, event) {
+                            match CachedEvent::decode(self.def.as_ref(), event) {
                                 Ok(e) => decoded.push(Arc::new(e)),
                                 Err(e) => {
                                     tracing::error!(revision = %event.revision(), error = %e, "undecodable event skipped")
@@ -220,7 +231,7 @@ impl WatchCache {
                         drop(dropped);
                     }
                     Some(Err(error)) if resumable(&error) => {
-                        tracing::warn!(resource = %self.def.group_resource(), %error, "watch cache re-watching");
+                        tracing::warn!(resource = %self.def.describe(), %error, "watch cache re-watching");
                         break;
                     }
                     Some(Err(error)) => return Err(error),

@@ -8,7 +8,7 @@ use serde_json::Value;
 use setpoint_core::Revision;
 use setpoint_store::{Event, EventKind};
 
-use crate::registry::ResourceDef;
+use super::CachedResource;
 
 /// One object as the cache keeps it.
 #[derive(Debug)]
@@ -56,7 +56,7 @@ pub(crate) struct CachedEvent {
 impl CachedObject {
     /// Decodes a stored object and stamps it with `revision`.
     pub(crate) fn decode(
-        def: &ResourceDef,
+        def: &dyn CachedResource,
         key: &Bytes,
         value: &[u8],
         revision: Revision,
@@ -68,7 +68,7 @@ impl CachedObject {
 
     /// Builds the cached form of `object`, setting its `resourceVersion` to `revision`.
     pub(crate) fn from_value(
-        def: &ResourceDef,
+        def: &dyn CachedResource,
         key: Bytes,
         object: &mut Value,
         revision: Revision,
@@ -100,7 +100,7 @@ impl CachedObject {
 
 impl CachedEvent {
     /// Decodes a store event.
-    pub(crate) fn decode(def: &ResourceDef, event: &Event) -> Result<CachedEvent, String> {
+    pub(crate) fn decode(def: &dyn CachedResource, event: &Event) -> Result<CachedEvent, String> {
         let revision = event.revision();
         let prev = match &event.prev {
             Some(p) => Some(std::sync::Arc::new(CachedObject::decode(

@@ -34,7 +34,7 @@ use super::response::{self, Body, Form};
 use super::Api;
 use crate::node_client::NodeClient;
 use crate::registry::{selectable, ResourceDef};
-use crate::request::{ResourceRequest, Target, Verb};
+use crate::request_info::{ResourceRequest, Target, Verb};
 use crate::watchcache::{Filter, Objects};
 pub(super) use discovery::{aggregated_group, api_group};
 use discovery::{GROUP, VERSION};

@@ -6,7 +6,7 @@
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};
 use http::{HeaderValue, Response, StatusCode, Uri};
 
-use crate::handler::{full_body, Body};
+use super::handler::{full_body, Body};
 
 /// The health endpoints.
 const ENDPOINTS: [&str; 3] = ["/healthz", "/livez", "/readyz"];
