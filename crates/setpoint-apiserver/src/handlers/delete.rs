@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use setpoint_core::{success_status, ApiError, Revision};
 use setpoint_store::StoreError;
 
-use super::delete_options::{DeleteOptions, Propagation};
+use super::delete_options::DeleteOptions;
 use super::meta::{self, meta_str};
 use super::params::ListOptions;
 use super::read::{read_object, respond_object};
@@ -17,7 +17,6 @@ use super::response::{self, Body};
 use super::update::{guaranteed_update, Scope, Updated};
 use super::write::{decode_body, store_error};
 use super::Ctx;
-use crate::registry::strategy::Kind;
 
 /// The `DeleteOptions` of a DELETE or DELETECOLLECTION: from its body (client-go's typed
 /// clients, `kubectl drain` among them, send it as Kubernetes protobuf) and its query.
@@ -77,34 +76,13 @@ async fn delete_one(
         ));
     }
 
-    let kind = ctx.def.strategy;
-    let mut add_finalizer = match options.propagation {
-        Some(Propagation::Foreground) => Some("foregroundDeletion"),
-        Some(Propagation::Orphan) => Some("orphan"),
-        Some(Propagation::Background) | None => None,
-    };
-    let graceful_pod = kind == Kind::Pod
-        && current["spec"]["nodeName"]
-            .as_str()
-            .is_some_and(|n| !n.is_empty())
-        && options
-            .grace_period
-            .or_else(|| current["spec"]["terminationGracePeriodSeconds"].as_i64())
-            .unwrap_or(30)
-            > 0;
-    if kind == Kind::Namespace {
-        add_finalizer = None; // the namespace's own spec.finalizers hold it
-    }
-    if kind == Kind::CustomResourceDefinition {
-        // Held until the CRD controller has deleted every object of the resource.
-        add_finalizer = Some(crate::crd::controller::CLEANUP_FINALIZER);
-    }
-    let has_finalizers = !meta::finalizers(&current).is_empty()
-        || (kind == Kind::Namespace
-            && current["spec"]["finalizers"]
-                .as_array()
-                .is_some_and(|f| !f.is_empty()));
-    let mark = has_finalizers || add_finalizer.is_some() || graceful_pod;
+    let strategy = &ctx.def.strategy;
+    let add_finalizer = strategy.deletion_finalizer(options.propagation);
+    let graceful = strategy
+        .graceful_deletion_seconds(&current, options.grace_period)
+        .is_some();
+    let has_finalizers = !meta::finalizers(&current).is_empty() || strategy.held(&current);
+    let mark = has_finalizers || add_finalizer.is_some() || graceful;
 
     if !mark {
         if dry_run {
@@ -152,10 +130,10 @@ async fn delete_one(
                 let meta = meta::metadata(&mut next);
                 meta.remove("resourceVersion");
                 if !already {
-                    let seconds = if graceful_pod {
-                        grace
-                            .or_else(|| current["spec"]["terminationGracePeriodSeconds"].as_i64())
-                            .unwrap_or(30)
+                    let seconds = if graceful {
+                        strategy
+                            .graceful_deletion_seconds(current, grace)
+                            .unwrap_or(0)
                     } else {
                         0
                     };
@@ -182,9 +160,7 @@ async fn delete_one(
                     }
                 }
             }
-            if kind == Kind::Namespace {
-                next["status"]["phase"] = json!("Terminating");
-            }
+            strategy.mark_deleting(&mut next);
             Ok(next)
         },
     )
@@ -215,7 +191,7 @@ fn deletion_timestamp(now: chrono::DateTime<chrono::Utc>, seconds: i64) -> Strin
 /// What DELETE answers once the object is gone: pods (and service accounts) return the
 /// object, everything else a success `Status`.
 fn deleted_response(ctx: &Ctx<'_>, object: &Value, uid: &str) -> Response<Body> {
-    if matches!(ctx.def.strategy, Kind::Pod | Kind::ServiceAccount) {
+    if ctx.def.strategy.delete_returns_object() {
         return respond_object(ctx.def, object, ctx.accept, StatusCode::OK);
     }
     let name = meta_str(object, "name").unwrap_or_default();

@@ -1,7 +1,6 @@
 //! The REST API over the registry, the watch caches and the store: one [`Api`] answers every
 //! request that the transport has authenticated.
 
-mod cluster_ip;
 mod consistent;
 mod delete;
 mod delete_options;
@@ -34,7 +33,7 @@ use setpoint_store::Store;
 pub(crate) use write::store_error_plain as write_store_error;
 
 use crate::node_client::NodeClient;
-use crate::registry::{builtin_resources, Registry, ResourceDef};
+use crate::registry::{builtin_resources, compare_versions, Registry, ResourceDef};
 use crate::request::{self, ResourceRequest, Target, Verb};
 use crate::watchcache::{WatchCache, DEFAULT_WINDOW};
 use response::Body;
@@ -94,8 +93,10 @@ impl Api {
         store: Arc<dyn Store>,
         window: usize,
     ) -> Result<Arc<Api>, ApiError> {
-        let builtins: Vec<Arc<ResourceDef>> =
-            builtin_resources().into_iter().map(Arc::new).collect();
+        let builtins: Vec<Arc<ResourceDef>> = builtin_resources(crate::crd::definitions())
+            .into_iter()
+            .map(Arc::new)
+            .collect();
         let registry = Registry::new(builtins.clone());
         let caches = registry
             .all()
@@ -147,7 +148,7 @@ impl Api {
             a.gvk
                 .group
                 .cmp(&b.gvk.group)
-                .then_with(|| crate::crd::compare_versions(&a.gvk.version, &b.gvk.version))
+                .then_with(|| compare_versions(&a.gvk.version, &b.gvk.version))
         });
         defs.extend(extra);
         let registry = Registry::new(defs);
@@ -308,10 +309,10 @@ impl Api {
                 r.verb.as_str(),
             ));
         }
-        if r.verb == Verb::Create && def.custom.as_ref().is_some_and(|c| c.terminating()) {
-            let mut e = ApiError::method_not_supported(&def.group_resource(), "create");
-            e.message = "create not allowed while custom resource definition is terminating".into();
-            return Err(e);
+        if r.verb == Verb::Create {
+            if let Some(e) = def.strategy.refuse_create() {
+                return Err(e);
+            }
         }
         let response = match r.verb {
             Verb::Get => read::get(&ctx).await,
@@ -325,7 +326,7 @@ impl Api {
         };
         // A CRD write changes what is served: apply it before answering, so the new
         // resource is in discovery as soon as the client hears back.
-        if def.strategy == crate::registry::strategy::Kind::CustomResourceDefinition
+        if def.strategy.defines_resources()
             && !matches!(r.verb, Verb::Get | Verb::List | Verb::Watch)
             && response.is_ok()
         {

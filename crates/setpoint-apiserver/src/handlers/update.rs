@@ -18,7 +18,6 @@ use super::write::{
     with_warnings,
 };
 use super::{Api, Ctx};
-use crate::registry::strategy::Kind;
 use crate::registry::ResourceDef;
 
 /// What an update may touch.
@@ -96,9 +95,6 @@ pub(crate) async fn guaranteed_update(
             )));
         }
         meta::keep_system_fields(&mut new, &current, scope == Scope::Full);
-        if def.strategy == Kind::Service {
-            keep_cluster_ip(&mut new, &current);
-        }
         {
             let meta = meta::metadata(&mut new);
             meta.insert("name".into(), json!(name));
@@ -132,7 +128,7 @@ pub(crate) async fn guaranteed_update(
                 map.remove("status");
             }
         }
-        def.prepare_update(&mut new);
+        def.prepare_update(&mut new, &current);
         if def.generation_changed(&new, &current) {
             let g = current["metadata"]["generation"].as_i64().unwrap_or(1);
             meta::metadata(&mut new).insert("generation".into(), json!(g + 1));
@@ -167,10 +163,7 @@ pub(crate) async fn guaranteed_update(
         }
         // A namespace is held by its `spec.finalizers` too (the namespace controller's
         // `kubernetes`, removed through `finalize`), as kube-apiserver's namespace storage does.
-        let held_by_spec = def.strategy == Kind::Namespace
-            && new["spec"]["finalizers"]
-                .as_array()
-                .is_some_and(|f| !f.is_empty());
+        let held_by_spec = def.strategy.held(&new);
         if deleting && new_finalizers.is_empty() && !held_by_spec {
             match api
                 .store
@@ -204,28 +197,6 @@ pub(crate) async fn guaranteed_update(
             }
             Err(StoreError::Conflict { .. }) if precondition.is_none() => continue,
             Err(e) => return Err(store_error_for(def, name, e)),
-        }
-    }
-}
-
-/// A service update that leaves out the cluster IP keeps the allocated one, as kube-apiserver
-/// does (a `kubectl replace` of the original manifest must not try to change it).
-fn keep_cluster_ip(new: &mut Value, current: &Value) {
-    if new["spec"]["clusterIP"]
-        .as_str()
-        .is_some_and(|ip| !ip.is_empty())
-    {
-        return;
-    }
-    let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) else {
-        return;
-    };
-    spec.remove("clusterIP");
-    for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
-        if let Some(v) = current["spec"].get(field) {
-            if spec.get(field).is_none_or(Value::is_null) {
-                spec.insert(field.into(), v.clone());
-            }
         }
     }
 }
@@ -275,7 +246,7 @@ pub(crate) async fn patch(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
 /// PATCH on the main resource or the status subresource.
 pub(crate) async fn patch_scoped(ctx: &Ctx<'_>, scope: Scope) -> Result<Response<Body>, ApiError> {
     let patch_type = patch_type(&ctx.content_type)?;
-    if ctx.def.custom.is_some() && patch_type == PatchType::StrategicMerge {
+    if !ctx.def.strategy.accepts_strategic_merge() && patch_type == PatchType::StrategicMerge {
         // Custom resources have no patch strategies, so kube-apiserver refuses these.
         return Err(ApiError::new(
             Reason::UnsupportedMediaType,

@@ -13,8 +13,8 @@ use super::meta::{self, meta_str};
 use super::read::respond_object;
 use super::response::Body;
 use super::{Api, Ctx};
-use crate::registry::strategy::{unknown_fields, validate_name, Kind};
-use crate::registry::ResourceDef;
+use crate::registry::strategy::{unknown_fields, validate_name};
+use crate::registry::{Peers, ResourceDef};
 
 /// Maps a store error to the API's, without object details.
 pub(crate) fn store_error_plain(e: StoreError) -> ApiError {
@@ -231,9 +231,9 @@ pub(crate) async fn create_object(
         }
     }
     def.prepare_create(&mut object);
-    if def.strategy == Kind::Service {
-        super::cluster_ip::assign(api, def, &mut object).await?;
-    }
+    def.strategy
+        .before_create(&Resource { api, def }, &mut object)
+        .await?;
     let generate = meta_str(&object, "generateName").map(str::to_owned);
     let explicit = meta_str(&object, "name")
         .filter(|n| !n.is_empty())
@@ -325,4 +325,21 @@ async fn check_namespace(
         return Err(e);
     }
     Ok(())
+}
+
+/// The objects of one resource, for a create's [`crate::registry::Strategy::before_create`].
+struct Resource<'a> {
+    api: &'a Api,
+    def: &'a ResourceDef,
+}
+
+#[async_trait::async_trait]
+impl Peers for Resource<'_> {
+    async fn objects(&self) -> Result<Vec<Value>, ApiError> {
+        let (objects, _) = self.api.consistent(self.def).await?;
+        Ok(objects
+            .values()
+            .filter_map(|o| serde_json::from_slice::<Value>(&o.json).ok())
+            .collect())
+    }
 }
