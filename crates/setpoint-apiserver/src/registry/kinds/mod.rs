@@ -35,6 +35,7 @@ kinds! {
     deployment,
     replica_set,
     hpa,
+    limit_range,
 }
 
 /// Every built-in resource: the kinds above, then CustomResourceDefinitions, whose strategy
