@@ -1,6 +1,6 @@
 //! The built-in kinds: one file each (a folder for a kind with more to it), holding what
 //! discovery says about the kind and its [`Strategy`]. Adding a kind is adding its file and
-//! one line to the [`kinds!`] list below; discovery, the REST paths, tables, field selectors
+//! one line to the `kinds!` list below; discovery, the REST paths, tables, field selectors
 //! and the OpenAPI documents follow from it.
 
 mod custom_resource_definition;
