@@ -94,7 +94,8 @@ impl Api {
         store: Arc<dyn setpoint_store::Store>,
         window: usize,
     ) -> Result<Arc<Api>, setpoint_core::ApiError> {
-        let api = Api::build(store, window).await?;
+        let builtins = registry::builtin_resources(crd::definitions());
+        let api = Api::build(store, window, builtins).await?;
         crd::controller::start(&api).await?;
         Ok(api)
     }

@@ -780,3 +780,62 @@ fn kubectl_debug_should_fail_cleanly_without_ephemeral_containers() {
         "{stderr}"
     );
 }
+
+#[test]
+fn limit_ranges_should_be_served_like_any_builtin_kind() {
+    // LimitRange is one file (registry/kinds/limit_range.rs) and one registration line:
+    // discovery, the REST paths, the table, OpenAPI (`kubectl explain`) and validation follow.
+    let s = Server::start_api_only();
+    let resources = s.ok(&["api-resources", "--namespaced=true", "-o", "wide"]);
+    assert!(
+        resources.lines().any(|l| l.starts_with("limitranges ")
+            && l.contains("limits")
+            && l.contains("LimitRange")),
+        "{resources}"
+    );
+    let limits = "apiVersion: v1\nkind: LimitRange\nmetadata: {name: cpu}\nspec:\n  limits:\n  - type: Container\n    min: {cpu: 100m}\n    defaultRequest: {cpu: 200m}\n    default: {cpu: 500m}\n    max: {cpu: \"1\"}\n";
+    let out = s.kubectl_stdin(&["create", "-f", "-"], limits);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = s.ok(&["get", "limits"]);
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(header, ["NAME", "CREATED", "AT"], "{table}");
+    assert!(
+        lines.next().is_some_and(|l| l.starts_with("cpu ")),
+        "{table}"
+    );
+    let max = s.ok(&[
+        "get",
+        "limitrange",
+        "cpu",
+        "-o",
+        "jsonpath={.spec.limits[0].max.cpu}",
+    ]);
+    assert_eq!(max, "1");
+    let explain = s.ok(&["explain", "limitrange.spec.limits"]);
+    assert!(
+        explain.contains("KIND:       LimitRange") && explain.contains("maxLimitRequestRatio"),
+        "{explain}"
+    );
+    let bad = limits
+        .replace("name: cpu", "name: bad")
+        .replace("min: {cpu: 100m}", "min: {cpu: \"2\"}");
+    let out = s.kubectl_stdin(&["create", "-f", "-", "-v=6"], &bad);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("422 Unprocessable Entity"), "{err}");
+    assert!(
+        err.contains(r#"The LimitRange "bad" is invalid"#)
+            && err.contains("spec.limits[0].min[cpu]")
+            && err.contains("min value 2 is greater than max value 1"),
+        "{err}"
+    );
+}

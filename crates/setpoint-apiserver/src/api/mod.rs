@@ -10,11 +10,10 @@ use serde_json::json;
 use setpoint_core::ApiError;
 use setpoint_store::Store;
 
-use crate::crd::compare_versions;
 use crate::node_client::NodeClient;
 use crate::openapi::OpenApiDocs;
 use crate::registry::store::{store_error, RegistryStore};
-use crate::registry::{builtin_resources, Registry, ResourceDef};
+use crate::registry::{compare_versions, Registry, ResourceDef};
 
 /// Namespaces that exist from the start.
 const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -66,12 +65,15 @@ pub struct Api {
 }
 
 impl Api {
-    /// Serves the built-in resources from `store` (keeping `window` recent events per resource
-    /// for watches to resume from), creating the initial namespaces if missing. The CRD
-    /// controller is not started: `lib.rs` does that.
-    pub(crate) async fn build(store: Arc<dyn Store>, window: usize) -> Result<Arc<Api>, ApiError> {
-        let builtins: Vec<Arc<ResourceDef>> =
-            builtin_resources().into_iter().map(Arc::new).collect();
+    /// Serves `builtins` from `store` (keeping `window` recent events per resource for watches
+    /// to resume from), creating the initial namespaces if missing. The CRD controller is not
+    /// started: `lib.rs` does that.
+    pub(crate) async fn build(
+        store: Arc<dyn Store>,
+        window: usize,
+        builtins: Vec<ResourceDef>,
+    ) -> Result<Arc<Api>, ApiError> {
+        let builtins: Vec<Arc<ResourceDef>> = builtins.into_iter().map(Arc::new).collect();
         let registry = Registry::new(builtins.clone());
         let stores = registry
             .all()

@@ -1,21 +1,19 @@
 //! From a stored CRD to the resources it serves: one `ResourceDef` per served version, in
-//! Kubernetes' version priority order (GA before beta before alpha, higher numbers first),
-//! so the first is the group's preferred version.
+//! Kubernetes' version priority order ([`compare_versions`]: GA before beta before alpha,
+//! higher numbers first), so the first is the group's preferred version.
 
-use std::cmp::Ordering;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use serde_json::Value;
-use setpoint_core::GroupVersionKind;
+use setpoint_core::{GroupResource, GroupVersionKind};
 
 use super::jsonpath::JsonPath;
 use super::scale::ScalePaths;
 use super::schema::Schema;
 use super::table::PrinterColumn;
 use super::CustomResource;
-use crate::registry::strategy::Kind;
-use crate::registry::{Representation, ResourceDef, Subresource, ALL_VERBS, STATUS_VERBS};
+use crate::registry::{compare_versions, ResourceDef, Subresource, ALL_VERBS, STATUS_VERBS};
 
 /// Where CRDs are stored.
 pub(crate) const CRD_PREFIX: &str = "/registry/apiextensions.k8s.io/customresourcedefinitions/";
@@ -33,38 +31,6 @@ fn strings(v: &Value, key: &str) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// `(major, stability rank, minor)` of a Kubernetes-style version (`v1`, `v2beta1`); `None`
-/// for others.
-fn version_key(v: &str) -> Option<(u64, u8, u64)> {
-    let rest = v.strip_prefix('v')?;
-    let digits = rest
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(rest.len());
-    let major: u64 = rest[..digits].parse().ok()?;
-    let tail = &rest[digits..];
-    if tail.is_empty() {
-        return Some((major, 2, 0));
-    }
-    let (rank, minor) = if let Some(m) = tail.strip_prefix("beta") {
-        (1, m)
-    } else if let Some(m) = tail.strip_prefix("alpha") {
-        (0, m)
-    } else {
-        return None;
-    };
-    Some((major, rank, minor.parse().ok()?))
-}
-
-/// Kubernetes' version priority: a version that sorts first is preferred.
-pub(crate) fn compare_versions(a: &str, b: &str) -> Ordering {
-    match (version_key(a), version_key(b)) {
-        (Some((ma, ra, na)), Some((mb, rb, nb))) => rb.cmp(&ra).then(mb.cmp(&ma)).then(nb.cmp(&na)),
-        (Some(_), None) => Ordering::Less,
-        (None, Some(_)) => Ordering::Greater,
-        (None, None) => a.cmp(b),
-    }
 }
 
 /// The resources a CRD serves (its served versions), or why it cannot serve them.
@@ -145,10 +111,11 @@ pub(crate) fn resources_of(crd: &Value) -> Result<Vec<ResourceDef>, String> {
         }
         let custom = CustomResource {
             crd_name: name.to_owned(),
+            group_resource: GroupResource::new(group, plural),
             api_version: gvk.api_version(),
             storage_api_version: format!("{group}/{storage}"),
             list_kind: list_kind.clone(),
-            schema,
+            schema: Arc::new(schema),
             raw_schema,
             status,
             scale,
@@ -167,9 +134,7 @@ pub(crate) fn resources_of(crd: &Value) -> Result<Vec<ResourceDef>, String> {
             verbs: ALL_VERBS,
             subresources,
             key_prefix: format!("/registry/{group}/{plural}/"),
-            strategy: Kind::Custom,
-            representation: Representation::Native,
-            custom: Some(Arc::new(custom)),
+            strategy: Arc::new(custom),
         });
     }
     Ok(defs)
@@ -180,18 +145,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-
-    #[test]
-    fn versions_should_sort_as_kubernetes_prefers_them() {
-        let mut v = vec![
-            "v1alpha1", "foo", "v2beta1", "v1", "v1beta2", "v2", "v1beta1", "bar",
-        ];
-        v.sort_by(|a, b| compare_versions(a, b));
-        assert_eq!(
-            v,
-            vec!["v2", "v1", "v2beta1", "v1beta2", "v1beta1", "v1alpha1", "bar", "foo"]
-        );
-    }
 
     #[test]
     fn a_crd_should_serve_its_served_versions_storing_in_one() {

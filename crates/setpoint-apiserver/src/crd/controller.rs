@@ -138,7 +138,7 @@ async fn follow(api: Weak<Api>, def: Arc<ResourceDef>, mut from: Revision) {
                         .served()
                         .custom
                         .iter()
-                        .filter(|(_, defs)| defs.iter().any(|d| d.custom.as_ref().is_some_and(|c| c.terminating())))
+                        .filter(|(_, defs)| defs.iter().any(|d| super::custom_of(d).is_some_and(|c| c.terminating())))
                         .map(|(name, _)| name.clone())
                         .collect();
                     for name in terminating {
@@ -237,7 +237,7 @@ async fn reconcile_locked(api: &Api, name: &str) -> Result<(), ApiError> {
                 defs.len() == built.len()
                     && defs
                         .iter()
-                        .all(|d| d.custom.as_ref().is_some_and(|c| c.spec == crd["spec"]))
+                        .all(|d| super::custom_of(d).is_some_and(|c| c.spec == crd["spec"]))
             });
             if !unchanged {
                 api.set_custom(name, built.into_iter().map(Arc::new).collect());
@@ -282,7 +282,7 @@ fn names_conflict(api: &Api, name: &str, crd: &Value) -> Option<String> {
         .collect();
     let served = api.served();
     for other in served.registry.all() {
-        if other.gvk.group != group || other.custom.as_ref().is_some_and(|c| c.crd_name == name) {
+        if other.gvk.group != group || super::custom_of(other).is_some_and(|c| c.crd_name == name) {
             continue;
         }
         let mut taken = vec![other.plural.clone(), other.singular.clone()];
@@ -375,7 +375,7 @@ async fn terminate(
 ) -> Result<(), ApiError> {
     let registered = api.served().custom.get(name).cloned().unwrap_or_default();
     for d in &registered {
-        if let Some(c) = &d.custom {
+        if let Some(c) = super::custom_of(d) {
             c.set_terminating();
         }
     }

@@ -13,7 +13,7 @@ use crate::registry::strategy::{validate_name, NameRule};
 
 /// Fills in what kube-apiserver defaults on a CRD: `conversion.strategy: None`, `singular`
 /// and `listKind`.
-pub(crate) fn default_definition(object: &mut Value) {
+pub(super) fn default_definition(object: &mut Value) {
     let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else {
         return;
     };
@@ -63,7 +63,7 @@ fn label(causes: &mut Vec<Cause>, field: &str, value: &Value) {
 }
 
 /// Validates a CRD (and, on update, what changed from `old`).
-pub(crate) fn validate_definition(crd: &Value, old: Option<&Value>) -> Vec<Cause> {
+pub(super) fn validate_definition(crd: &Value, old: Option<&Value>) -> Vec<Cause> {
     let mut causes = Vec::new();
     let spec = &crd["spec"];
     let group = spec["group"].as_str().unwrap_or_default();

@@ -1,12 +1,12 @@
 //! CustomResourceDefinitions (`apiextensions.k8s.io/v1`), as kube-apiserver's
 //! apiextensions-apiserver serves them.
 //!
-//! - A CRD is a built-in object (`registry::strategy::Kind::CustomResourceDefinition`):
-//!   defaulted and validated by [`definition`] (names, scope, versions, one storage version,
-//!   compilable schemas and CEL rules, scale paths).
+//! - A CRD is a built-in object (listed in `registry/kinds/custom_resource_definition.rs`)
+//!   whose strategy is [`kind`]'s: defaulted and validated by [`definition`] (names, scope,
+//!   versions, one storage version, compilable schemas and CEL rules, scale paths).
 //! - [`controller`] turns each stored CRD into served resources ([`build`]): one
-//!   `ResourceDef` per served version, carrying a [`CustomResource`] with the version's
-//!   compiled [`schema`]. It checks the names against other CRDs of the group, sets the
+//!   `ResourceDef` per served version, whose strategy is a [`CustomResource`] with the
+//!   version's compiled [`schema`] ([`strategy`] implements it; [`custom_of`] finds it again). It checks the names against other CRDs of the group, sets the
 //!   `NamesAccepted` and `Established` conditions, `acceptedNames` and `storedVersions`, and
 //!   swaps the API's registry so discovery, OpenAPI and the REST paths change at once. On
 //!   deletion it holds the CRD with the `customresourcecleanup.apiextensions.k8s.io`
@@ -20,34 +20,44 @@ mod cel;
 pub(crate) mod controller;
 mod definition;
 mod jsonpath;
+mod kind;
 pub(crate) mod scale;
 mod schema;
+mod strategy;
 pub(crate) mod table;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde_json::{json, Value};
-use setpoint_core::Cause;
+use serde_json::Value;
+use setpoint_core::{Cause, GroupResource};
 
-pub(crate) use build::compare_versions;
-pub(crate) use definition::{default_definition, validate_definition};
+use crate::registry::ResourceDef;
+pub(crate) use kind::definitions;
 use schema::Schema;
+
+/// The [`CustomResource`] a resource is served by, if it is a custom resource.
+pub(crate) fn custom_of(def: &ResourceDef) -> Option<&CustomResource> {
+    let strategy: &dyn std::any::Any = def.strategy.as_ref();
+    strategy.downcast_ref::<CustomResource>()
+}
 
 /// What a CRD defines for one served version of its resource.
 #[derive(Debug)]
 pub(crate) struct CustomResource {
     /// The CRD's name, `<plural>.<group>`.
     pub(crate) crd_name: String,
+    /// The resource, for errors.
+    pub(crate) group_resource: GroupResource,
     /// `<group>/<version>` of this version.
     pub(crate) api_version: String,
     /// `<group>/<version>` objects are stored in.
     pub(crate) storage_api_version: String,
     /// `spec.names.listKind`.
     pub(crate) list_kind: String,
-    /// The compiled `openAPIV3Schema`.
-    schema: Schema,
+    /// The compiled `openAPIV3Schema` (shared with the threads that run its CEL rules).
+    schema: Arc<Schema>,
     /// The schema as written, for the OpenAPI documents.
     pub(crate) raw_schema: Value,
     /// Whether the `status` subresource is enabled.
@@ -101,25 +111,16 @@ impl CustomResource {
         Ok(object)
     }
 
-    /// Fills in the schema's defaults.
-    pub(crate) fn apply_defaults(&self, object: &mut Value) {
-        self.schema.apply_defaults(object);
-    }
-
     /// Validates an object against the schema and its rules (`old` on updates). A schema
     /// with CEL rules is checked on a blocking thread ([`cel::pool`]), within one request's
     /// cost budget.
-    pub(crate) async fn validate(
-        self: &Arc<Self>,
-        object: &Value,
-        old: Option<&Value>,
-    ) -> Vec<Cause> {
+    pub(crate) async fn validate_schema(&self, object: &Value, old: Option<&Value>) -> Vec<Cause> {
         if !self.schema.has_rules() {
-            return self.validate_now(object, old);
+            return validate_now(&self.schema, object, old);
         }
-        let this = Arc::clone(self);
+        let schema = Arc::clone(&self.schema);
         let (object, old) = (object.clone(), old.cloned());
-        cel::pool::run(move || this.validate_now(&object, old.as_ref()))
+        cel::pool::run(move || validate_now(&schema, &object, old.as_ref()))
             .await
             .unwrap_or_else(|| {
                 vec![Cause::new(
@@ -129,28 +130,12 @@ impl CustomResource {
                 )]
             })
     }
+}
 
-    fn validate_now(&self, object: &Value, old: Option<&Value>) -> Vec<Cause> {
-        let mut causes = Vec::new();
-        let budget = cel::Budget::new(cel::limits::RUNTIME_BUDGET);
-        self.schema.validate(object, old, "", &budget, &mut causes);
-        causes
-    }
-
-    /// The stored form: the storage version's `apiVersion`.
-    pub(crate) fn to_storage(&self, mut object: Value) -> Value {
-        if object.is_object() {
-            object["apiVersion"] = json!(self.storage_api_version);
-        }
-        object
-    }
-
-    /// The served form: this version's `apiVersion`, with the schema's defaults.
-    pub(crate) fn served_from_storage(&self, mut object: Value) -> Value {
-        if object.is_object() {
-            object["apiVersion"] = json!(self.api_version);
-        }
-        self.schema.apply_defaults(&mut object);
-        object
-    }
+/// Validates an object against `schema` and its rules, within one request's cost budget.
+fn validate_now(schema: &Schema, object: &Value, old: Option<&Value>) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let budget = cel::Budget::new(cel::limits::RUNTIME_BUDGET);
+    schema.validate(object, old, "", &budget, &mut causes);
+    causes
 }

@@ -6,6 +6,7 @@
 use serde_json::{json, Value};
 
 use super::jsonpath::{self, JsonPath};
+use crate::registry::ScaleView;
 
 /// `spec.versions[*].subresources.scale`, parsed.
 #[derive(Debug)]
@@ -35,9 +36,10 @@ impl ScalePaths {
             label_selector: path("labelSelectorPath")?,
         })
     }
+}
 
-    /// The `Scale` view of an object.
-    pub(crate) fn scale_of(&self, o: &Value) -> Value {
+impl ScaleView for ScalePaths {
+    fn scale_of(&self, o: &Value) -> Value {
         let first_int = |p: &JsonPath| p.select(o).first().and_then(|v| v.as_i64()).unwrap_or(0);
         let mut status = json!({"replicas": first_int(&self.status_replicas)});
         if let Some(selector) = self.label_selector.as_ref().and_then(|p| {
@@ -63,8 +65,7 @@ impl ScalePaths {
         })
     }
 
-    /// Sets the replica count an object asks for.
-    pub(crate) fn set_replicas(&self, o: &mut Value, replicas: i64) {
+    fn set_replicas(&self, o: &mut Value, replicas: i64) {
         if let Some(fields) = self.spec_replicas.fields() {
             jsonpath::set(o, &fields, json!(replicas));
         }

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 use super::jsonpath::JsonPath;
-use crate::registry::table::age;
+use crate::registry::table::{age, Column};
 
 /// One `additionalPrinterColumns` entry.
 #[derive(Debug)]
@@ -74,12 +74,20 @@ impl PrinterColumn {
 }
 
 /// The column definitions of a table.
-pub(crate) fn columns(columns: &[PrinterColumn]) -> Vec<Value> {
-    let mut out = vec![json!({"name": "Name", "type": "string", "format": "name",
-        "description": "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
-        "priority": 0})];
-    out.extend(columns.iter().map(|c| {
-        json!({"name": c.name, "type": c.kind, "format": c.format, "description": c.description, "priority": c.priority})
+pub(crate) fn columns(columns: &[PrinterColumn]) -> Vec<Column> {
+    let mut out = vec![Column {
+        name: "Name".into(),
+        kind: "string".into(),
+        format: "name".into(),
+        description: "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names".into(),
+        priority: 0,
+    }];
+    out.extend(columns.iter().map(|c| Column {
+        name: c.name.clone(),
+        kind: c.kind.clone(),
+        format: c.format.clone(),
+        description: c.description.clone(),
+        priority: c.priority,
     }));
     out
 }

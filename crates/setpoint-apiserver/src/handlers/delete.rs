@@ -13,7 +13,6 @@ use super::Ctx;
 use crate::registry::meta::meta_str;
 use crate::registry::store::delete_options::DeleteOptions;
 use crate::registry::store::Deleted;
-use crate::registry::strategy::Kind;
 
 /// The `DeleteOptions` of a DELETE or DELETECOLLECTION: from its body (client-go's typed
 /// clients, `kubectl drain` among them, send it as Kubernetes protobuf) and its query.
@@ -41,7 +40,7 @@ pub(crate) async fn delete(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
 pub(crate) fn respond_deleted(ctx: &Ctx<'_>, deleted: Deleted) -> Response<Body> {
     match deleted {
         Deleted::Marked(o) => respond_object(ctx.def, &o, ctx.accept, StatusCode::OK),
-        Deleted::Gone(o) if matches!(ctx.def.strategy, Kind::Pod | Kind::ServiceAccount) => {
+        Deleted::Gone(o) if ctx.def.strategy.delete_returns_object() => {
             respond_object(ctx.def, &o, ctx.accept, StatusCode::OK)
         }
         Deleted::Gone(o) => {

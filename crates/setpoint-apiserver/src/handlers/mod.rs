@@ -126,10 +126,10 @@ impl Api {
                 r.verb.as_str(),
             ));
         }
-        if r.verb == Verb::Create && def.custom.as_ref().is_some_and(|c| c.terminating()) {
-            let mut e = ApiError::method_not_supported(&def.group_resource(), "create");
-            e.message = "create not allowed while custom resource definition is terminating".into();
-            return Err(e);
+        if r.verb == Verb::Create {
+            if let Some(e) = def.strategy.refuse_create() {
+                return Err(e);
+            }
         }
         let response = match r.verb {
             Verb::Get => read::get(&ctx).await,
@@ -143,7 +143,7 @@ impl Api {
         };
         // A CRD write changes what is served: apply it before answering, so the new
         // resource is in discovery as soon as the client hears back.
-        if def.strategy == crate::registry::strategy::Kind::CustomResourceDefinition
+        if def.strategy.defines_resources()
             && !matches!(r.verb, Verb::Get | Verb::List | Verb::Watch)
             && response.is_ok()
         {

@@ -10,7 +10,7 @@ use setpoint_core::{api_version, ApiError};
 use super::params::list_options;
 use super::response::{self, Body, Form};
 use super::Ctx;
-use crate::registry::{table, ResourceDef};
+use crate::registry::ResourceDef;
 
 /// GET one object, read from the store (a consistent read).
 pub(crate) async fn get(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
@@ -62,19 +62,10 @@ pub(crate) fn table_of(
     include: &str,
 ) -> Value {
     let now = Utc::now();
-    let columns: Vec<Value> = match &def.custom {
-        Some(c) => crate::crd::table::columns(&c.columns),
-        None => table::columns(Some(def.strategy))
-            .iter()
-            .map(|c| json!({"name": c.name, "type": c.kind, "format": c.format, "description": c.description, "priority": c.priority}))
-            .collect(),
-    };
+    let columns: Vec<Value> = def.strategy.columns().iter().map(|c| c.to_json()).collect();
     let rows: Vec<Value> = objects
         .map(|o| {
-            let cells = match &def.custom {
-                Some(c) => crate::crd::table::cells(&c.columns, &o, now),
-                None => table::cells(Some(def.strategy), &o, now),
-            };
+            let cells = def.strategy.cells(&o, now);
             let object = match include {
                 "None" => Value::Null,
                 "Object" => o,

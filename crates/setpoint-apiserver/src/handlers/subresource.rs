@@ -28,7 +28,7 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, sub: &str) -> Result<Response<Body>, A
         ("status", Verb::Patch) => update::patch_scoped(ctx, Scope::Status).await,
         ("scale", Verb::Get) => {
             let o = read_object(ctx).await?;
-            Ok(response::json(StatusCode::OK, &scale_of(ctx.def, &o)))
+            Ok(response::json(StatusCode::OK, &scale_of(ctx.def, &o)?))
         }
         ("scale", Verb::Update | Verb::Patch) => scale_write(ctx).await,
         ("binding", Verb::Create) => binding(ctx).await,
@@ -39,32 +39,12 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, sub: &str) -> Result<Response<Body>, A
     }
 }
 
-/// The `Scale` view of an object: a custom resource's through its CRD's paths.
-fn scale_of(def: &ResourceDef, o: &Value) -> Value {
-    match def.custom.as_ref().and_then(|c| c.scale.as_ref()) {
-        Some(paths) => paths.scale_of(o),
-        None => builtin_scale_of(o),
-    }
-}
-
-/// The `Scale` view of a deployment or replica set.
-fn builtin_scale_of(o: &Value) -> Value {
-    let selector = setpoint_core::LabelSelector::from_structured(&o["spec"]["selector"])
-        .map(|s| s.to_string())
-        .unwrap_or_default();
-    json!({
-        "kind": "Scale",
-        "apiVersion": "autoscaling/v1",
-        "metadata": {
-            "name": o["metadata"]["name"],
-            "namespace": o["metadata"]["namespace"],
-            "uid": o["metadata"]["uid"],
-            "resourceVersion": o["metadata"]["resourceVersion"],
-            "creationTimestamp": o["metadata"]["creationTimestamp"],
-        },
-        "spec": {"replicas": o["spec"]["replicas"].as_i64().unwrap_or(0)},
-        "status": {"replicas": o["status"]["replicas"].as_i64().unwrap_or(0), "selector": selector},
-    })
+/// The `Scale` view of an object (a resource with a `scale` subresource has one).
+fn scale_of(def: &ResourceDef, o: &Value) -> Result<Value, ApiError> {
+    def.strategy
+        .scale()
+        .map(|view| view.scale_of(o))
+        .ok_or_else(|| ApiError::internal("the resource has no scale view"))
 }
 
 /// PUT or PATCH of `scale`: changes the parent's `spec.replicas`.
@@ -92,7 +72,7 @@ async fn scale_write(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
             &|current| {
                 let scale = match (&patch, &put) {
                     (Some((t, body)), _) => {
-                        let mut base = scale_of(ctx.def, current);
+                        let mut base = scale_of(ctx.def, current)?;
                         base["metadata"]
                             .as_object_mut()
                             .map(|m| m.remove("resourceVersion"));
@@ -131,10 +111,12 @@ async fn scale_write(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
                     ));
                 }
                 let mut next = current.clone();
-                match ctx.def.custom.as_ref().and_then(|c| c.scale.as_ref()) {
-                    Some(paths) => paths.set_replicas(&mut next, n),
-                    None => next["spec"]["replicas"] = json!(n),
-                }
+                let view = ctx
+                    .def
+                    .strategy
+                    .scale()
+                    .ok_or_else(|| ApiError::internal("the resource has no scale view"))?;
+                view.set_replicas(&mut next, n);
                 let rv = scale["metadata"]["resourceVersion"]
                     .as_str()
                     .filter(|s| !s.is_empty());
@@ -150,7 +132,7 @@ async fn scale_write(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
     let object = match updated {
         Updated::Stored(o) | Updated::Deleted(o) => o,
     };
-    Ok(response::json(StatusCode::OK, &scale_of(ctx.def, &object)))
+    Ok(response::json(StatusCode::OK, &scale_of(ctx.def, &object)?))
 }
 
 /// POST `pods/{name}/binding`: assigns the pod to a node, once.

@@ -57,7 +57,7 @@ pub(crate) async fn patch(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
 /// PATCH on the main resource or the status subresource.
 pub(crate) async fn patch_scoped(ctx: &Ctx<'_>, scope: Scope) -> Result<Response<Body>, ApiError> {
     let patch_type = patch_type(&ctx.content_type)?;
-    if ctx.def.custom.is_some() && patch_type == PatchType::StrategicMerge {
+    if !ctx.def.strategy.accepts_strategic_merge() && patch_type == PatchType::StrategicMerge {
         // Custom resources have no patch strategies, so kube-apiserver refuses these.
         return Err(ApiError::new(
             Reason::UnsupportedMediaType,

@@ -11,14 +11,9 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::autoscaling::v1 as autoscaling;
-use k8s_openapi::api::autoscaling::v2 as autoscaling_v2;
-use k8s_openapi::api::coordination::v1 as coordination;
 use k8s_openapi::api::core::v1 as core;
-use k8s_openapi::api::events::v1 as events;
 use k8s_openapi::api::policy::v1 as policy;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::schemars::generate::{SchemaGenerator, SchemaSettings};
 use k8s_openapi::schemars::{JsonSchema, Schema};
@@ -27,6 +22,8 @@ use serde_json::Value;
 
 use super::patch_meta;
 use super::schema::{gvk_list, REF_PREFIX};
+use crate::registry::builtin_resources;
+use crate::registry::strategy::TypedSchema;
 
 /// `ObjectMeta`, the `metadata` of every kind.
 pub(super) const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
@@ -45,50 +42,53 @@ pub(super) const SCALE: &str = "io.k8s.api.autoscaling.v1.Scale";
 
 /// A built-in kind and how to generate its schema.
 struct BuiltinKind {
-    group: &'static str,
-    version: &'static str,
-    kind: &'static str,
+    group: String,
+    version: String,
+    kind: String,
     /// Adds the kind's schema, and every schema it references, to the generator's
     /// definitions and returns a `$ref` to it.
-    register: fn(&mut SchemaGenerator) -> Schema,
+    register: TypedSchema,
 }
 
-const fn kind<T: Resource + JsonSchema>() -> BuiltinKind {
+fn kind<T: Resource + JsonSchema>() -> BuiltinKind {
     BuiltinKind {
-        group: T::GROUP,
-        version: T::VERSION,
-        kind: T::KIND,
+        group: T::GROUP.to_owned(),
+        version: T::VERSION.to_owned(),
+        kind: T::KIND.to_owned(),
         register: SchemaGenerator::subschema_for::<T>,
     }
 }
 
-/// The built-in kinds with schemas.
-const KINDS: &[BuiltinKind] = &[
-    kind::<core::Namespace>(),
-    kind::<core::Pod>(),
-    kind::<core::Node>(),
-    kind::<core::ConfigMap>(),
-    kind::<core::Secret>(),
-    kind::<core::ServiceAccount>(),
-    kind::<core::Service>(),
-    kind::<core::Event>(),
-    kind::<core::Binding>(),
-    kind::<policy::Eviction>(),
-    kind::<events::Event>(),
-    kind::<coordination::Lease>(),
-    kind::<apps::Deployment>(),
-    kind::<apps::ReplicaSet>(),
-    kind::<autoscaling::Scale>(),
-    kind::<autoscaling::HorizontalPodAutoscaler>(),
-    kind::<autoscaling_v2::HorizontalPodAutoscaler>(),
-    kind::<apiextensions::CustomResourceDefinition>(),
-];
+/// The built-in kinds with schemas: every registered kind that names its type
+/// ([`crate::registry::Strategy::typed_schema`]), and the kinds of subresources.
+fn kinds() -> &'static [BuiltinKind] {
+    static KINDS: OnceLock<Vec<BuiltinKind>> = OnceLock::new();
+    KINDS.get_or_init(|| {
+        let mut kinds: Vec<BuiltinKind> = builtin_resources(crate::crd::definitions())
+            .into_iter()
+            .filter_map(|def| {
+                Some(BuiltinKind {
+                    register: def.strategy.typed_schema()?,
+                    group: def.gvk.group,
+                    version: def.gvk.version,
+                    kind: def.gvk.kind,
+                })
+            })
+            .collect();
+        kinds.extend([
+            kind::<core::Binding>(),
+            kind::<policy::Eviction>(),
+            kind::<autoscaling::Scale>(),
+        ]);
+        kinds
+    })
+}
 
-/// Every built-in definition, by name, and the definition name of each of [`KINDS`].
+/// Every built-in definition, by name, and the definition name of each of [`kinds`].
 struct Registry {
     /// Each schema's `$ref`s name other entries of this map.
     definitions: BTreeMap<String, Value>,
-    /// Parallel to [`KINDS`].
+    /// Parallel to [`kinds`].
     kind_names: Vec<String>,
 }
 
@@ -99,7 +99,7 @@ fn registry() -> &'static Registry {
 
 fn generate() -> Registry {
     let mut generator = SchemaSettings::openapi3().into_generator();
-    let kind_names = KINDS
+    let kind_names = kinds()
         .iter()
         .map(|k| ref_name(&(k.register)(&mut generator)))
         .collect();
@@ -112,14 +112,14 @@ fn generate() -> Registry {
 
     let mut definitions: BTreeMap<String, Value> =
         generator.take_definitions(true).into_iter().collect();
-    for (k, name) in KINDS.iter().zip(&kind_names) {
+    for (k, name) in kinds().iter().zip(&kind_names) {
         if let Some(Value::Object(schema)) = definitions.get_mut(name) {
             if !(k.group.is_empty() && k.kind == "Event") {
                 unrequire_metadata(schema);
             }
             schema.insert(
                 "x-kubernetes-group-version-kind".into(),
-                gvk_list(k.group, k.version, k.kind),
+                gvk_list(&k.group, &k.version, &k.kind),
             );
         }
     }
@@ -153,11 +153,8 @@ fn unrequire_metadata(schema: &mut serde_json::Map<String, Value>) {
 /// resources, kinds Setpoint does not serve). Its `$ref`s point into
 /// `#/components/schemas/`, which [`super::v3_group_version`] fills in.
 ///
-/// Kinds: core `v1` `Namespace`, `Pod`, `Node`, `ConfigMap`, `Secret`, `ServiceAccount`,
-/// `Service`, `Event`, `Binding`; `policy/v1` `Eviction`; `events.k8s.io/v1` `Event`; `coordination.k8s.io/v1`
-/// `Lease`; `apps/v1` `Deployment`, `ReplicaSet`; `autoscaling/v1` `Scale`,
-/// `HorizontalPodAutoscaler`; `autoscaling/v2` `HorizontalPodAutoscaler`;
-/// `apiextensions.k8s.io/v1` `CustomResourceDefinition`.
+/// Kinds: every built-in kind whose strategy names its type (all of `registry/kinds/`), and
+/// core `v1` `Binding`, `policy/v1` `Eviction` and `autoscaling/v1` `Scale`.
 pub(crate) fn builtin_schema(group: &str, version: &str, kind: &str) -> Option<Value> {
     let name = builtin_definition_name(group, version, kind)?;
     registry().definitions.get(name).cloned()
@@ -169,7 +166,7 @@ pub(super) fn builtin_definition_name(
     version: &str,
     kind: &str,
 ) -> Option<&'static str> {
-    let at = KINDS
+    let at = kinds()
         .iter()
         .position(|k| k.group == group && k.version == version && k.kind == kind)?;
     registry().kind_names.get(at).map(String::as_str)
@@ -186,8 +183,8 @@ mod tests {
 
     #[test]
     fn every_builtin_kind_should_have_a_described_schema_with_its_gvk_list() {
-        for k in KINDS {
-            let schema = builtin_schema(k.group, k.version, k.kind).expect(k.kind);
+        for k in kinds() {
+            let schema = builtin_schema(&k.group, &k.version, &k.kind).expect(&k.kind);
             assert_eq!(schema["type"], "object", "{}", k.kind);
             assert!(schema["description"].is_string(), "{}", k.kind);
             assert_eq!(

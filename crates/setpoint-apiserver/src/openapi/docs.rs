@@ -32,8 +32,8 @@ impl OpenApiDocs {
                 namespaced: d.namespaced,
                 subresources: d.subresources.iter().map(|s| s.name.to_owned()).collect(),
                 verbs: d.verbs.iter().map(|v| (*v).to_owned()).collect(),
-                schema: match &d.custom {
-                    Some(c) => c.raw_schema.clone(),
+                schema: match d.strategy.openapi_schema() {
+                    Some(schema) => schema.clone(),
                     None => openapi::builtin_schema(&d.gvk.group, &d.gvk.version, &d.gvk.kind)
                         .unwrap_or_else(|| serde_json::json!({"type": "object"})),
                 },

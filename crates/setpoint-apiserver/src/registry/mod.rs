@@ -1,28 +1,33 @@
 //! The resources the API serves: for each, its names and scope as discovery advertises them,
-//! where its objects live in the store, and the strategy that prepares, defaults and validates
-//! them (`strategy`), prints them as table rows (`table`) and exposes fields to selectors.
+//! where its objects live in the store, and its [`Strategy`], which prepares, defaults,
+//! validates, prints and converts its objects. Built-in kinds are in `kinds/`, one file each;
+//! custom resources are built by `crd/`, which implements [`Strategy`] for them.
 
-mod builtin;
-pub(crate) mod cluster_ip;
+mod config_data;
+mod defaults;
 mod fields;
-mod hpa;
+mod identity;
+mod kinds;
 pub(crate) mod meta;
-mod representation;
+mod pod_template;
 pub(crate) mod store;
 pub(crate) mod strategy;
 pub(crate) mod table;
+mod validation;
+mod versions;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::Value;
-use setpoint_core::{Cause, GroupResource, GroupVersionKind};
+use setpoint_core::{Cause, GroupResource, GroupVersionKind, SelectableFields};
 
-use crate::crd::CustomResource;
-
-pub(crate) use builtin::{builtin_resources, ALL_VERBS, STATUS_VERBS};
-pub(crate) use fields::{field_set, selectable};
-pub(crate) use representation::Representation;
+pub(crate) use fields::{metadata_fields, metadata_labels};
+pub(crate) use identity::{ALL_VERBS, STATUS_VERBS};
+pub(crate) use kinds::builtin_resources;
+pub(crate) use strategy::{Peers, Propagation, ScaleView, Strategy};
+pub(crate) use validation::{finalizers as validate_finalizers, metadata as validate_metadata};
+pub(crate) use versions::compare_versions;
 
 /// A subresource of a resource, as discovery lists it.
 #[derive(Clone, Debug)]
@@ -46,13 +51,8 @@ pub(crate) struct ResourceDef {
     pub(crate) subresources: Vec<Subresource>,
     /// Store keys: `<prefix><namespace>/<name>` or `<prefix><name>`.
     pub(crate) key_prefix: String,
-    /// How objects of this kind are prepared, defaulted, validated and printed.
-    pub(crate) strategy: strategy::Kind,
-    /// How they are stored (another resource's form, for events.k8s.io Events).
-    pub(crate) representation: Representation,
-    /// For a custom resource (`strategy` is [`strategy::Kind::Custom`]): what its CRD
-    /// defines for this version.
-    pub(crate) custom: Option<Arc<CustomResource>>,
+    /// How objects of this kind are prepared, defaulted, validated, printed and stored.
+    pub(crate) strategy: Arc<dyn Strategy>,
 }
 
 impl ResourceDef {
@@ -89,134 +89,66 @@ impl ResourceDef {
         }
     }
 
-    /// `<Kind>List`.
+    /// `<Kind>List`, or what a CRD names its lists.
     pub(crate) fn list_kind(&self) -> String {
-        match &self.custom {
-            Some(c) => c.list_kind.clone(),
-            None => format!("{}List", self.gvk.kind),
-        }
+        self.strategy.list_kind(&self.gvk.kind)
     }
 
     /// Whether the resource has a `status` subresource: status is then kept out of
     /// main-resource writes, and the subresource writes only status.
     pub(crate) fn has_status(&self) -> bool {
-        match &self.custom {
-            Some(c) => c.status,
-            None => self.strategy.has_status(),
-        }
+        self.strategy.has_status()
     }
 
-    /// Whether `metadata.generation` is kept (every custom resource has one).
+    /// Whether `metadata.generation` is kept.
     pub(crate) fn has_generation(&self) -> bool {
-        self.custom.is_some() || self.strategy.has_generation()
+        self.strategy.has_generation()
     }
 
-    /// Whether a change from `old` to `new` bumps `metadata.generation`: a spec change for
-    /// built-in kinds; for custom resources any change outside `metadata` (and `status`, when
-    /// it has its own subresource), as kube-apiserver does.
+    /// Whether a change from `old` to `new` bumps `metadata.generation`.
     pub(crate) fn generation_changed(&self, new: &Value, old: &Value) -> bool {
-        if !self.has_generation() {
-            return false;
-        }
-        if self.custom.is_none() {
-            return new["spec"] != old["spec"];
-        }
-        let strip = |v: &Value| {
-            let mut v = v.clone();
-            if let Some(map) = v.as_object_mut() {
-                map.remove("metadata");
-                if self.has_status() {
-                    map.remove("status");
-                }
-            }
-            v
-        };
-        strip(new) != strip(old)
+        self.strategy.generation_changed(new, old)
     }
 
     /// The object as the typed struct (or, for a custom resource, its schema) sees it: fields
     /// of the wrong type are an error (built-ins), unknown fields are dropped.
     pub(crate) fn normalize(&self, value: &Value) -> Result<Value, String> {
-        match &self.custom {
-            Some(c) => c.prune(value.clone()),
-            None => self.strategy.normalize(value),
-        }
+        self.strategy.normalize(value)
     }
 
     /// Sets what a new object starts with and applies the defaults.
     pub(crate) fn prepare_create(&self, object: &mut Value) {
-        match &self.custom {
-            Some(c) => {
-                if c.status {
-                    if let Some(map) = object.as_object_mut() {
-                        map.remove("status");
-                    }
-                }
-                c.apply_defaults(object);
-            }
-            None => self.strategy.prepare_create(object),
-        }
+        self.strategy.prepare_create(object);
     }
 
-    /// Applies the defaults to an updated object.
-    pub(crate) fn prepare_update(&self, object: &mut Value) {
-        match &self.custom {
-            Some(c) => c.apply_defaults(object),
-            None => self.strategy.prepare_update(object),
-        }
+    /// Applies the defaults to an updated object, keeping what the kind keeps from `old`.
+    pub(crate) fn prepare_update(&self, object: &mut Value, old: &Value) {
+        self.strategy.prepare_update(object, old);
     }
 
     /// Validates an object (and, for an update, what changed from `old`).
     pub(crate) async fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<Cause> {
-        match &self.custom {
-            Some(c) => {
-                let mut causes = Vec::new();
-                strategy::validate_finalizers(&object["metadata"], false, &mut causes);
-                causes.extend(c.validate(object, old).await);
-                causes
-            }
-            None => self.strategy.validate(object, old),
-        }
+        self.strategy.validate(object, old).await
     }
 
     /// The field labels field selectors may use on this resource.
-    pub(crate) fn selectable(&self) -> setpoint_core::SelectableFields {
-        match &self.custom {
-            Some(c) if !c.selectable.is_empty() => {
-                let mut labels = vec!["metadata.name".to_owned()];
-                if self.namespaced {
-                    labels.push("metadata.namespace".to_owned());
-                }
-                labels.extend(c.selectable.iter().map(|(label, _)| label.clone()));
-                setpoint_core::SelectableFields::for_kind(labels)
-            }
-            _ => selectable(self.strategy, self.namespaced),
-        }
+    pub(crate) fn selectable(&self) -> SelectableFields {
+        self.strategy.selectable(self.namespaced)
     }
 
     /// The values of every selectable field of `object`.
     pub(crate) fn field_set(&self, object: &Value) -> BTreeMap<String, String> {
-        let mut fields = field_set(self.strategy, object);
-        if let Some(c) = &self.custom {
-            fields.extend(c.selectable_values(object));
-        }
-        fields
+        self.strategy.field_set(object)
     }
 
     /// The object as stored, from the object as served.
     pub(crate) fn to_storage(&self, object: Value) -> Value {
-        match &self.custom {
-            Some(c) => c.to_storage(object),
-            None => self.representation.to_storage(object),
-        }
+        self.strategy.to_storage(object)
     }
 
     /// The object as served, from the object as stored.
     pub(crate) fn served_from_storage(&self, object: Value) -> Value {
-        match &self.custom {
-            Some(c) => c.served_from_storage(object),
-            None => self.representation.served_from_storage(object),
-        }
+        self.strategy.served_from_storage(object)
     }
 }
 

@@ -33,7 +33,7 @@ use setpoint_core::{ApiError, FieldSelector, GroupResource, LabelSelector, Reaso
 use super::response::{self, Body, Form};
 use super::Api;
 use crate::node_client::NodeClient;
-use crate::registry::{selectable, ResourceDef};
+use crate::registry::ResourceDef;
 use crate::request_info::{ResourceRequest, Target, Verb};
 use crate::watchcache::{Filter, Objects};
 pub(super) use discovery::{aggregated_group, api_group};
@@ -132,7 +132,7 @@ async fn resource(
         fields: match query.get("fieldSelector").map(String::as_str) {
             None | Some("") => FieldSelector::everything(),
             Some(s) => FieldSelector::parse(s)
-                .and_then(|f| f.resolve(&selectable(def.strategy, def.namespaced)))
+                .and_then(|f| f.resolve(&def.selectable()))
                 .map_err(|e| ApiError::bad_request(e.to_string()))?,
         },
     };

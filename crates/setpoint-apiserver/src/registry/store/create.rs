@@ -9,7 +9,7 @@ use setpoint_store::StoreError;
 
 use super::{store_error, RegistryStore};
 use crate::registry::meta::{self, meta_str};
-use crate::registry::strategy::{validate_name, Kind};
+use crate::registry::strategy::validate_name;
 
 impl RegistryStore {
     /// Creates `object` (already typed) in `namespace`: server-set metadata, defaults, validation,
@@ -58,9 +58,7 @@ impl RegistryStore {
             }
         }
         def.prepare_create(&mut object);
-        if def.strategy == Kind::Service {
-            crate::registry::cluster_ip::assign(self, &mut object).await?;
-        }
+        def.strategy.before_create(self, &mut object).await?;
         let generate = meta_str(&object, "generateName").map(str::to_owned);
         let explicit = meta_str(&object, "name")
             .filter(|n| !n.is_empty())

@@ -9,10 +9,9 @@ use serde_json::{json, Value};
 use setpoint_core::{ApiError, Revision};
 use setpoint_store::StoreError;
 
-use super::delete_options::{DeleteOptions, Propagation};
+use super::delete_options::DeleteOptions;
 use super::{ListOptions, RegistryStore, Scope, Updated};
 use crate::registry::meta::{self, meta_str};
-use crate::registry::strategy::Kind;
 
 /// What a delete did.
 pub(crate) enum Deleted {
@@ -88,34 +87,13 @@ impl RegistryStore {
         ));
         }
 
-        let kind = def.strategy;
-        let mut add_finalizer = match options.propagation {
-            Some(Propagation::Foreground) => Some("foregroundDeletion"),
-            Some(Propagation::Orphan) => Some("orphan"),
-            Some(Propagation::Background) | None => None,
-        };
-        let graceful_pod = kind == Kind::Pod
-            && current["spec"]["nodeName"]
-                .as_str()
-                .is_some_and(|n| !n.is_empty())
-            && options
-                .grace_period
-                .or_else(|| current["spec"]["terminationGracePeriodSeconds"].as_i64())
-                .unwrap_or(30)
-                > 0;
-        if kind == Kind::Namespace {
-            add_finalizer = None; // the namespace's own spec.finalizers hold it
-        }
-        if kind == Kind::CustomResourceDefinition {
-            // Held until the CRD controller has deleted every object of the resource.
-            add_finalizer = Some(crate::crd::controller::CLEANUP_FINALIZER);
-        }
-        let has_finalizers = !meta::finalizers(&current).is_empty()
-            || (kind == Kind::Namespace
-                && current["spec"]["finalizers"]
-                    .as_array()
-                    .is_some_and(|f| !f.is_empty()));
-        let mark = has_finalizers || add_finalizer.is_some() || graceful_pod;
+        let strategy = &def.strategy;
+        let add_finalizer = strategy.deletion_finalizer(options.propagation);
+        let graceful = strategy
+            .graceful_deletion_seconds(&current, options.grace_period)
+            .is_some();
+        let has_finalizers = !meta::finalizers(&current).is_empty() || strategy.held(&current);
+        let mark = has_finalizers || add_finalizer.is_some() || graceful;
 
         if !mark {
             if dry_run {
@@ -153,12 +131,10 @@ impl RegistryStore {
                     let meta = meta::metadata(&mut next);
                     meta.remove("resourceVersion");
                     if !already {
-                        let seconds = if graceful_pod {
-                            grace
-                                .or_else(|| {
-                                    current["spec"]["terminationGracePeriodSeconds"].as_i64()
-                                })
-                                .unwrap_or(30)
+                        let seconds = if graceful {
+                            strategy
+                                .graceful_deletion_seconds(current, grace)
+                                .unwrap_or(0)
                         } else {
                             0
                         };
@@ -185,9 +161,7 @@ impl RegistryStore {
                         }
                     }
                 }
-                if kind == Kind::Namespace {
-                    next["status"]["phase"] = json!("Terminating");
-                }
+                strategy.mark_deleting(&mut next);
                 Ok(next)
             })
             .await?;

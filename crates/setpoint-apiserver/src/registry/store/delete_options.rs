@@ -13,16 +13,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use setpoint_core::{ApiError, Cause};
 
-/// How dependents are treated when their owner is deleted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Propagation {
-    /// The owner goes now; the garbage collector deletes the dependents afterwards.
-    Background,
-    /// The owner waits (finalizer `foregroundDeletion`) until its blocking dependents are gone.
-    Foreground,
-    /// The dependents are kept and lose their owner reference (finalizer `orphan`).
-    Orphan,
-}
+pub(crate) use crate::registry::Propagation;
 
 /// The options of one deletion.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

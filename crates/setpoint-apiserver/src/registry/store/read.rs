@@ -24,6 +24,7 @@ use setpoint_core::{ApiError, Reason, Revision};
 use super::{store_error, ListOptions, RegistryStore, RvMatch, CACHE_CATCH_UP};
 use crate::registry::meta;
 use crate::registry::store::Continue;
+use crate::registry::Peers;
 use crate::watchcache::{list_store, CachedObject, Objects, Watcher};
 
 /// One page of a list.
@@ -35,6 +36,14 @@ pub(crate) struct ListPage {
     pub(crate) continue_token: Option<String>,
     /// How many selected objects the next pages hold (when the list is not filtered).
     pub(crate) remaining: Option<u64>,
+}
+
+/// A create's view of the other objects of its resource (a service's cluster IP must be free).
+#[async_trait::async_trait]
+impl Peers for RegistryStore {
+    async fn objects(&self) -> Result<Vec<Value>, ApiError> {
+        self.consistent_values().await
+    }
 }
 
 impl RegistryStore {

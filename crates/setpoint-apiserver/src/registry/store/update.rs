@@ -12,7 +12,6 @@ use setpoint_store::StoreError;
 
 use super::{store_error, RegistryStore};
 use crate::registry::meta::{self, meta_str};
-use crate::registry::strategy::Kind;
 
 /// What an update may touch.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -90,9 +89,7 @@ impl RegistryStore {
                 )));
             }
             meta::keep_system_fields(&mut new, &current, scope == Scope::Full);
-            if def.strategy == Kind::Service {
-                keep_cluster_ip(&mut new, &current);
-            }
+
             {
                 let meta = meta::metadata(&mut new);
                 meta.insert("name".into(), json!(name));
@@ -126,7 +123,7 @@ impl RegistryStore {
                     map.remove("status");
                 }
             }
-            def.prepare_update(&mut new);
+            def.prepare_update(&mut new, &current);
             if def.generation_changed(&new, &current) {
                 let g = current["metadata"]["generation"].as_i64().unwrap_or(1);
                 meta::metadata(&mut new).insert("generation".into(), json!(g + 1));
@@ -161,10 +158,7 @@ impl RegistryStore {
             }
             // A namespace is held by its `spec.finalizers` too (the namespace controller's
             // `kubernetes`, removed through `finalize`), as kube-apiserver's namespace storage does.
-            let held_by_spec = def.strategy == Kind::Namespace
-                && new["spec"]["finalizers"]
-                    .as_array()
-                    .is_some_and(|f| !f.is_empty());
+            let held_by_spec = def.strategy.held(&new);
             if deleting && new_finalizers.is_empty() && !held_by_spec {
                 match self
                     .store
@@ -198,28 +192,6 @@ impl RegistryStore {
                 }
                 Err(StoreError::Conflict { .. }) if precondition.is_none() => continue,
                 Err(e) => return Err(self.error_for(name, e)),
-            }
-        }
-    }
-}
-
-/// A service update that leaves out the cluster IP keeps the allocated one, as kube-apiserver
-/// does (a `kubectl replace` of the original manifest must not try to change it).
-fn keep_cluster_ip(new: &mut Value, current: &Value) {
-    if new["spec"]["clusterIP"]
-        .as_str()
-        .is_some_and(|ip| !ip.is_empty())
-    {
-        return;
-    }
-    let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) else {
-        return;
-    };
-    spec.remove("clusterIP");
-    for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
-        if let Some(v) = current["spec"].get(field) {
-            if spec.get(field).is_none_or(Value::is_null) {
-                spec.insert(field.into(), v.clone());
             }
         }
     }

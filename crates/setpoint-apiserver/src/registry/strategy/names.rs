@@ -1,6 +1,6 @@
 //! Object name rules (DNS-1123 label and subdomain, DNS-1035 label), with apimachinery's
 //! messages. Which kind uses which is kube-apiserver's per-kind `ValidateNameFunc`:
-//! [`super::Kind::name_rule`].
+//! [`super::Strategy::name_rule`].
 
 /// Which rule a kind's names follow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

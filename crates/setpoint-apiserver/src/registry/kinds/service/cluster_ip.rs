@@ -1,7 +1,7 @@
 //! Cluster IPs for services: a new `ClusterIP`, `NodePort` or `LoadBalancer` service without
 //! one gets a free address of the service range (10.96.0.0/12, as kubeadm clusters default to);
 //! an address asked for must be in the range and free. Which addresses are taken is read from
-//! the services' watch cache after a consistent wait, and the pick is random, so two creates
+//! the other services, read consistently ([`Peers`]), and the pick is random, so two creates
 //! racing for the same address are unlikely; the store has no uniqueness index to make them
 //! impossible (kube-apiserver keeps an allocation bitmap for that).
 
@@ -12,7 +12,7 @@ use rand::Rng;
 use serde_json::{json, Value};
 use setpoint_core::{ApiError, Cause};
 
-use super::store::RegistryStore;
+use crate::registry::strategy::Peers;
 
 /// The service range: 10.96.0.0/12.
 const RANGE_BASE: u32 = u32::from_be_bytes([10, 96, 0, 0]);
@@ -23,15 +23,15 @@ fn in_range(ip: Ipv4Addr) -> bool {
 }
 
 /// Assigns (or checks) the cluster IP of a service about to be created.
-pub(crate) async fn assign(services: &RegistryStore, service: &mut Value) -> Result<(), ApiError> {
+pub(crate) async fn assign(peers: &dyn Peers, service: &mut Value) -> Result<(), ApiError> {
     let spec = &service["spec"];
     if spec["type"] == "ExternalName" || spec["clusterIP"] == "None" {
         return Ok(());
     }
-    let taken: BTreeSet<Ipv4Addr> = services
-        .consistent_values()
+    let taken: BTreeSet<Ipv4Addr> = peers
+        .objects()
         .await?
-        .into_iter()
+        .iter()
         .filter_map(|s| {
             s["spec"]["clusterIP"]
                 .as_str()

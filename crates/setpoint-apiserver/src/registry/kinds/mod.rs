@@ -1,0 +1,47 @@
+//! The built-in kinds: one file each (a folder for a kind with more to it), holding what
+//! discovery says about the kind and its [`Strategy`]. Adding a kind is adding its file and
+//! one line to the `kinds!` list below; discovery, the REST paths, tables, field selectors
+//! and the OpenAPI documents follow from it.
+
+mod custom_resource_definition;
+
+use std::sync::Arc;
+
+use super::strategy::Strategy;
+use super::ResourceDef;
+
+/// Declares each kind's module and [`registered`], their resources in this order.
+macro_rules! kinds {
+    ($($kind:ident),* $(,)?) => {
+        $(mod $kind;)*
+
+        /// The resources of the kinds listed, in order.
+        fn registered() -> Vec<ResourceDef> {
+            [$($kind::resources()),*].into_iter().flatten().collect()
+        }
+    };
+}
+
+kinds! {
+    namespace,
+    pod,
+    node,
+    config_map,
+    secret,
+    service_account,
+    service,
+    event,
+    lease,
+    deployment,
+    replica_set,
+    hpa,
+    limit_range,
+}
+
+/// Every built-in resource: the kinds above, then CustomResourceDefinitions, whose strategy
+/// (`definitions`) `crd/` provides because it compiles their schemas.
+pub(crate) fn builtin_resources(definitions: Arc<dyn Strategy>) -> Vec<ResourceDef> {
+    let mut resources = registered();
+    resources.extend(custom_resource_definition::resources(definitions));
+    resources
+}

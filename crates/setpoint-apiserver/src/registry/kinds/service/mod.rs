@@ -1,0 +1,220 @@
+//! core/v1 Service: named by DNS-1035 labels; defaults (`ClusterIP`, TCP ports, target port
+//! = port); a cluster IP allocated on create ([`cluster_ip`]) that never changes and that an
+//! update leaving it out keeps; the `kubectl get services` row.
+
+mod cluster_ip;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::Service;
+use serde_json::{json, Value};
+use setpoint_core::{ApiError, Cause, SelectableFields};
+
+use crate::registry::defaults::{default, object_at};
+use crate::registry::fields::{self, Field};
+use crate::registry::identity::{status, Identity, ALL_VERBS};
+use crate::registry::strategy::{round_trip, schema_of, NameRule, Peers, Strategy, TypedSchema};
+use crate::registry::table::{age_cell, name_cell, Column};
+use crate::registry::validation::object_meta;
+use crate::registry::ResourceDef;
+
+pub(crate) fn resources() -> Vec<ResourceDef> {
+    vec![Identity {
+        group: "",
+        version: "v1",
+        kind: "Service",
+        plural: "services",
+        singular: "service",
+        short_names: &["svc"],
+        categories: &["all"],
+        namespaced: true,
+        verbs: ALL_VERBS,
+    }
+    .build(Arc::new(Services), |g| vec![status(g)])]
+}
+
+const FIELDS: &[Field] = &[
+    ("spec.clusterIP", "/spec/clusterIP", ""),
+    ("spec.type", "/spec/type", ""),
+];
+
+#[derive(Debug)]
+struct Services;
+
+#[async_trait]
+impl Strategy for Services {
+    fn normalize(&self, object: &Value) -> Result<Value, String> {
+        round_trip::<Service>(object)
+    }
+
+    fn typed_schema(&self) -> Option<TypedSchema> {
+        schema_of::<Service>()
+    }
+
+    fn name_rule(&self) -> NameRule {
+        NameRule::Dns1035Label
+    }
+
+    fn has_status(&self) -> bool {
+        true
+    }
+
+    fn apply_defaults(&self, object: &mut Value) {
+        if let Some(spec) = object_at(object, &["spec"]) {
+            default(spec, "type", json!("ClusterIP"));
+            default(spec, "sessionAffinity", json!("None"));
+            if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+                for port in ports.iter_mut().filter_map(Value::as_object_mut) {
+                    default(port, "protocol", json!("TCP"));
+                    if let Some(p) = port.get("port").cloned() {
+                        default(port, "targetPort", p);
+                    }
+                }
+            }
+        }
+    }
+
+    fn initialize(&self, object: &mut Value) {
+        if let Some(map) = object.as_object_mut() {
+            map.insert("status".into(), json!({}));
+        }
+    }
+
+    fn prepare_update(&self, new: &mut Value, old: &Value) {
+        keep_cluster_ip(new, old);
+        self.apply_defaults(new);
+    }
+
+    async fn before_create(&self, peers: &dyn Peers, object: &mut Value) -> Result<(), ApiError> {
+        cluster_ip::assign(peers, object).await
+    }
+
+    async fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<Cause> {
+        let mut causes = object_meta(object);
+        validate_spec(&object["spec"], &mut causes);
+        if let Some(old) = old {
+            let (new_ip, old_ip) = (&object["spec"]["clusterIP"], &old["spec"]["clusterIP"]);
+            if !old_ip.is_null() && new_ip != old_ip {
+                causes.push(Cause::invalid(
+                    "spec.clusterIPs[0]",
+                    new_ip,
+                    "may not change once set",
+                ));
+            }
+        }
+        causes
+    }
+
+    fn columns(&self) -> Vec<Column> {
+        vec![
+            Column::name(),
+            Column::new("Type", 0),
+            Column::new("Cluster-IP", 0),
+            Column::new("External-IP", 0),
+            Column::new("Port(s)", 0),
+            Column::new("Age", 0),
+            Column::new("Selector", 1),
+        ]
+    }
+
+    fn cells(&self, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
+        let spec = &o["spec"];
+        let ports: Vec<String> = spec["ports"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .map(|p| {
+                let proto = p["protocol"].as_str().unwrap_or("TCP");
+                match p["nodePort"].as_i64() {
+                    Some(np) => format!("{}:{np}/{proto}", p["port"]),
+                    None => format!("{}/{proto}", p["port"]),
+                }
+            })
+            .collect();
+        let selector = spec["selector"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "<none>".into());
+        vec![
+            name_cell(o),
+            json!(spec["type"].as_str().unwrap_or("ClusterIP")),
+            json!(spec["clusterIP"]
+                .as_str()
+                .filter(|s| !s.is_empty())
+                .unwrap_or("<none>")),
+            json!("<none>"),
+            json!(if ports.is_empty() {
+                "<none>".to_owned()
+            } else {
+                ports.join(",")
+            }),
+            age_cell(o, now),
+            json!(selector),
+        ]
+    }
+
+    fn selectable(&self, namespaced: bool) -> SelectableFields {
+        fields::selectable(FIELDS, namespaced)
+    }
+
+    fn field_set(&self, object: &Value) -> BTreeMap<String, String> {
+        fields::field_set(FIELDS, object)
+    }
+}
+
+/// A service update that leaves out the cluster IP keeps the allocated one, as kube-apiserver
+/// does (a `kubectl replace` of the original manifest must not try to change it).
+fn keep_cluster_ip(new: &mut Value, current: &Value) {
+    if new["spec"]["clusterIP"]
+        .as_str()
+        .is_some_and(|ip| !ip.is_empty())
+    {
+        return;
+    }
+    let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    spec.remove("clusterIP");
+    for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+        if let Some(v) = current["spec"].get(field) {
+            if spec.get(field).is_none_or(Value::is_null) {
+                spec.insert(field.into(), v.clone());
+            }
+        }
+    }
+}
+
+fn validate_spec(spec: &Value, causes: &mut Vec<Cause>) {
+    let kind = spec["type"].as_str().unwrap_or("ClusterIP");
+    let ports = spec["ports"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if ports.is_empty() && kind != "ExternalName" && spec["clusterIP"] != json!("None") {
+        causes.push(Cause::required("spec.ports"));
+    }
+    for (i, p) in ports.iter().enumerate() {
+        let port = p["port"].as_i64().unwrap_or(0);
+        if !(1..=65535).contains(&port) {
+            causes.push(Cause::invalid(
+                format!("spec.ports[{i}].port"),
+                &p["port"],
+                "must be between 1 and 65535, inclusive",
+            ));
+        }
+    }
+    let types = ["ClusterIP", "NodePort", "LoadBalancer", "ExternalName"];
+    if !types.contains(&kind) {
+        causes.push(Cause::not_supported("spec.type", &spec["type"], &types));
+    }
+}
