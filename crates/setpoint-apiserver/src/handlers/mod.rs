@@ -176,13 +176,7 @@ impl Ctx<'_> {
     }
 
     pub(crate) fn dry_run(&self) -> Result<bool, ApiError> {
-        match self.query.get("dryRun").map(String::as_str) {
-            None | Some("") => Ok(false),
-            Some("All") => Ok(true),
-            Some(other) => Err(ApiError::bad_request(format!(
-                "dryRun: Unsupported value: {other:?}: supported values: \"All\""
-            ))),
-        }
+        crate::registry::store::dry_run_of(self.query)
     }
 }
 

@@ -14,6 +14,7 @@ use std::sync::OnceLock;
 use k8s_openapi::api::autoscaling::v1 as autoscaling;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::policy::v1 as policy;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::schemars::generate::{SchemaGenerator, SchemaSettings};
 use k8s_openapi::schemars::{JsonSchema, Schema};
@@ -22,7 +23,7 @@ use serde_json::Value;
 
 use super::patch_meta;
 use super::schema::{gvk_list, REF_PREFIX};
-use crate::registry::builtin_resources;
+use crate::registry::registered_resources;
 use crate::registry::strategy::TypedSchema;
 
 /// `ObjectMeta`, the `metadata` of every kind.
@@ -64,7 +65,7 @@ fn kind<T: Resource + JsonSchema>() -> BuiltinKind {
 fn kinds() -> &'static [BuiltinKind] {
     static KINDS: OnceLock<Vec<BuiltinKind>> = OnceLock::new();
     KINDS.get_or_init(|| {
-        let mut kinds: Vec<BuiltinKind> = builtin_resources(crate::crd::definitions())
+        let mut kinds: Vec<BuiltinKind> = registered_resources()
             .into_iter()
             .filter_map(|def| {
                 Some(BuiltinKind {
@@ -76,6 +77,8 @@ fn kinds() -> &'static [BuiltinKind] {
             })
             .collect();
         kinds.extend([
+            // Registered by `crd/`, which gives it its strategy.
+            kind::<CustomResourceDefinition>(),
             kind::<core::Binding>(),
             kind::<policy::Eviction>(),
             kind::<autoscaling::Scale>(),

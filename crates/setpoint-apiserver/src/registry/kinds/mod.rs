@@ -38,6 +38,16 @@ kinds! {
     limit_range,
 }
 
+/// Subresources whose storage rules belong to one kind.
+pub(crate) use namespace::finalize as finalize_namespace;
+pub(crate) use pod::{bind as bind_pod, evict as evict_pod};
+
+/// The resources of the kinds above, without CustomResourceDefinitions (the OpenAPI
+/// documents' typed schemas come from these).
+pub(crate) fn registered_resources() -> Vec<ResourceDef> {
+    registered()
+}
+
 /// Every built-in resource: the kinds above, then CustomResourceDefinitions, whose strategy
 /// (`definitions`) `crd/` provides because it compiles their schemas.
 pub(crate) fn builtin_resources(definitions: Arc<dyn Strategy>) -> Vec<ResourceDef> {

@@ -22,6 +22,7 @@ pub(crate) mod delete;
 pub(crate) mod delete_options;
 mod options;
 mod read;
+mod scale;
 pub(crate) mod update;
 
 use std::sync::Arc;
@@ -31,7 +32,8 @@ use setpoint_core::{ApiError, Reason};
 use setpoint_store::{Store, StoreError};
 
 pub(crate) use delete::Deleted;
-pub(crate) use options::{Continue, ListOptions, RvMatch};
+pub(crate) use options::{dry_run_of, Continue, ListOptions, RvMatch};
+pub(crate) use scale::ScaleChange;
 pub(crate) use update::{Scope, Updated};
 
 use super::ResourceDef;

@@ -1,11 +1,25 @@
 //! The options of a list or watch, once decoded from the query string (`handlers/params.rs`
-//! decodes them): which objects, at which revision, how many, from where.
+//! decodes them): which objects, at which revision, how many, from where; and whether a write
+//! is a dry run.
+
+use std::collections::BTreeMap;
 
 use base64::Engine;
 use serde_json::json;
 use setpoint_core::{ApiError, Revision};
 
 use crate::watchcache::Filter;
+
+/// Whether a write's query asks for a dry run (`dryRun=All`); anything else is a 400.
+pub(crate) fn dry_run_of(query: &BTreeMap<String, String>) -> Result<bool, ApiError> {
+    match query.get("dryRun").map(String::as_str) {
+        None | Some("") => Ok(false),
+        Some("All") => Ok(true),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "dryRun: Unsupported value: {other:?}: supported values: \"All\""
+        ))),
+    }
+}
 
 /// How `resourceVersion` is to be read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

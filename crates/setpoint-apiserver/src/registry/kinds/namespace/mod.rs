@@ -2,6 +2,10 @@
 //! `spec.finalizers` (`kubernetes` by default, removed through `namespaces/finalize`) and
 //! `Terminating` while deleted.
 
+mod finalize;
+
+pub(crate) use finalize::finalize;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

@@ -3,6 +3,12 @@
 //! what an update may change, the `kubectl get pods` row, the field selectors the kubelet and
 //! scheduler use, and graceful deletion of a scheduled pod (marked, for its node to stop it).
 
+mod binding;
+mod eviction;
+
+pub(crate) use binding::bind;
+pub(crate) use eviction::evict;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
