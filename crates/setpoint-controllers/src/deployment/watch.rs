@@ -12,10 +12,11 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
+use setpoint_runtime::owner::controller_ref;
 use setpoint_runtime::{Deleted, Enqueuer, EventHandler, ObjectKey, Store};
 
 use super::expectations::Expectations;
-use super::replicasets::{controller_ref, deployment_of, selector_of};
+use super::replicasets::{deployment_of, selector_of};
 use super::sizing::Strategy;
 
 /// The Deployment controlling `rs`, as a key.
