@@ -7,6 +7,7 @@
 mod cause;
 mod gvk;
 mod patch;
+mod query;
 mod revision;
 mod selector;
 mod status;
@@ -19,6 +20,7 @@ pub use patch::{
     OperationFailure, PatchError, PatchErrorKind, PatchResult, PatchSchema, PatchType,
     INVALID_PATCH_MESSAGE, MAX_JSON_PATCH_COPY_BYTES, MAX_JSON_PATCH_OPERATIONS,
 };
+pub use query::{parse_query, percent_decode, query_pairs};
 pub use revision::{ParseRevisionError, Revision};
 pub use selector::{
     FieldOperator, FieldSelector, FieldSelectorError, FieldTerm, InvalidLabelRequirement,

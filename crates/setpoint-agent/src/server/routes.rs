@@ -13,9 +13,9 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt as _, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
 
-use setpoint_core::{ApiError, Reason};
+use setpoint_core::{query_pairs, ApiError, Reason};
 
-use crate::logs::{pod_dir, query_pairs, read_logs, LogError, LogOptions};
+use crate::logs::{pod_dir, read_logs, LogError, LogOptions};
 use crate::metrics::Sampler;
 
 /// A response body: a whole `Status`, or a streamed log.

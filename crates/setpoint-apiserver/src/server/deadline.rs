@@ -16,7 +16,7 @@ const INVALID_TIMEOUT: &str = "invalid timeout specified in the request URL";
 /// The time `uri` may take on a server whose request timeout is `server`: the client's
 /// `timeout` when it is positive and shorter, else `server`.
 pub(crate) fn request_timeout(uri: &Uri, server: Duration) -> Result<Duration, ApiError> {
-    let query = crate::request::parse_query(uri.query());
+    let query = setpoint_core::parse_query(uri.query());
     let watch = uri.path().contains("/watch/")
         || query.get("watch").is_some_and(|w| w == "1" || w == "true");
     let Some(value) = query.get("timeout").filter(|v| !v.is_empty() && !watch) else {
