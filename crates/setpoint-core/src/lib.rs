@@ -1,8 +1,12 @@
 //! Setpoint's object model: the types every layer shares, with no I/O.
 //!
-//! For now this holds the store's notion of time, [`Revision`], and label and field selectors
-//! ([`LabelSelector`], [`FieldSelector`]). The rest of the API object model (metadata,
-//! group/version/kinds, `Status` errors) joins them as the API server is built.
+//! - the store's notion of time, [`Revision`];
+//! - group/version/kinds and group/resources ([`GroupVersionKind`], [`GroupResource`]);
+//! - label and field selectors ([`LabelSelector`], [`FieldSelector`]);
+//! - API errors and the `Status` objects that carry them ([`ApiError`], [`Reason`]), field
+//!   [`Cause`]s, and [`wire`]: JSON in the field order kube-apiserver writes;
+//! - patches: JSON patch, JSON merge patch and strategic merge patch ([`apply_patch`]);
+//! - URL query strings, decoded ([`parse_query`], [`query_pairs`]).
 
 mod cause;
 mod gvk;

@@ -39,7 +39,7 @@ mod queue;
 mod status;
 mod watcher;
 
-pub use cache::{CacheError, CacheForm, IndexFn, Store};
+pub use cache::{CacheError, CacheForm, IndexFn, ObjectCache};
 pub use client::{Client, ClientError, InProcessService, Transport};
 pub use controller::{
     Action, Controller, ControllerError, ControllerHandle, ControllerMetrics, Drain, OnError,

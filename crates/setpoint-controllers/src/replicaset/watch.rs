@@ -10,7 +10,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use setpoint_core::LabelSelector;
 use setpoint_runtime::owner::controller_ref;
-use setpoint_runtime::{Deleted, Enqueuer, EventHandler, IndexFn, ObjectKey, Store};
+use setpoint_runtime::{Deleted, Enqueuer, EventHandler, IndexFn, ObjectCache, ObjectKey};
 
 use super::expectations::Expectations;
 use super::pods::replicaset_of;
@@ -38,7 +38,10 @@ pub(super) fn selector_of(rs: &ReplicaSet) -> Option<LabelSelector> {
 
 /// The ReplicaSets to sync when `pod` changes: its controller if a ReplicaSet controls it;
 /// for an orphan that is not being deleted, every ReplicaSet of its namespace selecting it.
-pub(super) fn replicasets_for_pod(replicasets: &Store<ReplicaSet>, pod: &Pod) -> Vec<ObjectKey> {
+pub(super) fn replicasets_for_pod(
+    replicasets: &ObjectCache<ReplicaSet>,
+    pod: &Pod,
+) -> Vec<ObjectKey> {
     if controller_ref(&pod.metadata).is_some() {
         return replicaset_of(pod).into_iter().collect();
     }
@@ -100,7 +103,7 @@ impl EventHandler<Pod> for ObservePods {
 /// already counted in the expectations.
 pub(super) struct PodEvents {
     pub(super) observe: ObservePods,
-    pub(super) replicasets: Store<ReplicaSet>,
+    pub(super) replicasets: ObjectCache<ReplicaSet>,
     pub(super) enqueuer: Enqueuer<ObjectKey>,
 }
 
