@@ -86,55 +86,8 @@ pub(crate) enum Target {
     Other(String),
 }
 
-/// The query string, decoded. Repeated keys keep the last value; an empty key (kube-rs sends
-/// `?&limit=500`) is ignored.
-pub(crate) fn parse_query(query: Option<&str>) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    for pair in query.unwrap_or("").split('&') {
-        if pair.is_empty() {
-            continue;
-        }
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        let k = percent_decode(k);
-        if !k.is_empty() {
-            out.insert(k, percent_decode(v));
-        }
-    }
-    out
-}
-
-/// Decodes `%XX` escapes and `+` (as a space, as Go's query parser does).
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
-                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                    Some(b) => {
-                        out.push(b);
-                        i += 3;
-                    }
-                    None => {
-                        out.push(b'%');
-                        i += 1;
-                    }
-                }
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            b => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
+/// The query string, decoded (one decoder for the whole workspace: [`setpoint_core::parse_query`]).
+pub(crate) use setpoint_core::parse_query;
 
 /// Whether a query flag is set (`true` or `1`, as Go's `strconv.ParseBool` accepts).
 pub(crate) fn flag(query: &BTreeMap<String, String>, key: &str) -> Result<bool, ApiError> {

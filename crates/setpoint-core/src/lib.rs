@@ -1,12 +1,17 @@
 //! Setpoint's object model: the types every layer shares, with no I/O.
 //!
-//! For now this holds the store's notion of time, [`Revision`], and label and field selectors
-//! ([`LabelSelector`], [`FieldSelector`]). The rest of the API object model (metadata,
-//! group/version/kinds, `Status` errors) joins them as the API server is built.
+//! - the store's notion of time, [`Revision`];
+//! - group/version/kinds and group/resources ([`GroupVersionKind`], [`GroupResource`]);
+//! - label and field selectors ([`LabelSelector`], [`FieldSelector`]);
+//! - API errors and the `Status` objects that carry them ([`ApiError`], [`Reason`]), field
+//!   [`Cause`]s, and [`wire`]: JSON in the field order kube-apiserver writes;
+//! - patches: JSON patch, JSON merge patch and strategic merge patch ([`apply_patch`]);
+//! - URL query strings, decoded ([`parse_query`], [`query_pairs`]).
 
 mod cause;
 mod gvk;
 mod patch;
+mod query;
 mod revision;
 mod selector;
 mod status;
@@ -19,6 +24,7 @@ pub use patch::{
     OperationFailure, PatchError, PatchErrorKind, PatchResult, PatchSchema, PatchType,
     INVALID_PATCH_MESSAGE, MAX_JSON_PATCH_COPY_BYTES, MAX_JSON_PATCH_OPERATIONS,
 };
+pub use query::{parse_query, percent_decode, query_pairs};
 pub use revision::{ParseRevisionError, Revision};
 pub use selector::{
     FieldOperator, FieldSelector, FieldSelectorError, FieldTerm, InvalidLabelRequirement,

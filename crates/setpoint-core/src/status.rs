@@ -309,6 +309,38 @@ impl ApiError {
         Self::new(Reason::Forbidden, message)
     }
 
+    /// 403 `<resource> "<name>" is forbidden: <why>` with the object in `details`
+    /// (apimachinery's `NewForbidden`), e.g. an impersonation refused.
+    pub fn forbidden_object(gr: &GroupResource, name: &str, why: &str) -> Self {
+        Self::with_object(
+            Reason::Forbidden,
+            gr,
+            name,
+            format!("{gr} {name:?} is forbidden: {why}"),
+        )
+    }
+
+    /// 401 `Unauthorized`: the request carried no valid credentials.
+    pub fn unauthorized() -> Self {
+        Self::new(Reason::Unauthorized, "Unauthorized")
+    }
+
+    /// 413 for a request body over `limit` bytes, worded as kube-apiserver words it.
+    pub fn request_entity_too_large(limit: usize) -> Self {
+        Self::new(
+            Reason::RequestEntityTooLarge,
+            format!("Request entity too large: limit is {limit}"),
+        )
+    }
+
+    /// 504 for a request not served within the request timeout, worded as kube-apiserver's
+    /// timeout filter words it.
+    pub fn request_timeout() -> Self {
+        Self::timeout(
+            "request did not complete within requested timeout - context deadline exceeded",
+        )
+    }
+
     /// 504 `Timeout: <message>` (apimachinery's `NewTimeoutError`).
     pub fn timeout(message: impl Into<String>) -> Self {
         ApiError {
@@ -334,6 +366,15 @@ impl ApiError {
     #[must_use]
     pub fn to_json(&self) -> Vec<u8> {
         crate::wire::to_vec(&self.to_status())
+    }
+
+    /// The `Status` body for this error as a response carries it: [`to_json`](Self::to_json)
+    /// and the trailing newline kube-apiserver's JSON encoder writes after every body.
+    #[must_use]
+    pub fn to_body(&self) -> Vec<u8> {
+        let mut body = self.to_json();
+        body.push(b'\n');
+        body
     }
 
     /// The `Status` object for this error. Empty detail fields are left out, as Go's
@@ -488,6 +529,43 @@ mod tests {
             )),
             r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"deployments.apps \"web\" already exists","reason":"AlreadyExists","details":{"name":"web","group":"apps","kind":"deployments"},"code":409}"#
         );
+    }
+
+    #[test]
+    fn transport_failures_should_match_kube_apiserver_byte_for_byte() {
+        let text = |e: &ApiError| String::from_utf8(e.to_json()).unwrap();
+        assert_eq!(
+            text(&ApiError::unauthorized()),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#
+        );
+        let too_large = ApiError::request_entity_too_large(3_145_728);
+        assert_eq!(too_large.code(), 413);
+        assert_eq!(
+            text(&too_large),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Request entity too large: limit is 3145728","reason":"RequestEntityTooLarge","code":413}"#
+        );
+        assert_eq!(ApiError::request_timeout().code(), 504);
+        assert_eq!(
+            text(&ApiError::request_timeout()),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Timeout: request did not complete within requested timeout - context deadline exceeded","reason":"Timeout","details":{},"code":504}"#
+        );
+        let forbidden = ApiError::forbidden_object(
+            &GroupResource::new("authentication.k8s.io", "uids"),
+            "u",
+            "no",
+        );
+        assert_eq!(
+            text(&forbidden),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"uids.authentication.k8s.io \"u\" is forbidden: no","reason":"Forbidden","details":{"name":"u","group":"authentication.k8s.io","kind":"uids"},"code":403}"#
+        );
+    }
+
+    #[test]
+    fn a_body_should_end_with_the_encoders_newline() {
+        let e = ApiError::unauthorized();
+        let mut expected = e.to_json();
+        expected.push(b'\n');
+        assert_eq!(e.to_body(), expected);
     }
 
     #[test]

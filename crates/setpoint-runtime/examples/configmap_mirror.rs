@@ -83,7 +83,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 async fn wait_for(
-    store: &setpoint_runtime::Store<ConfigMap>,
+    store: &setpoint_runtime::ObjectCache<ConfigMap>,
     key: &ObjectKey,
     color: &str,
 ) -> Arc<ConfigMap> {

@@ -12,6 +12,8 @@
 //!   finished — a reconcile that panicked or was cancelled — counts as a failure: the key is
 //!   retried with backoff.
 //!
+//! - [`owner`]: controller references — reading them, writing them, and the claim step that
+//!   adopts selected orphans and releases owned objects no longer selected.
 //! - Custom resources: a `#[derive(CustomResource, JsonSchema)]` type (kube's derive) is used
 //!   like any built-in kind — typed [`Client::api`], informers, [`Controller`] and `owns`,
 //!   status, finalizers, events — and [`install_crd`] installs its generated CRD and waits
@@ -32,11 +34,12 @@ mod leader;
 mod metrics;
 mod micro_time;
 mod object_key;
+pub mod owner;
 mod queue;
 mod status;
 mod watcher;
 
-pub use cache::{CacheError, CacheForm, IndexFn, Store};
+pub use cache::{CacheError, CacheForm, IndexFn, ObjectCache};
 pub use client::{Client, ClientError, InProcessService, Transport};
 pub use controller::{
     Action, Controller, ControllerError, ControllerHandle, ControllerMetrics, Drain, OnError,

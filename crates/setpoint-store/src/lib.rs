@@ -10,6 +10,7 @@
 //!   checksummed write-ahead log with group commit and snapshots. See `docs/design/storage.md`.
 //! - With the `etcd` feature, [`EtcdStore`] runs on an etcd v3 cluster (and [`LocalEtcd`]
 //!   starts a throwaway etcd member for tests and benchmarks).
+//! - [`Pages`] reads everything under a prefix page by page from one snapshot.
 //! - [`ModelStore`] is the reference model: obviously correct, slow, used to check the others.
 //! - With the `conformance` feature, [`conformance`] holds the suite every backend must pass.
 
@@ -18,6 +19,7 @@ mod error;
 #[cfg(feature = "etcd")]
 mod etcd;
 mod model;
+mod pages;
 mod store;
 mod types;
 
@@ -32,6 +34,7 @@ pub use etcd::{
     COMPACT_REV_KEY,
 };
 pub use model::ModelStore;
+pub use pages::Pages;
 pub use setpoint_core::Revision;
 pub use store::{prefix_end, Store, WatchStream};
 pub use types::{Event, EventKind, KeyValue, ListRequest, ListResult, WatchBatch};

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
-use setpoint_store::{EmbeddedConfig, EmbeddedStore, ListRequest, Store};
+use setpoint_store::{EmbeddedConfig, EmbeddedStore, ListRequest, Pages, Store};
 
 use crate::cli::{MigrateArgs, StoreKind};
 
@@ -62,13 +62,9 @@ pub(crate) async fn copy(from: &dyn Store, to: &dyn Store) -> Result<u64> {
             String::from_utf8_lossy(key)
         );
     }
-    let mut request = ListRequest::prefix("").limit(PAGE);
+    let mut pages = Pages::new(from, ListRequest::prefix("").limit(PAGE));
     let mut copied = 0;
-    loop {
-        let page = from
-            .list(request.clone())
-            .await
-            .context("reading the source")?;
+    while let Some(page) = pages.next().await.context("reading the source")? {
         let kvs: Vec<_> = page
             .kvs
             .iter()
@@ -85,16 +81,6 @@ pub(crate) async fn copy(from: &dyn Store, to: &dyn Store) -> Result<u64> {
             .buffer_unordered(CONCURRENT_CREATES)
             .try_collect::<Vec<_>>()
             .await?;
-        let Some(last) = page.kvs.last() else { break };
-        if !page.more() {
-            break;
-        }
-        let mut next = last.key.to_vec();
-        next.push(0);
-        request = ListRequest::prefix("")
-            .start(next)
-            .at(page.revision)
-            .limit(PAGE);
     }
     Ok(copied)
 }

@@ -22,7 +22,6 @@ mod writer;
 
 use std::path::{Path, PathBuf};
 
-pub(crate) use options::query_pairs;
 pub(crate) use read::{read_logs, LogError, LogOptions};
 pub(crate) use writer::{LogStream, LogWriter};
 

@@ -1,6 +1,7 @@
 //! `kubectl logs` options (the query of `pods/log` and of the agent's `containerLogs`).
 
 use chrono::{DateTime, Utc};
+use setpoint_core::query_pairs;
 
 use super::read::LogError;
 
@@ -137,44 +138,6 @@ fn parse_int(key: &str, value: &str) -> Result<i64, LogError> {
         .map_err(|_| LogError::BadOption(format!("{key}: {value:?} is not an integer")))
 }
 
-/// The decoded `key=value` pairs of a URL query.
-pub(crate) fn query_pairs(query: &str) -> Vec<(String, String)> {
-    query
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (percent_decode(k), percent_decode(v))
-        })
-        .collect()
-}
-
-/// Decodes `%XX` escapes and `+` (as a space); invalid escapes stay as they are.
-pub(crate) fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
-                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                    Some(b) => {
-                        out.push(b);
-                        i += 3;
-                        continue;
-                    }
-                    None => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,12 +218,5 @@ mod tests {
         assert_eq!(o.tail_lines, Some(0));
         assert_eq!(o.limit_bytes, Some(1));
         assert_eq!(o.since, Some(now - chrono::Duration::seconds(1)));
-    }
-
-    #[test]
-    fn percent_decode_should_decode_escapes_and_keep_broken_ones() {
-        assert_eq!(percent_decode("a%3Ab+c"), "a:b c");
-        assert_eq!(percent_decode("100%"), "100%");
-        assert_eq!(percent_decode("%zz"), "%zz");
     }
 }

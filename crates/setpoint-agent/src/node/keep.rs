@@ -13,8 +13,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::create_or_adopt::register;
 use super::lease::{retry_delay, NodeLease, LEASE_NAMESPACE, RENEW_INTERVAL};
-use super::register::register;
 use super::status::{NodeReadiness, StatusReporter};
 use super::NodeRegistration;
 

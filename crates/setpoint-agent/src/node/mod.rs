@@ -16,17 +16,21 @@
 //!
 //! Many nodes (simulated ones) use the parts directly: [`register`], a [`NodeLease`] per node
 //! renewed from one task, and a [`StatusReporter`] per node.
+//!
+//! Layout: `registration` (what a node registers as, [`NodeRegistration`], and the Node built
+//! from it), `create_or_adopt` (the API call: create that Node, or take an existing one of the
+//! name back), `keep` (the loop keeping it registered), `lease`, `status`, `machine`.
 
+mod create_or_adopt;
 mod keep;
 mod lease;
 mod machine;
-mod register;
 mod registration;
 mod status;
 
+pub(crate) use create_or_adopt::register;
 pub(crate) use keep::keep_registered;
 pub(crate) use lease::{retry_delay, NodeLease, LEASE_NAMESPACE, RENEW_INTERVAL};
 pub(crate) use machine::{architecture, KUBELET_VERSION};
-pub(crate) use register::register;
 pub(crate) use registration::NodeRegistration;
 pub(crate) use status::{time_now, NodeReadiness, StatusReporter};

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use parking_lot::Mutex;
-use setpoint_runtime::{Client, Deleted, EventHandler, Store};
+use setpoint_runtime::{Client, Deleted, EventHandler, ObjectCache};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -102,7 +102,7 @@ impl PodWorkers {
 
     /// Starts workers for pod directories under the root whose pods are neither in `pods` nor
     /// handled by a worker: pods deleted while no agent ran.
-    pub(crate) fn collect_orphans(&self, pods: &Store<Pod>) {
+    pub(crate) fn collect_orphans(&self, pods: &ObjectCache<Pod>) {
         let known: std::collections::HashSet<String> = pods
             .list()
             .iter()

@@ -13,7 +13,9 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt as _, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
 
-use crate::logs::{pod_dir, query_pairs, read_logs, LogError, LogOptions};
+use setpoint_core::{query_pairs, ApiError, Reason};
+
+use crate::logs::{pod_dir, read_logs, LogError, LogOptions};
 use crate::metrics::Sampler;
 
 /// A response body: a whole `Status`, or a streamed log.
@@ -26,11 +28,10 @@ pub(super) async fn handle(
     request: Request<Incoming>,
 ) -> Response<Body> {
     if request.method() != Method::GET {
-        return status(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "MethodNotAllowed",
+        return status(&ApiError::new(
+            Reason::MethodNotAllowed,
             "only GET is served",
-        );
+        ));
     }
     let path = request.uri().path();
     if path == "/healthz" {
@@ -47,11 +48,7 @@ pub(super) async fn handle(
             let query = request.uri().query().unwrap_or_default();
             container_logs(root, namespace, pod, container, query).await
         }
-        _ => status(
-            StatusCode::NOT_FOUND,
-            "NotFound",
-            &format!("the agent does not serve {path}"),
-        ),
+        _ => status(&ApiError::no_such_path()),
     }
 }
 
@@ -118,11 +115,9 @@ async fn newest_pod_dir(root: &Path, namespace: &str, pod: &str) -> Option<PathB
 
 async fn resource_metrics(metrics: &Sampler) -> Response<Body> {
     let Some(report) = metrics.current().await else {
-        return status(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ServiceUnavailable",
+        return status(&ApiError::unavailable(
             "resource usage has not been sampled twice yet",
-        );
+        ));
     };
     match serde_json::to_vec(&*report) {
         Ok(body) => {
@@ -137,32 +132,23 @@ async fn resource_metrics(metrics: &Sampler) -> Response<Body> {
             );
             response
         }
-        Err(e) => status(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "InternalError",
-            &format!("encoding the resource report: {e}"),
-        ),
+        Err(e) => status(&ApiError::new(
+            Reason::InternalError,
+            format!("encoding the resource report: {e}"),
+        )),
     }
 }
 
 fn log_error(error: &LogError) -> Response<Body> {
     match error {
         LogError::WaitingToStart { .. } | LogError::NoPrevious { .. } | LogError::BadOption(_) => {
-            status(StatusCode::BAD_REQUEST, "BadRequest", &error.to_string())
+            status(&ApiError::bad_request(error.to_string()))
         }
         // The kubelet answers invalid options with 422.
-        LogError::InvalidOption(_) => status(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "Invalid",
-            &error.to_string(),
-        ),
+        LogError::InvalidOption(_) => status(&ApiError::new(Reason::Invalid, error.to_string())),
         LogError::Io { .. } => {
             tracing::warn!(error = %error, "agent endpoint: reading a log failed");
-            status(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "InternalError",
-                &error.to_string(),
-            )
+            status(&ApiError::new(Reason::InternalError, error.to_string()))
         }
     }
 }
@@ -176,23 +162,16 @@ fn text(body: Bytes) -> Response<Body> {
     response
 }
 
-/// A Kubernetes `Status` response.
-pub(super) fn status(code: StatusCode, reason: &str, message: &str) -> Response<Body> {
-    let body = serde_json::json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code.as_u16(),
-    });
+/// A Kubernetes `Status` response for `error`, its body encoded as the API server encodes
+/// every `Status` ([`ApiError::to_body`]).
+pub(super) fn status(error: &ApiError) -> Response<Body> {
     let mut response = Response::new(
-        Full::new(Bytes::from(body.to_string()))
+        Full::new(Bytes::from(error.to_body()))
             .map_err(|never| match never {})
             .boxed(),
     );
-    *response.status_mut() = code;
+    *response.status_mut() =
+        StatusCode::from_u16(error.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         header::HeaderValue::from_static("application/json"),

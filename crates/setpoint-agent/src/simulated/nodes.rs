@@ -9,7 +9,7 @@ use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use setpoint_runtime::{Client, ObjectKey, Store};
+use setpoint_runtime::{Client, ObjectCache, ObjectKey};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -36,7 +36,7 @@ struct Apis<'a> {
     nodes: &'a Api<Node>,
     leases: &'a Api<Lease>,
     /// The simulated Nodes as the API has them (a label-selected informer's store).
-    cache: &'a Store<Node>,
+    cache: &'a ObjectCache<Node>,
 }
 
 /// Registers every node of `regs` once (the first round) and keeps them until `shutdown`;
@@ -44,7 +44,7 @@ struct Apis<'a> {
 pub(super) async fn keep_nodes(
     client: Client,
     regs: Vec<NodeRegistration>,
-    cache: Store<Node>,
+    cache: ObjectCache<Node>,
     first_round_done: CancellationToken,
     shutdown: CancellationToken,
 ) {

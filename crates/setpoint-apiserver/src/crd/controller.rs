@@ -23,7 +23,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::{json, Value};
 use setpoint_core::{ApiError, Revision};
-use setpoint_store::{ListRequest, StoreError};
+use setpoint_store::{ListRequest, Pages, StoreError};
 
 use super::build::{resources_of, CRD_PREFIX};
 use crate::api::Api;
@@ -47,28 +47,16 @@ fn crd_store(api: &Api) -> Result<Arc<RegistryStore>, ApiError> {
 /// The names of every stored CRD.
 async fn stored_names(api: &Api) -> Result<Vec<String>, ApiError> {
     let mut names = Vec::new();
-    let mut request = ListRequest::prefix(Bytes::from_static(CRD_PREFIX.as_bytes())).limit(500);
-    loop {
-        let page = api.store.list(request.clone()).await.map_err(store_error)?;
+    let request = ListRequest::prefix(Bytes::from_static(CRD_PREFIX.as_bytes())).limit(500);
+    let mut pages = Pages::new(&*api.store, request);
+    while let Some(page) = pages.next().await.map_err(store_error)? {
         for kv in &page.kvs {
             if let Some(name) = kv.key.strip_prefix(CRD_PREFIX.as_bytes()) {
                 names.push(String::from_utf8_lossy(name).into_owned());
             }
         }
-        if !page.more() {
-            return Ok(names);
-        }
-        let mut next = page
-            .kvs
-            .last()
-            .map(|kv| kv.key.to_vec())
-            .unwrap_or_default();
-        next.push(0);
-        request = ListRequest::prefix(Bytes::from_static(CRD_PREFIX.as_bytes()))
-            .start(next)
-            .at(page.revision)
-            .limit(500);
     }
+    Ok(names)
 }
 
 /// Registers every stored CRD, then keeps following them in a background task that ends

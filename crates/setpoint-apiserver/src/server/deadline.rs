@@ -8,22 +8,22 @@ use std::time::Duration;
 
 use http::Uri;
 
-use crate::status::Failure;
+use setpoint_core::ApiError;
 
 /// What kube-apiserver says of a malformed `timeout`, before the parser's own words.
 const INVALID_TIMEOUT: &str = "invalid timeout specified in the request URL";
 
 /// The time `uri` may take on a server whose request timeout is `server`: the client's
 /// `timeout` when it is positive and shorter, else `server`.
-pub(crate) fn request_timeout(uri: &Uri, server: Duration) -> Result<Duration, Failure> {
-    let query = crate::request_info::parse_query(uri.query());
+pub(crate) fn request_timeout(uri: &Uri, server: Duration) -> Result<Duration, ApiError> {
+    let query = setpoint_core::parse_query(uri.query());
     let watch = uri.path().contains("/watch/")
         || query.get("watch").is_some_and(|w| w == "1" || w == "true");
     let Some(value) = query.get("timeout").filter(|v| !v.is_empty() && !watch) else {
         return Ok(server);
     };
     let asked = parse_go_duration(value)
-        .map_err(|e| Failure::BadRequest(format!("{INVALID_TIMEOUT} - {e}")))?;
+        .map_err(|e| ApiError::bad_request(format!("{INVALID_TIMEOUT} - {e}")))?;
     Ok(match asked {
         Some(asked) if !asked.is_zero() && asked < server => asked,
         _ => server,
@@ -87,7 +87,7 @@ mod tests {
 
     const SERVER: Duration = Duration::from_secs(60);
 
-    fn timeout(uri: &str) -> Result<Duration, Failure> {
+    fn timeout(uri: &str) -> Result<Duration, ApiError> {
         request_timeout(&uri.parse().unwrap(), SERVER)
     }
 
@@ -147,9 +147,8 @@ mod tests {
     fn a_malformed_timeout_should_be_a_400() {
         assert_eq!(
             timeout("/api?timeout=soon").unwrap_err(),
-            Failure::BadRequest(
+            ApiError::bad_request(
                 r#"invalid timeout specified in the request URL - time: invalid duration "soon""#
-                    .to_owned()
             )
         );
     }

@@ -57,9 +57,9 @@ fn endpoint_of(path: &str) -> Option<&'static str> {
 
 fn is_verbose(query: Option<&str>) -> bool {
     query.is_some_and(|query| {
-        query
-            .split('&')
-            .any(|pair| pair.split('=').next() == Some("verbose"))
+        setpoint_core::query_pairs(query)
+            .iter()
+            .any(|(key, _)| key == "verbose")
     })
 }
 

@@ -7,8 +7,9 @@
 
 use http::HeaderMap;
 
+use setpoint_core::{ApiError, GroupResource};
+
 use crate::auth::User;
-use crate::status::Failure;
 
 /// The header naming the user to act as.
 const USER: &str = "impersonate-user";
@@ -21,7 +22,7 @@ const EXTRA_PREFIX: &str = "impersonate-extra-";
 
 /// The refusal for a request by `user` that asks to impersonate, naming the first thing it
 /// asks for (the user, else a group, a UID, an extra); `None` if it asks for nothing.
-pub(crate) fn refuse(headers: &HeaderMap, user: &User) -> Option<Failure> {
+pub(crate) fn refuse(headers: &HeaderMap, user: &User) -> Option<ApiError> {
     let value = |name: &str| {
         headers
             .get(name)
@@ -42,11 +43,29 @@ pub(crate) fn refuse(headers: &HeaderMap, user: &User) -> Option<Failure> {
                     )
                 })
         })?;
-    Some(Failure::ImpersonationForbidden {
-        user: user.name.clone(),
-        resource,
+    Some(forbidden(&user.name, resource, &name))
+}
+
+/// kube-apiserver's refusal of an impersonation by its authorizer, with the reason after the
+/// colon: `<resource> "<name>" is forbidden: User "<user>" cannot impersonate …`.
+fn forbidden(user: &str, resource: &str, name: &str) -> ApiError {
+    let group = impersonated_group(resource);
+    ApiError::forbidden_object(
+        &GroupResource::new(group, resource),
         name,
-    })
+        &format!(
+            "User {user:?} cannot impersonate resource {resource:?} in API group {group:?} at \
+             the cluster scope: impersonation is not supported by this server"
+        ),
+    )
+}
+
+/// The API group of an impersonated `resource`, as kube-apiserver's authorizer is asked.
+fn impersonated_group(resource: &str) -> &'static str {
+    match resource {
+        "users" | "groups" | "serviceaccounts" => "",
+        _ => "authentication.k8s.io",
+    }
 }
 
 #[cfg(test)]
@@ -83,14 +102,16 @@ mod tests {
                 HeaderValue::from_static("someone"),
             );
             let refused = refuse(&headers, &admin()).expect("refused");
-            assert_eq!(
-                refused,
-                Failure::ImpersonationForbidden {
-                    user: "setpoint-admin".to_owned(),
-                    resource,
-                    name: "someone".to_owned(),
-                },
-                "{name}"
+            assert_eq!(refused.reason, setpoint_core::Reason::Forbidden, "{name}");
+            let details = refused.details.as_deref().expect("details");
+            assert_eq!(details.kind, resource, "{name}");
+            assert_eq!(details.name, "someone", "{name}");
+            assert!(
+                refused
+                    .message
+                    .contains(r#"User "setpoint-admin" cannot impersonate"#),
+                "{name}: {}",
+                refused.message
             );
         }
     }

@@ -25,7 +25,9 @@ use super::health;
 use super::{deadline, impersonation};
 use crate::auth::{self, User};
 use crate::pki::BearerToken;
-use crate::status::Failure;
+use setpoint_core::ApiError;
+
+use crate::status::failure_response;
 
 /// At most this many bytes of an unwanted request body are drained before the connection is
 /// given up.
@@ -62,18 +64,18 @@ pub(crate) async fn serve_request(
         &context.admin_token,
     ) else {
         drain_in_background(request.into_body());
-        return Failure::Unauthorized.into_response();
+        return failure_response(&ApiError::unauthorized());
     };
     if let Some(failure) = impersonation::refuse(request.headers(), &user) {
         drain_in_background(request.into_body());
-        return failure.into_response();
+        return failure_response(&failure);
     }
     let version = request.version();
     let timeout = match deadline::request_timeout(request.uri(), context.timeout) {
         Ok(timeout) => timeout,
         Err(failure) => {
             drain_in_background(request.into_body());
-            return failure.into_response();
+            return failure_response(&failure);
         }
     };
     if timeout.is_zero() {
@@ -83,7 +85,7 @@ pub(crate) async fn serve_request(
         Ok(response) => response,
         Err(_elapsed) => {
             tracing::debug!(?timeout, "request timed out");
-            let mut response = Failure::Timeout.into_response();
+            let mut response = failure_response(&ApiError::request_timeout());
             if version < http::Version::HTTP_2 {
                 // What is left of the body is not read: the connection cannot be reused.
                 response
@@ -106,7 +108,7 @@ async fn read_and_handle(
     parts.headers.remove(AUTHORIZATION);
     let body = match read_body(body, context.max_body).await {
         Ok(body) => body,
-        Err(failure) => return failure.into_response(),
+        Err(failure) => return failure_response(&failure),
     };
     let (method, path) = (parts.method.clone(), parts.uri.path().to_owned());
     let handled = AssertUnwindSafe(
@@ -118,13 +120,13 @@ async fn read_and_handle(
     .await;
     handled.unwrap_or_else(|panic| {
         tracing::error!(%method, %path, panic = panic_message(&*panic), "request handler panicked");
-        Failure::InternalError("the request handler panicked".to_owned()).into_response()
+        failure_response(&ApiError::internal("the request handler panicked"))
     })
 }
 
 /// Reads `body` in full if it is at most `limit` bytes long.
-async fn read_body(mut body: Incoming, limit: usize) -> Result<Bytes, Failure> {
-    let too_large = Failure::RequestEntityTooLarge { limit };
+async fn read_body(mut body: Incoming, limit: usize) -> Result<Bytes, ApiError> {
+    let too_large = ApiError::request_entity_too_large(limit);
     let declared = body.size_hint().lower();
     if usize::try_from(declared).map_or(true, |declared| declared > limit) {
         drain_in_background(body);
@@ -133,7 +135,7 @@ async fn read_body(mut body: Incoming, limit: usize) -> Result<Bytes, Failure> {
     let mut buffer = BytesMut::new();
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|error| {
-            Failure::BadRequest(format!("cannot read the request body: {error}"))
+            ApiError::bad_request(format!("cannot read the request body: {error}"))
         })?;
         let Ok(data) = frame.into_data() else {
             continue; // trailers

@@ -21,7 +21,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use parking_lot::RwLock;
 use setpoint_core::{ApiError, Revision};
-use setpoint_store::{ListRequest, Store, StoreError};
+use setpoint_store::{ListRequest, Pages, Store, StoreError};
 use tokio::sync::watch;
 
 /// Whether a failed store watch may be resumed from the cache's revision (the store was
@@ -55,12 +55,14 @@ pub(crate) async fn list_store(
 ) -> Result<(Objects, Revision), StoreError> {
     let prefix = Bytes::from(def.key_prefix().to_owned());
     let mut objects = Objects::new();
-    let mut request = ListRequest::prefix(prefix.clone()).limit(1000);
+    let mut request = ListRequest::prefix(prefix).limit(1000);
     if let Some(at) = at {
         request = request.at(at);
     }
-    loop {
-        let page = store.list(request.clone()).await?;
+    let mut pages = Pages::new(store, request);
+    let mut revision = Revision::ZERO;
+    while let Some(page) = pages.next().await? {
+        revision = page.revision;
         for kv in &page.kvs {
             match CachedObject::decode(def, &kv.key, &kv.value, kv.mod_revision) {
                 Ok(o) => {
@@ -71,20 +73,8 @@ pub(crate) async fn list_store(
                 }
             }
         }
-        if !page.more() {
-            return Ok((objects, page.revision));
-        }
-        let mut next = page
-            .kvs
-            .last()
-            .map(|kv| kv.key.to_vec())
-            .unwrap_or_default();
-        next.push(0);
-        request = ListRequest::prefix(prefix.clone())
-            .start(next)
-            .at(page.revision)
-            .limit(1000);
     }
+    Ok((objects, revision))
 }
 
 /// How many re-watches in a row may fail (about half a minute of backoff) before the feed

@@ -27,15 +27,10 @@ pub(crate) enum DeploymentError {
         /// The name that was taken.
         replicaset: String,
     },
-    /// The live re-read of the Deployment before adopting failed.
-    #[error("re-reading {deployment} before adopting replica sets")]
-    Recheck {
-        /// `namespace/name` of the Deployment.
-        deployment: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
+    /// Adopting or releasing ReplicaSets failed (or the live re-read of the Deployment
+    /// before adopting).
+    #[error("claiming replica sets")]
+    Claim(#[from] setpoint_runtime::owner::ClaimError),
     /// The status (or revision annotation) could not be written.
     #[error("writing the status of {deployment}")]
     Status {

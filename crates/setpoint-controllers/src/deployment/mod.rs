@@ -38,7 +38,8 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use setpoint_runtime::{
-    Client, Controller, ControllerError, EventRecorder, InformerOptions, ObjectKey, Reporter, Store,
+    Client, Controller, ControllerError, EventRecorder, InformerOptions, ObjectCache, ObjectKey,
+    Reporter,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -57,9 +58,9 @@ pub(super) struct Context {
     /// Where writes go.
     client: Client,
     /// The shared ReplicaSet cache.
-    replicasets: Store<ReplicaSet>,
+    replicasets: ObjectCache<ReplicaSet>,
     /// The shared pod cache (for Recreate: are the old pods gone?).
-    pods: Store<Pod>,
+    pods: ObjectCache<Pod>,
     /// ReplicaSet writes not yet observed, by Deployment.
     expectations: Arc<Expectations>,
     /// `ScalingReplicaSet` and `SelectingAll` Events on Deployments.

@@ -9,6 +9,7 @@
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::PostParams;
+use setpoint_runtime::owner::{controller_ref, controller_ref_to};
 use setpoint_runtime::EventDetails;
 
 use super::annotations::{
@@ -16,7 +17,7 @@ use super::annotations::{
     NewReplicaSet,
 };
 use super::error::DeploymentError;
-use super::replicasets::{controller_ref, controller_ref_to, desired};
+use super::replicasets::desired;
 use super::sizing::{max_surge, new_rs_new_replicas};
 use super::status::{self, FAILED_RS_CREATE, FOUND_NEW_RS, NEW_RS_CREATED, PROGRESSING};
 use super::sync::Rollout;

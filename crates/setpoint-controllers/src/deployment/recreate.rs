@@ -3,11 +3,12 @@
 //! still be running); only then create the new ReplicaSet (if missing) and give it the whole
 //! size. So old and new pods never exist at once.
 
+use setpoint_runtime::owner::controller_ref;
 use setpoint_runtime::Action;
 
 use super::error::DeploymentError;
 use super::new_rs::Create;
-use super::replicasets::{controller_ref, desired, is_active, sum_status};
+use super::replicasets::{desired, is_active, sum_status};
 use super::status;
 use super::sync::Rollout;
 

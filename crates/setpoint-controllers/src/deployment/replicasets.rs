@@ -1,19 +1,15 @@
 //! What the loop reads off a Deployment and its ReplicaSets: counts (spec, status, available),
-//! controller references, the orders kube-controller-manager sorts ReplicaSets in, and the
+//! the controlling Deployment, the orders kube-controller-manager sorts ReplicaSets in, and the
 //! Deployment's selector.
 
 use std::cmp::Ordering;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use setpoint_core::LabelSelector;
+use setpoint_runtime::owner;
 
 use super::annotations::revision_of;
-
-/// The `apiVersion` written in ownerReferences to a Deployment.
-pub(super) const DEPLOYMENT_API_VERSION: &str = "apps/v1";
-/// The kind of the owners this loop writes.
-pub(super) const DEPLOYMENT_KIND: &str = "Deployment";
 
 /// `spec.replicas` of a Deployment (1 when unset, as the server defaults it).
 pub(super) fn desired(d: &Deployment) -> i32 {
@@ -78,31 +74,9 @@ pub(super) fn sum_available(rses: &[&ReplicaSet]) -> i32 {
     rses.iter().map(|rs| available_replicas(rs)).sum()
 }
 
-/// The ownerReference with `controller: true`, if any.
-pub(super) fn controller_ref(meta: &ObjectMeta) -> Option<&OwnerReference> {
-    meta.owner_references
-        .as_deref()?
-        .iter()
-        .find(|r| r.controller == Some(true))
-}
-
 /// The name of the Deployment (any version of `apps`) controlling an object, if one does.
 pub(super) fn deployment_of(meta: &ObjectMeta) -> Option<&str> {
-    let owner = controller_ref(meta)?;
-    let group = owner.api_version.split_once('/').map(|(g, _)| g);
-    (owner.kind == DEPLOYMENT_KIND && group == Some("apps")).then_some(owner.name.as_str())
-}
-
-/// The ownerReference that makes `d` the controller of a ReplicaSet.
-pub(super) fn controller_ref_to(d: &Deployment) -> OwnerReference {
-    OwnerReference {
-        api_version: DEPLOYMENT_API_VERSION.into(),
-        kind: DEPLOYMENT_KIND.into(),
-        name: d.metadata.name.clone().unwrap_or_default(),
-        uid: d.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }
+    owner::controller_ref_of_kind::<Deployment>(meta).map(|r| r.name.as_str())
 }
 
 /// The Deployment's selector; `None` if it is empty or invalid (the server rejects both, and
@@ -190,6 +164,7 @@ pub(super) mod testing {
 mod tests {
     use super::testing::rs;
     use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
     #[test]
     fn available_should_never_exceed_the_replicas_asked_for() {

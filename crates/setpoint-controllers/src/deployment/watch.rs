@@ -12,10 +12,11 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
-use setpoint_runtime::{Deleted, Enqueuer, EventHandler, ObjectKey, Store};
+use setpoint_runtime::owner::controller_ref;
+use setpoint_runtime::{Deleted, Enqueuer, EventHandler, ObjectCache, ObjectKey};
 
 use super::expectations::Expectations;
-use super::replicasets::{controller_ref, deployment_of, selector_of};
+use super::replicasets::{deployment_of, selector_of};
 use super::sizing::Strategy;
 
 /// The Deployment controlling `rs`, as a key.
@@ -29,7 +30,7 @@ fn controller_key(rs: &ReplicaSet) -> Option<ObjectKey> {
 /// The Deployments to sync when `rs` changes: its controller; for an orphan not being
 /// deleted, every Deployment of its namespace selecting it.
 pub(super) fn deployments_for_replicaset(
-    deployments: &Store<Deployment>,
+    deployments: &ObjectCache<Deployment>,
     rs: &ReplicaSet,
 ) -> Vec<ObjectKey> {
     if controller_ref(&rs.metadata).is_some() {
@@ -62,7 +63,7 @@ fn writers(old: &ReplicaSet, new: &ReplicaSet) -> Vec<ObjectKey> {
 /// The loop's ReplicaSet handler: marks writes observed, then enqueues.
 pub(super) struct ReplicaSetEvents {
     pub(super) expectations: Arc<Expectations>,
-    pub(super) deployments: Store<Deployment>,
+    pub(super) deployments: ObjectCache<Deployment>,
     pub(super) enqueuer: Enqueuer<ObjectKey>,
 }
 
@@ -110,8 +111,8 @@ impl EventHandler<ReplicaSet> for ReplicaSetEvents {
 
 /// The loop's pod handler: a deleted pod wakes its Recreate Deployment.
 pub(super) struct PodDeletions {
-    pub(super) replicasets: Store<ReplicaSet>,
-    pub(super) deployments: Store<Deployment>,
+    pub(super) replicasets: ObjectCache<ReplicaSet>,
+    pub(super) deployments: ObjectCache<Deployment>,
     pub(super) enqueuer: Enqueuer<ObjectKey>,
 }
 

@@ -33,7 +33,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use setpoint_runtime::{
     Client, Controller, ControllerError, Deleted, Enqueuer, EventHandler, EventRecorder,
-    InformerOptions, ObjectKey, Predicate, Reporter, StatusError, Store,
+    InformerOptions, ObjectCache, ObjectKey, Predicate, Reporter, StatusError,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -109,11 +109,11 @@ pub(super) struct Context {
     /// Where writes go.
     client: Client,
     /// Every Node.
-    nodes: Store<Node>,
+    nodes: ObjectCache<Node>,
     /// The node Leases.
-    leases: Store<Lease>,
+    leases: ObjectCache<Lease>,
     /// Every pod, with the [`BY_NODE`] index.
-    pods: Store<Pod>,
+    pods: ObjectCache<Pod>,
     /// When each node was last heard from.
     health: Health,
     /// How long a node may be silent.
@@ -204,7 +204,7 @@ pub(crate) async fn run(
 /// Enqueues a node's pods when its `NoExecute` taints change, and when it is deleted (its
 /// pods are then orphans).
 struct NodeTaintEvents {
-    pods: Store<Pod>,
+    pods: ObjectCache<Pod>,
     enqueuer: Enqueuer<ObjectKey>,
 }
 

@@ -25,28 +25,10 @@ pub(crate) enum ReplicaSetError {
         #[source]
         source: kube::Error,
     },
-    /// An orphan pod could not be adopted, or a pod that no longer matches released.
-    #[error("{action} pod {pod} for {replicaset}")]
-    Ownership {
-        /// "adopting" or "releasing".
-        action: &'static str,
-        /// `namespace/name` of the ReplicaSet.
-        replicaset: String,
-        /// The pod's name.
-        pod: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// The live re-read of the ReplicaSet before adopting failed.
-    #[error("re-reading {replicaset} before adopting pods")]
-    Recheck {
-        /// `namespace/name` of the ReplicaSet.
-        replicaset: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
+    /// An orphan pod could not be adopted, a pod that no longer matches released, or the
+    /// live re-read of the ReplicaSet before adopting failed.
+    #[error("claiming pods")]
+    Claim(#[from] setpoint_runtime::owner::ClaimError),
     /// The pod index the loop files pods under is missing from the pod cache.
     #[error("reading the pod cache")]
     Cache(#[from] setpoint_runtime::CacheError),

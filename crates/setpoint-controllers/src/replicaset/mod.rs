@@ -32,7 +32,7 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use setpoint_runtime::{
-    Client, Controller, ControllerError, EventRecorder, InformerOptions, Reporter, Store,
+    Client, Controller, ControllerError, EventRecorder, InformerOptions, ObjectCache, Reporter,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -51,7 +51,7 @@ pub(super) struct Context {
     /// Where writes go.
     client: Client,
     /// The shared pod cache, with the [`BY_CONTROLLER_UID`] index.
-    pods: Store<Pod>,
+    pods: ObjectCache<Pod>,
     /// Writes not yet observed, by ReplicaSet.
     expectations: Arc<Expectations>,
     /// `SuccessfulCreate`, `FailedCreate`, `SuccessfulDelete` Events on ReplicaSets.

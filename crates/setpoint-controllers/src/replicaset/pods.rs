@@ -7,14 +7,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use setpoint_runtime::ObjectKey;
-
-/// The `apiVersion` the loop writes in ownerReferences.
-pub(super) const REPLICASET_API_VERSION: &str = "apps/v1";
-/// The kind of the owners this loop manages.
-pub(super) const REPLICASET_KIND: &str = "ReplicaSet";
+use setpoint_runtime::{owner, ObjectKey};
 
 /// Whether a pod counts toward its ReplicaSet's replicas: not finished (Succeeded or Failed)
 /// and not being deleted.
@@ -85,36 +80,14 @@ pub(super) enum Availability {
     Available,
 }
 
-/// The pod's ownerReference with `controller: true`, if any.
-pub(super) fn controller_ref(pod: &Pod) -> Option<&OwnerReference> {
-    pod.metadata
-        .owner_references
-        .as_deref()?
-        .iter()
-        .find(|r| r.controller == Some(true))
-}
-
 /// The key of the ReplicaSet controlling `pod`, if a ReplicaSet (of any version of `apps`)
 /// controls it.
 pub(super) fn replicaset_of(pod: &Pod) -> Option<ObjectKey> {
-    let owner = controller_ref(pod)?;
-    let group = owner.api_version.split_once('/').map(|(g, _)| g);
-    (owner.kind == REPLICASET_KIND && group == Some("apps")).then(|| ObjectKey {
+    let owner = owner::controller_ref_of_kind::<ReplicaSet>(&pod.metadata)?;
+    Some(ObjectKey {
         namespace: pod.metadata.namespace.clone(),
         name: owner.name.clone(),
     })
-}
-
-/// The ownerReference that makes `rs` the controller of a pod.
-pub(super) fn controller_ref_to(rs: &ReplicaSet) -> OwnerReference {
-    OwnerReference {
-        api_version: REPLICASET_API_VERSION.into(),
-        kind: REPLICASET_KIND.into(),
-        name: rs.metadata.name.clone().unwrap_or_default(),
-        uid: rs.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }
 }
 
 /// A new pod for `rs`: the template's labels, annotations, finalizers and spec, a generated
@@ -130,7 +103,7 @@ pub(super) fn pod_from_template(rs: &ReplicaSet) -> Pod {
             labels: template_meta.and_then(|m| m.labels.clone()),
             annotations: template_meta.and_then(|m| m.annotations.clone()),
             finalizers: template_meta.and_then(|m| m.finalizers.clone()),
-            owner_references: Some(vec![controller_ref_to(rs)]),
+            owner_references: Some(vec![owner::controller_ref_to(rs)]),
             ..Default::default()
         },
         spec: template.and_then(|t| t.spec.clone()),
@@ -221,6 +194,7 @@ pub(super) mod testing {
 mod tests {
     use super::testing::*;
     use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     #[test]

@@ -16,7 +16,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use setpoint_runtime::{update_status, ObjectKey};
 
-use super::claim::namespace_and_name;
 use super::error::ReplicaSetError;
 use super::manage::{ManageFailure, Scaling};
 use super::pods::{availability, has_template_labels, is_ready, Availability};
@@ -140,6 +139,14 @@ pub(super) async fn write(
         source,
     })?;
     Ok(())
+}
+
+/// The ReplicaSet's namespace and name.
+fn namespace_and_name(rs: &ReplicaSet) -> (&str, &str) {
+    (
+        rs.metadata.namespace.as_deref().unwrap_or_default(),
+        rs.metadata.name.as_deref().unwrap_or_default(),
+    )
 }
 
 #[cfg(test)]

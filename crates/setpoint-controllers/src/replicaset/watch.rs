@@ -9,10 +9,11 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use setpoint_core::LabelSelector;
-use setpoint_runtime::{Deleted, Enqueuer, EventHandler, IndexFn, ObjectKey, Store};
+use setpoint_runtime::owner::controller_ref;
+use setpoint_runtime::{Deleted, Enqueuer, EventHandler, IndexFn, ObjectCache, ObjectKey};
 
 use super::expectations::Expectations;
-use super::pods::{controller_ref, replicaset_of};
+use super::pods::replicaset_of;
 
 /// The pod cache index filing each pod under its controller's UID.
 pub(super) const BY_CONTROLLER_UID: &str = "replicaset.setpoint.dev/controller-uid";
@@ -20,7 +21,7 @@ pub(super) const BY_CONTROLLER_UID: &str = "replicaset.setpoint.dev/controller-u
 /// The index function of [`BY_CONTROLLER_UID`].
 pub(super) fn controller_uid_index() -> IndexFn<Pod> {
     Arc::new(|pod: &Pod| {
-        controller_ref(pod)
+        controller_ref(&pod.metadata)
             .map(|r| vec![r.uid.clone()])
             .unwrap_or_default()
     })
@@ -37,8 +38,11 @@ pub(super) fn selector_of(rs: &ReplicaSet) -> Option<LabelSelector> {
 
 /// The ReplicaSets to sync when `pod` changes: its controller if a ReplicaSet controls it;
 /// for an orphan that is not being deleted, every ReplicaSet of its namespace selecting it.
-pub(super) fn replicasets_for_pod(replicasets: &Store<ReplicaSet>, pod: &Pod) -> Vec<ObjectKey> {
-    if controller_ref(pod).is_some() {
+pub(super) fn replicasets_for_pod(
+    replicasets: &ObjectCache<ReplicaSet>,
+    pod: &Pod,
+) -> Vec<ObjectKey> {
+    if controller_ref(&pod.metadata).is_some() {
         return replicaset_of(pod).into_iter().collect();
     }
     let (Some(namespace), None) = (&pod.metadata.namespace, &pod.metadata.deletion_timestamp)
@@ -99,7 +103,7 @@ impl EventHandler<Pod> for ObservePods {
 /// already counted in the expectations.
 pub(super) struct PodEvents {
     pub(super) observe: ObservePods,
-    pub(super) replicasets: Store<ReplicaSet>,
+    pub(super) replicasets: ObjectCache<ReplicaSet>,
     pub(super) enqueuer: Enqueuer<ObjectKey>,
 }
 

@@ -33,8 +33,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use parking_lot::Mutex;
 use setpoint_runtime::{
-    Backoff, ControllerError, EventRecorder, HandlerRegistration, RateLimit, Reporter,
-    SharedInformer, Store, WorkQueue,
+    Backoff, ControllerError, EventRecorder, HandlerRegistration, ObjectCache, RateLimit, Reporter,
+    SharedInformer, WorkQueue,
 };
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -119,7 +119,7 @@ async fn synced(
 /// The decision loop: takes pods from the queue one at a time, decides in memory, and hands
 /// the outcome to a task (at most [`MAX_IN_FLIGHT`] at once). On shutdown, waits for the
 /// outcomes in flight.
-async fn decide(out: &Arc<Outcomes>, pods: &Store<Pod>, shutdown: &CancellationToken) {
+async fn decide(out: &Arc<Outcomes>, pods: &ObjectCache<Pod>, shutdown: &CancellationToken) {
     let mut in_flight = JoinSet::new();
     loop {
         while let Some(done) = in_flight.try_join_next() {

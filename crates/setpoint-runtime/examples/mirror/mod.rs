@@ -18,7 +18,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{ObjectMeta, PostParams};
 use kube::Resource;
-use setpoint_runtime::{Action, Client, Controller, InformerFactory, ObjectKey, Predicate, Store};
+use setpoint_runtime::{
+    Action, Client, Controller, InformerFactory, ObjectCache, ObjectKey, Predicate,
+};
 
 /// The label that asks for a mirror.
 pub const ENABLED_LABEL: &str = "mirror.setpoint.dev/enabled";
@@ -31,7 +33,7 @@ pub struct Mirror {
     /// Writes go through the API.
     pub client: Client,
     /// The cache of every ConfigMap (the same informer the controller watches with).
-    pub configmaps: Store<ConfigMap>,
+    pub configmaps: ObjectCache<ConfigMap>,
 }
 
 /// Errors of one reconcile: the API said no. Retried with backoff by the controller.

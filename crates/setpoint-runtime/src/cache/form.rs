@@ -15,7 +15,7 @@ use serde::Serialize;
 /// How many decoded objects a compact cache keeps by default for repeated reads.
 pub(crate) const DEFAULT_RECENT: usize = 256;
 
-/// How a cache (an informer's [`Store`](crate::Store)) holds its objects. Set it with
+/// How a cache (an informer's [`ObjectCache`](crate::ObjectCache)) holds its objects. Set it with
 /// [`InformerOptions::compact`](crate::InformerOptions::compact) or the `cache` field of
 /// [`InformerOptions`](crate::InformerOptions).
 ///

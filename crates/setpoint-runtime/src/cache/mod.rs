@@ -1,6 +1,6 @@
 //! The indexed cache behind every informer: objects by [`ObjectKey`](crate::ObjectKey), by
 //! namespace, by label selector and by user-defined indexes, read through a cloneable
-//! [`Store`] handle.
+//! [`ObjectCache`] handle.
 //!
 //! Use it through an informer ([`SharedInformer::store`](crate::SharedInformer::store)): the
 //! informer is its only writer. Promises:
@@ -14,10 +14,10 @@
 
 mod form;
 mod index;
+mod object_cache;
 mod recent;
 mod slot;
-mod store;
 
 pub use form::CacheForm;
 pub use index::IndexFn;
-pub use store::{CacheError, Store};
+pub use object_cache::{CacheError, ObjectCache};

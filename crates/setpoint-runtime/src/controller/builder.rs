@@ -10,10 +10,10 @@ use serde::de::DeserializeOwned;
 
 use super::handlers::{EnqueueMapped, EnqueueOwner};
 use super::metrics::{ControllerHandle, Shared};
-use super::owner::OwnerKind;
 use super::predicate::Predicate;
 use super::sources::{Source, Trigger};
 use super::workers::Drain;
+use crate::owner::OwnerKind;
 use crate::{Enqueuer, EventHandler, InformerFactory, InformerOptions, ObjectKey, RateLimit};
 
 /// Default number of reconciles running at once.

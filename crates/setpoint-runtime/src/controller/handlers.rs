@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use kube::Resource;
 
-use super::owner::OwnerKind;
 use super::predicate::{all_pass, Predicate};
+use crate::owner::OwnerKind;
 use crate::{Deleted, Enqueuer, EventHandler, ObjectKey};
 
 /// Whether the controller asked for periodic resyncs, which decides what an `on_update(obj,

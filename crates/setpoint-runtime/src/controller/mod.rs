@@ -24,7 +24,7 @@
 //!   reconciles in flight finish before `run` returns.
 //!
 //! Layout: `action` (the result), `reconciler` (the user's code), `predicate` (trigger
-//! filters), `owner` (owner-reference mapping), `handlers` (informer event → key),
+//! filters), `handlers` (informer event → key; owners mapped with [`crate::owner`]),
 //! `sources` (the informers a controller reads), `builder` (configuration), `runner`
 //! (lifecycle), `workers` (claim → reconcile → outcome), `metrics` (counters and handle),
 //! `error` (why `run` fails).
@@ -34,7 +34,6 @@ mod builder;
 mod error;
 mod handlers;
 mod metrics;
-mod owner;
 mod predicate;
 mod reconciler;
 mod runner;

@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
 use super::handler::{Deleted, EventHandler, HandlerRegistration, ListenerStatus};
-use crate::cache::Store;
+use crate::cache::ObjectCache;
 
 /// One notification for one handler.
 pub(crate) enum Notification<K> {
@@ -142,7 +142,7 @@ impl<K> Fanout<K> {
 /// it arrives. With `resync`, it also gets the whole cache as updates every `resync`.
 pub(crate) fn add_handler<K>(
     fanout: &Arc<Mutex<Fanout<K>>>,
-    store: &Store<K>,
+    store: &ObjectCache<K>,
     handler: Arc<dyn EventHandler<K>>,
     resync: Option<Duration>,
 ) -> HandlerRegistration
@@ -194,7 +194,7 @@ where
 struct Resync<K> {
     period: Duration,
     fanout: std::sync::Weak<Mutex<Fanout<K>>>,
-    store: Store<K>,
+    store: ObjectCache<K>,
     sender: mpsc::UnboundedSender<Notification<K>>,
     /// A snapshot is queued and not yet delivered: don't queue another (a slow handler gets
     /// one resync at a time, not a backlog of them).
@@ -295,8 +295,8 @@ mod tests {
     use super::super::testing::{cm, take, Recorder};
     use super::*;
 
-    fn synced_store(names: &[&str]) -> Store<ConfigMap> {
-        let store = Store::new();
+    fn synced_store(names: &[&str]) -> ObjectCache<ConfigMap> {
+        let store = ObjectCache::new();
         store.replace(
             names.iter().map(|n| Arc::new(cm(n, "1"))).collect(),
             "1".into(),
@@ -414,7 +414,7 @@ mod tests {
 
     #[tokio::test]
     async fn dispatch_should_not_sync_a_handler_before_the_initial_list() {
-        let store: Store<ConfigMap> = Store::new();
+        let store: ObjectCache<ConfigMap> = ObjectCache::new();
         let fanout = started_fanout();
         let (handler, _rx) = Recorder::new();
         let registration = add_handler(&fanout, &store, Arc::new(handler), None);

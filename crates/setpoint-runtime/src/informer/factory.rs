@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use super::metrics::InformerMetrics;
 use super::options::InformerOptions;
 use super::shared::SharedInformer;
-use crate::cache::Store;
+use crate::cache::ObjectCache;
 use crate::watcher::{ListWatch, WatchBackoff, WatcherConfig};
 use crate::Client;
 
@@ -247,7 +247,7 @@ impl InformerFactory {
             backoff: state.backoff,
         };
         let source = ListWatch::new(self.inner.client.kube().clone(), url, K::metadata_api());
-        let store = Store::with_form(&options.cache);
+        let store = ObjectCache::with_form(&options.cache);
         let informer = SharedInformer::new(
             label,
             source,

@@ -3,7 +3,7 @@
 //!
 //! Use an [`InformerFactory`] to get informers (every controller asking for the same one gets
 //! the same [`SharedInformer`]), add handlers and indexes, start the factory, and read the
-//! caches through [`Store`](crate::Store)s.
+//! caches through [`ObjectCache`](crate::ObjectCache)s.
 //!
 //! Promises:
 //! - **Handlers are isolated**: each has its own task and unbounded channel, so a slow handler

@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 use super::dispatch::{add_handler, Fanout, Notification};
 use super::handler::{Deleted, EventHandler, HandlerRegistration};
 use super::metrics::InformerMetrics;
-use crate::cache::{IndexFn, Store};
+use crate::cache::{IndexFn, ObjectCache};
 use crate::watcher::{ListWatch, Machine, WatchError, WatchStats, WatcherConfig, WatcherEvent};
 use crate::ObjectKey;
 
@@ -55,7 +55,7 @@ type TransformFn<K> = Arc<dyn Fn(K) -> K + Send + Sync>;
 struct Inner<K> {
     /// Names the informer in metrics and logs.
     label: String,
-    store: Store<K>,
+    store: ObjectCache<K>,
     fanout: Arc<Mutex<Fanout<K>>>,
     stats: Arc<WatchStats>,
     /// Watch events applied to the cache.
@@ -85,7 +85,7 @@ where
     pub(crate) fn new(
         label: String,
         source: ListWatch<K>,
-        store: Store<K>,
+        store: ObjectCache<K>,
         config: WatcherConfig,
         transform: Option<TransformFn<K>>,
         default_resync: Option<Duration>,
@@ -111,7 +111,7 @@ where
     }
 
     /// A read handle on the cache.
-    pub fn store(&self) -> Store<K> {
+    pub fn store(&self) -> ObjectCache<K> {
         self.inner.store.clone()
     }
 
@@ -305,7 +305,7 @@ mod tests {
         let informer = SharedInformer::new(
             "configmaps".into(),
             source,
-            Store::with_form(&options.cache),
+            ObjectCache::with_form(&options.cache),
             WatcherConfig::default(),
             options.transform,
             options.resync,

@@ -30,7 +30,9 @@ use kube::Resource;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use setpoint_apiserver::{full_body, Api};
-use setpoint_runtime::{Client, InformerFactory, InformerOptions, InitialList, ObjectKey, Store};
+use setpoint_runtime::{
+    Client, InformerFactory, InformerOptions, InitialList, ObjectCache, ObjectKey,
+};
 
 use crate::heap::{self, Heap, PeakSampler};
 use crate::objects;
@@ -80,7 +82,7 @@ const WARM_KEYS: usize = 64;
 const WARM_ROUNDS: usize = 200;
 
 /// Times reads of `store`; see [`Reads`] (`heap` is left for the caller to fill in).
-fn reads<K: Resource>(store: &Store<K>) -> Reads {
+fn reads<K: Resource>(store: &ObjectCache<K>) -> Reads {
     let started = Instant::now();
     let all = store.list();
     let list = started.elapsed().as_nanos() as f64 / all.len().max(1) as f64;

@@ -20,6 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
+use setpoint_runtime::owner;
 use setpoint_runtime::{
     finalizer, update_status, Action, Client, Controller, ControllerError, EventDetails,
     EventRecorder, FinalizerError, FinalizerEvent, InformerFactory, Reporter, StatusError,
@@ -167,7 +168,7 @@ async fn apply(foo: &Foo, ns: &str, ctx: &Operator) -> Result<Action, OperatorEr
             );
             created
         }
-        Some(d) if !is_controlled_by(&d, foo) => {
+        Some(d) if !owner::is_controlled_by(d.meta(), foo.meta()) => {
             let error = OperatorError::NotOurs(deployment_name);
             ctx.recorder.publish_for(
                 foo,
@@ -310,13 +311,6 @@ fn new_deployment(foo: &Foo) -> Result<Deployment, OperatorError> {
         }),
         ..Default::default()
     })
-}
-
-/// Whether `d`'s controller ownerReference names `foo` (by uid).
-fn is_controlled_by(d: &Deployment, foo: &Foo) -> bool {
-    d.owner_references()
-        .iter()
-        .any(|r| r.controller == Some(true) && Some(&r.uid) == foo.meta().uid.as_ref())
 }
 
 /// The `Ready` condition (its transition time is set by [`set_status`]).

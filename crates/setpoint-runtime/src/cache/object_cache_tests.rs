@@ -81,7 +81,7 @@ fn keys<K: Resource>(objects: impl IntoIterator<Item = Arc<K>>) -> Vec<String> {
 #[test]
 fn store_should_get_by_key_and_list_by_namespace() {
     for form in forms() {
-        let store = Store::with_form(&form);
+        let store = ObjectCache::with_form(&form);
         for (ns, name) in [("b", "x"), ("a", "y"), ("a", "x"), ("ab", "z")] {
             store.apply(cm(Some(ns), name, "1", &[]));
         }
@@ -108,7 +108,7 @@ fn store_should_get_by_key_and_list_by_namespace() {
 #[test]
 fn store_should_return_the_latest_version_after_updates_and_deletes() {
     for form in forms() {
-        let store = Store::with_form(&form);
+        let store = ObjectCache::with_form(&form);
         store.apply(cm(Some("a"), "x", "1", &[("v", "1")]));
         let key = ObjectKey::namespaced("a", "x");
         // Read it (now kept decoded, where the form keeps any), then change it.
@@ -138,7 +138,7 @@ fn store_should_return_the_latest_version_after_updates_and_deletes() {
 #[test]
 fn store_should_list_by_label_selector_in_a_namespace_or_everywhere() {
     for form in forms() {
-        let store = Store::with_form(&form);
+        let store = ObjectCache::with_form(&form);
         store.apply(cm(Some("a"), "web", "1", &[("app", "web")]));
         store.apply(cm(Some("a"), "db", "1", &[("app", "db")]));
         store.apply(cm(Some("b"), "web", "1", &[("app", "web"), ("tier", "1")]));
@@ -160,7 +160,7 @@ fn store_should_list_by_label_selector_in_a_namespace_or_everywhere() {
 #[test]
 fn store_should_keep_a_custom_index_current_through_updates_and_deletes() {
     for form in forms() {
-        let store = Store::with_form(&form);
+        let store = ObjectCache::with_form(&form);
         store.add_index("node", by_node());
         store.apply(pod("ns", "p1", "n1"));
         store.apply(pod("ns", "p2", "n1"));
@@ -188,7 +188,7 @@ fn store_should_keep_a_custom_index_current_through_updates_and_deletes() {
 #[test]
 fn store_should_index_objects_cached_before_the_index_was_added() {
     for form in forms() {
-        let store = Store::with_form(&form);
+        let store = ObjectCache::with_form(&form);
         store.apply(pod("ns", "p1", "n1"));
         store.apply(pod("ns", "p2", "n2"));
         assert_eq!(
@@ -208,7 +208,7 @@ fn store_should_index_objects_cached_before_the_index_was_added() {
 #[test]
 fn store_should_replace_content_and_indexes_and_report_what_it_replaced() {
     for form in forms() {
-        let store = Store::with_form(&form);
+        let store = ObjectCache::with_form(&form);
         store.add_index("node", by_node());
         store.apply(pod("ns", "old", "n1"));
         store.apply(pod("ns", "kept", "n2"));
@@ -253,7 +253,7 @@ fn store_should_replace_content_and_indexes_and_report_what_it_replaced() {
 
 #[test]
 fn store_should_keep_the_cached_arc_when_a_relisted_object_is_unchanged() {
-    let store = Store::new();
+    let store = ObjectCache::new();
     let same = cm(Some("ns"), "same", "5", &[]);
     let changed = cm(Some("ns"), "changed", "5", &[]);
     store.apply(same.clone());
@@ -282,10 +282,10 @@ fn store_should_keep_the_cached_arc_when_a_relisted_object_is_unchanged() {
 
 #[test]
 fn compact_store_should_keep_the_cached_bytes_when_a_relisted_object_is_unchanged() {
-    let store = Store::with_form(&CacheForm::compact_with_recent(0));
+    let store = ObjectCache::with_form(&CacheForm::compact_with_recent(0));
     store.apply(cm(Some("ns"), "same", "5", &[]));
     store.apply(cm(Some("ns"), "changed", "5", &[]));
-    let stamps = |store: &Store<ConfigMap>| -> Vec<u64> {
+    let stamps = |store: &ObjectCache<ConfigMap>| -> Vec<u64> {
         let state = store.shared.state.read();
         state
             .objects
@@ -320,7 +320,7 @@ fn compact_store_should_keep_the_cached_bytes_when_a_relisted_object_is_unchange
 
 #[test]
 fn compact_store_should_decode_once_for_repeated_reads_and_not_for_filtering() {
-    let store = Store::with_form(&CacheForm::compact_with_recent(8));
+    let store = ObjectCache::with_form(&CacheForm::compact_with_recent(8));
     store.replace(
         (0..100)
             .map(|i| {
@@ -392,7 +392,7 @@ impl Resource for OneWay {
 
 #[test]
 fn compact_store_should_hold_objects_decoded_when_they_do_not_round_trip() {
-    let store = Store::with_form(&CacheForm::<OneWay>::compact());
+    let store = ObjectCache::with_form(&CacheForm::<OneWay>::compact());
     let one_way = |name: &str| OneWay {
         metadata: ObjectMeta {
             namespace: Some("ns".into()),
@@ -430,7 +430,7 @@ fn store_should_never_show_a_reader_a_half_applied_relist() {
                 })
                 .collect()
         };
-        let store = Store::with_form(&form);
+        let store = ObjectCache::with_form(&form);
         store.add_index(
             "set",
             Arc::new(|c: &ConfigMap| {
@@ -494,7 +494,7 @@ fn store_should_never_show_a_reader_a_half_applied_relist() {
 
 #[tokio::test]
 async fn store_should_resolve_wait_until_synced_after_the_first_list() {
-    let store: Store<ConfigMap> = Store::new();
+    let store: ObjectCache<ConfigMap> = ObjectCache::new();
     let waiter = {
         let store = store.clone();
         tokio::spawn(async move { store.wait_until_synced().await })

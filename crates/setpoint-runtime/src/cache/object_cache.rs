@@ -1,4 +1,4 @@
-//! [`Store`]: the read handle on an informer's indexed cache, and the writer methods the
+//! [`ObjectCache`]: the read handle on an informer's indexed cache, and the writer methods the
 //! informer applies watch events with.
 //!
 //! Objects are held once, in a map ordered by [`ObjectKey`] (namespace, then name): that order
@@ -24,7 +24,7 @@ use super::recent::Recent;
 use super::slot::{Packed, Slot};
 use crate::ObjectKey;
 
-/// Errors reading a [`Store`].
+/// Errors reading an [`ObjectCache`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CacheError {
     /// No index of this name was added to the cache.
@@ -39,22 +39,22 @@ pub enum CacheError {
 /// `Arc`s — in the decoded [`CacheForm`] sharing the cached objects, in the compact form
 /// decoded for the read (or kept from a recent one); treat them as read-only snapshots (clone
 /// the object to modify it).
-pub struct Store<K> {
+pub struct ObjectCache<K> {
     shared: Arc<Shared<K>>,
 }
 
-impl<K> Clone for Store<K> {
+impl<K> Clone for ObjectCache<K> {
     fn clone(&self) -> Self {
-        Store {
+        ObjectCache {
             shared: self.shared.clone(),
         }
     }
 }
 
-impl<K> std::fmt::Debug for Store<K> {
+impl<K> std::fmt::Debug for ObjectCache<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let state = self.shared.state.read();
-        f.debug_struct("Store")
+        f.debug_struct("ObjectCache")
             .field("compact", &self.shared.compact.is_some())
             .field("objects", &state.objects.len())
             .field("indexes", &state.indexes.keys().collect::<Vec<_>>())
@@ -112,7 +112,7 @@ fn namespace_range(namespace: &str) -> (Bound<ObjectKey>, Bound<ObjectKey>) {
     )
 }
 
-impl<K: Resource> Store<K> {
+impl<K: Resource> ObjectCache<K> {
     /// The object with this key.
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<K>> {
         let slot = self.shared.state.read().objects.get(key).cloned()?;
@@ -297,17 +297,17 @@ impl<K: Resource> Shared<K> {
 }
 
 /// The writer side, used by the informer that owns the cache (a single writer), and
-/// [`Store::add_index`], which may be called from anywhere.
-impl<K: Resource> Store<K> {
+/// [`ObjectCache::add_index`], which may be called from anywhere.
+impl<K: Resource> ObjectCache<K> {
     /// An empty, unsynced cache of decoded objects.
     #[cfg(test)]
-    pub(crate) fn new() -> Store<K> {
-        Store::with_form(&CacheForm::decoded())
+    pub(crate) fn new() -> ObjectCache<K> {
+        ObjectCache::with_form(&CacheForm::decoded())
     }
 
     /// An empty, unsynced cache holding objects in `form`.
-    pub(crate) fn with_form(form: &CacheForm<K>) -> Store<K> {
-        Store {
+    pub(crate) fn with_form(form: &CacheForm<K>) -> ObjectCache<K> {
+        ObjectCache {
             shared: Arc::new(Shared {
                 state: RwLock::new(State {
                     objects: BTreeMap::new(),
@@ -502,5 +502,5 @@ impl<K: Resource> Store<K> {
 }
 
 #[cfg(test)]
-#[path = "store_tests.rs"]
+#[path = "object_cache_tests.rs"]
 mod tests;

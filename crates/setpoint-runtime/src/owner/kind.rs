@@ -1,4 +1,5 @@
-//! Owner mapping: from an owned object to the key of the object that controls it.
+//! Owner mapping for controllers' `owns`: from an owned object to the key of the object of one
+//! kind that controls it.
 //!
 //! An owned object names its controller in an ownerReference with `controller: true` (at most
 //! one such reference is valid). It maps to the controller's key when that reference's kind
@@ -13,6 +14,8 @@ use k8s_openapi::ClusterResourceScope;
 use kube::api::ObjectMeta;
 use kube::Resource;
 
+use super::controller_ref;
+use super::refs::group_of;
 use crate::ObjectKey;
 
 /// Whether the owner kind's objects live in namespaces.
@@ -59,11 +62,7 @@ impl OwnerKind {
 
     /// The key of the controller of the object with metadata `meta`, if it is of this kind.
     pub(crate) fn controller_of(&self, meta: &ObjectMeta) -> Option<ObjectKey> {
-        let owner = meta
-            .owner_references
-            .as_deref()?
-            .iter()
-            .find(|r| r.controller == Some(true))?;
+        let owner = controller_ref(meta)?;
         if owner.kind != self.kind || group_of(&owner.api_version) != self.group {
             return None;
         }
@@ -74,14 +73,6 @@ impl OwnerKind {
             },
             name: owner.name.clone(),
         })
-    }
-}
-
-/// The group of an apiVersion: `apps` of `apps/v1`, empty for `v1`.
-fn group_of(api_version: &str) -> &str {
-    match api_version.split_once('/') {
-        Some((group, _version)) => group,
-        None => "",
     }
 }
 
@@ -158,11 +149,5 @@ mod tests {
             namespaces.controller_of(&meta),
             Some(ObjectKey::cluster("team-a"))
         );
-    }
-
-    #[test]
-    fn group_of_should_split_the_api_version() {
-        assert_eq!(group_of("apps/v1"), "apps");
-        assert_eq!(group_of("v1"), "");
     }
 }

@@ -1,5 +1,5 @@
-//! Registration: create the Node, or — if a Node of that name exists (the agent restarted) —
-//! make it ours again by setting our labels on it. Other fields of an existing Node (taints,
+//! Registering in the API: create the Node of a [`NodeRegistration`], or — if a Node of that
+//! name exists (the agent restarted) — adopt it: make it ours again by setting our labels on it. Other fields of an existing Node (taints,
 //! `unschedulable`, others' labels) are left as they are; status is posted separately.
 
 use k8s_openapi::api::core::v1::Node;
