@@ -61,7 +61,6 @@ mod protobuf;
 mod registry;
 mod request_info;
 mod server;
-mod status;
 mod tls;
 mod watchcache;
 

@@ -35,9 +35,7 @@ pub(crate) fn json(status: StatusCode, value: &Value) -> Response<Body> {
 /// The `Status` response for an error.
 pub(crate) fn error(e: &ApiError) -> Response<Body> {
     let status = StatusCode::from_u16(e.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut bytes = e.to_json();
-    bytes.push(b'\n');
-    json_bytes(status, bytes)
+    json_bytes(status, e.to_body())
 }
 
 /// What form of objects the client asked for with `Accept`.

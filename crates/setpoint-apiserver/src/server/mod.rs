@@ -5,6 +5,7 @@
 
 mod connection;
 mod deadline;
+mod failure;
 mod handler;
 mod health;
 mod impersonation;

@@ -27,7 +27,7 @@ use crate::auth::{self, User};
 use crate::pki::BearerToken;
 use setpoint_core::ApiError;
 
-use crate::status::failure_response;
+use super::failure::failure_response;
 
 /// At most this many bytes of an unwanted request body are drained before the connection is
 /// given up.

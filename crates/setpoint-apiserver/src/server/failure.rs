@@ -8,7 +8,7 @@ use http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use http::{HeaderValue, Response, StatusCode};
 use setpoint_core::ApiError;
 
-use crate::server::{full_body, Body};
+use super::handler::{full_body, Body};
 
 /// The response for a failure the transport answers itself: the error's `Status` body, its
 /// code, `application/json` and `Cache-Control: no-cache, private` (as kube-apiserver's
