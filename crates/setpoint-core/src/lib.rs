@@ -11,6 +11,7 @@
 mod cause;
 mod gvk;
 mod patch;
+pub mod quantity;
 mod query;
 mod revision;
 mod selector;

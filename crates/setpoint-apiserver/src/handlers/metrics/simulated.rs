@@ -74,46 +74,14 @@ pub(super) fn synthetic_report(pods: &[&Value]) -> AgentReport {
     }
 }
 
-/// A quantity's value times `scale`, rounded up; `None` if it is not a quantity.
-fn scaled(quantity: &str, scale: f64) -> Option<u64> {
-    let q = quantity.trim();
-    let split = q
-        .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '+' | '-')))
-        .unwrap_or(q.len());
-    let (number, suffix) = q.split_at(split);
-    let number: f64 = number.parse().ok()?;
-    let factor = match suffix {
-        "" => 1.0,
-        "n" => 1e-9,
-        "u" => 1e-6,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024.0 * 1024.0,
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        e if e.starts_with(['e', 'E']) => 10f64.powi(e[1..].parse().ok()?),
-        _ => return None,
-    };
-    let value = (number * factor * scale).ceil();
-    (value.is_finite() && value >= 0.0).then_some(value as u64)
-}
-
-/// CPU quantity in nanocores.
+/// CPU quantity in nanocores (rounded up); `None` if it is not a quantity or is negative.
 fn nano_cores(quantity: &str) -> Option<u64> {
-    scaled(quantity, 1e9)
+    u64::try_from(setpoint_core::quantity::scaled_value(quantity, 9)?).ok()
 }
 
-/// Memory quantity in bytes.
+/// Memory quantity in bytes (rounded up); `None` if it is not a quantity or is negative.
 fn bytes(quantity: &str) -> Option<u64> {
-    scaled(quantity, 1.0)
+    u64::try_from(setpoint_core::quantity::scaled_value(quantity, 0)?).ok()
 }
 
 #[cfg(test)]

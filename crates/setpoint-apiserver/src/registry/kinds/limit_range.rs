@@ -185,43 +185,11 @@ fn validate_item(limit: &Value, kind: &str, path: &str, causes: &mut Vec<Cause>)
     }
 }
 
-/// The value of a Kubernetes quantity (`500m`, `1.5Gi`, `2e3`, `128974848`), or `None` if it
-/// is not one.
+/// The value of a Kubernetes quantity (`500m`, `1.5Gi`, `2e3`, `128974848`), to a thousandth
+/// (rounded up), or `None` if it is not one.
 fn parse_quantity(text: &str) -> Option<f64> {
-    let number_end = text
-        .char_indices()
-        .find(|(i, c)| !(c.is_ascii_digit() || *c == '.' || (*i == 0 && (*c == '+' || *c == '-'))))
-        .map_or(text.len(), |(i, _)| i);
-    let (number, suffix) = text.split_at(number_end);
-    let digits = number.trim_start_matches(['+', '-']);
-    if digits.is_empty() || digits == "." || digits.matches('.').count() > 1 {
-        return None;
-    }
-    let value: f64 = number.parse().ok()?;
-    let scale = match suffix {
-        "" => 1.0,
-        "n" => 1e-9,
-        "u" => 1e-6,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024f64,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        exponent => {
-            let power = exponent.strip_prefix(['e', 'E'])?;
-            let power: i32 = power.parse().ok()?;
-            10f64.powi(power)
-        }
-    };
-    Some(value * scale)
+    // A thousandth of a whole: exact for every quantity whose milli-value fits 2^53.
+    setpoint_core::quantity::milli_value(text).map(|milli| milli as f64 / 1000.0)
 }
 
 #[cfg(test)]
