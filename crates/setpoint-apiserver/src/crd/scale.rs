@@ -6,6 +6,7 @@
 use serde_json::{json, Value};
 
 use super::jsonpath::{self, JsonPath};
+use crate::registry::strategy::scale_document;
 use crate::registry::ScaleView;
 
 /// `spec.versions[*].subresources.scale`, parsed.
@@ -50,19 +51,7 @@ impl ScaleView for ScalePaths {
         }) {
             status["selector"] = json!(selector);
         }
-        json!({
-            "kind": "Scale",
-            "apiVersion": "autoscaling/v1",
-            "metadata": {
-                "name": o["metadata"]["name"],
-                "namespace": o["metadata"]["namespace"],
-                "uid": o["metadata"]["uid"],
-                "resourceVersion": o["metadata"]["resourceVersion"],
-                "creationTimestamp": o["metadata"]["creationTimestamp"],
-            },
-            "spec": {"replicas": first_int(&self.spec_replicas)},
-            "status": status,
-        })
+        scale_document(o, first_int(&self.spec_replicas), status)
     }
 
     fn set_replicas(&self, o: &mut Value, replicas: i64) {

@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 use setpoint_core::{Cause, LabelSelector};
 
 use super::defaults::{default, object_at};
-use super::strategy::{validate_name, NameRule, ScaleView};
+use super::strategy::{scale_document, validate_name, NameRule, ScaleView};
 use super::table::{selector_string, Column};
 
 /// Applies the pod defaults to a workload's `spec.template.spec`.
@@ -214,19 +214,11 @@ impl ScaleView for SpecReplicas {
         let selector = LabelSelector::from_structured(&o["spec"]["selector"])
             .map(|s| s.to_string())
             .unwrap_or_default();
-        json!({
-            "kind": "Scale",
-            "apiVersion": "autoscaling/v1",
-            "metadata": {
-                "name": o["metadata"]["name"],
-                "namespace": o["metadata"]["namespace"],
-                "uid": o["metadata"]["uid"],
-                "resourceVersion": o["metadata"]["resourceVersion"],
-                "creationTimestamp": o["metadata"]["creationTimestamp"],
-            },
-            "spec": {"replicas": o["spec"]["replicas"].as_i64().unwrap_or(0)},
-            "status": {"replicas": o["status"]["replicas"].as_i64().unwrap_or(0), "selector": selector},
-        })
+        scale_document(
+            o,
+            o["spec"]["replicas"].as_i64().unwrap_or(0),
+            json!({"replicas": o["status"]["replicas"].as_i64().unwrap_or(0), "selector": selector}),
+        )
     }
 
     fn set_replicas(&self, o: &mut Value, replicas: i64) {

@@ -54,6 +54,24 @@ pub(crate) trait ScaleView: Send + Sync {
     fn set_replicas(&self, object: &mut Value, replicas: i64);
 }
 
+/// The `Scale` of `object` with `replicas` asked for and `status` (`replicas`, `selector`).
+pub(crate) fn scale_document(object: &Value, replicas: i64, status: Value) -> Value {
+    let meta = &object["metadata"];
+    serde_json::json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta["uid"],
+            "resourceVersion": meta["resourceVersion"],
+            "creationTimestamp": meta["creationTimestamp"],
+        },
+        "spec": {"replicas": replicas},
+        "status": status,
+    })
+}
+
 /// The behaviour of one kind (for a custom resource: of one served version).
 #[async_trait]
 pub(crate) trait Strategy: std::any::Any + Send + Sync + std::fmt::Debug {
