@@ -1,5 +1,11 @@
-//! Setpoint's API server. For now, its transport: everything between a TCP socket and a
-//! [`Handler`] that serves the Kubernetes API.
+//! Setpoint's API server: the Kubernetes REST API over a [`setpoint_store::Store`].
+//!
+//! An [`Api`] serves the built-in kinds and those of CustomResourceDefinitions: requests are
+//! routed and decoded in `handlers/`, stored by each resource's registry store
+//! (`registry/store/`) under the rules of its kind's strategy (`registry/kinds/`, one file per
+//! kind), and listed and watched from per-resource watch caches (`watchcache/`).
+//! `ARCHITECTURE.md` at the repository root walks a request through these folders. The
+//! transport ([`serve`], `server/`) is everything between a TCP socket and a [`Handler`]:
 //!
 //! - **Credentials** ([`Pki`]): at first start, a CA, a serving certificate, an admin client
 //!   certificate and an admin bearer token are created in `DATA_DIR/pki` (mode `0700`, keys
