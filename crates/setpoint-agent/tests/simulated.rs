@@ -7,7 +7,6 @@
 //! Real time: tests poll with generous deadlines and never assert on how long something took
 //! (the throughput test prints its figure).
 
-use std::future::Future;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -18,27 +17,10 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::Api;
 use setpoint_agent::{run_simulated, SimulatedNodes, SIMULATED_LABEL};
 use setpoint_runtime::Client;
+use setpoint_testenv::eventually;
 use setpoint_testenv::TestEnv;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-
-const DEADLINE: Duration = Duration::from_secs(60);
-
-/// Polls `check` until it returns `Some`, failing the test after [`DEADLINE`].
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        if let Some(t) = check().await {
-            return t;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 fn start(client: &Client, nodes: SimulatedNodes) -> (CancellationToken, JoinHandle<()>) {
     let shutdown = CancellationToken::new();

@@ -22,6 +22,7 @@ use parking_lot::Mutex;
 use serde_json::json;
 use setpoint_controllers::LoopContext;
 use setpoint_runtime::Client;
+use setpoint_testenv::eventually;
 use setpoint_testenv::TestEnv;
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, Instant};
@@ -184,22 +185,6 @@ fn deployment(name: &str, replicas: i32, image: &str, strategy: serde_json::Valu
 
 fn rolling(surge: serde_json::Value, unavailable: serde_json::Value) -> serde_json::Value {
     json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": surge, "maxUnavailable": unavailable}})
-}
-
-/// Polls `check` every 20 ms until it returns `Some`; panics after 60 s.
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// Waits until `kubectl rollout status` would say the Deployment is rolled out (the rules of

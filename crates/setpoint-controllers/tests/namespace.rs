@@ -2,9 +2,6 @@
 //! content, then the namespace; content held by a finalizer keeps it `Terminating` with
 //! conditions that name what is left, until the finalizer goes.
 
-use std::future::Future;
-use std::time::{Duration, Instant};
-
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, NamespaceCondition, Pod, Secret};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -12,26 +9,9 @@ use kube::Api;
 use serde_json::json;
 use setpoint_controllers::{LoopContext, LoopSelection};
 use setpoint_runtime::Client;
+use setpoint_testenv::eventually;
 use setpoint_testenv::TestEnv;
 use tokio_util::sync::CancellationToken;
-
-const DEADLINE: Duration = Duration::from_secs(30);
-
-/// Polls `check` until it returns `Some`, failing the test after [`DEADLINE`].
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        if let Some(t) = check().await {
-            return t;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 /// Runs only the namespace loop until the returned token is cancelled.
 fn start_loop(client: &Client) -> (CancellationToken, tokio::task::JoinHandle<()>) {

@@ -8,8 +8,7 @@
 //! Real time (the server is real): tests poll with generous deadlines and never assert on how
 //! long something took.
 
-use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec, Taint, Toleration};
@@ -19,29 +18,13 @@ use kube::Api;
 use serde_json::json;
 use setpoint_controllers::{LoopContext, LoopSelection, LoopSettings};
 use setpoint_runtime::Client;
+use setpoint_testenv::eventually;
 use setpoint_testenv::TestEnv;
 use tokio_util::sync::CancellationToken;
 
-const DEADLINE: Duration = Duration::from_secs(40);
 const GRACE: Duration = Duration::from_secs(3);
 const UNREACHABLE: &str = "node.kubernetes.io/unreachable";
 const NOT_READY: &str = "node.kubernetes.io/not-ready";
-
-/// Polls `check` until it returns `Some`, failing the test after [`DEADLINE`].
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        if let Some(t) = check().await {
-            return t;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 /// Runs only the node lifecycle loop, with a short grace period, until the token is cancelled.
 fn start_loop(client: &Client) -> (CancellationToken, tokio::task::JoinHandle<()>) {

@@ -17,9 +17,10 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 use setpoint_controllers::LoopContext;
 use setpoint_runtime::Client;
+use setpoint_testenv::eventually;
 use setpoint_testenv::TestEnv;
 use tokio::task::JoinHandle;
-use tokio::time::{sleep, Instant};
+use tokio::time::sleep;
 use tokio_util::sync::CancellationToken;
 
 const NS: &str = "default";
@@ -104,22 +105,6 @@ fn pod_spec() -> PodSpec {
             ..Default::default()
         }],
         ..Default::default()
-    }
-}
-
-/// Polls `check` every 20 ms until it returns `Some`; panics after 30 s.
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        sleep(Duration::from_millis(20)).await;
     }
 }
 

@@ -8,7 +8,6 @@
 //! Real time: tests poll with generous deadlines and never assert on how long something took.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec, ResourceRequirements};
 use k8s_openapi::api::events::v1::Event;
@@ -19,9 +18,9 @@ use kube::{Api, ResourceExt};
 use serde_json::{json, Value};
 use setpoint_controllers::LoopContext;
 use setpoint_runtime::Client;
+use setpoint_testenv::eventually;
 use setpoint_testenv::TestEnv;
 use tokio::task::JoinHandle;
-use tokio::time::{sleep, Instant};
 use tokio_util::sync::CancellationToken;
 
 const NS: &str = "default";
@@ -60,22 +59,6 @@ impl Running {
 impl Drop for Running {
     fn drop(&mut self) {
         self.shutdown.cancel();
-    }
-}
-
-/// Polls `check` every 20 ms until it returns `Some`; panics after 60 s.
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        sleep(Duration::from_millis(20)).await;
     }
 }
 

@@ -23,21 +23,13 @@ use setpoint_runtime::{
     Action, Client, Controller, ControllerError, ControllerHandle, InformerFactory, ObjectKey,
     Predicate, Reconciler,
 };
+use setpoint_testenv::eventually;
 use setpoint_testenv::TestEnv;
 use tokio::sync::{oneshot, Notify, Semaphore};
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, Instant};
 
 const NS: &str = "default";
-
-/// Polls `cond` every 20 ms until it holds; panics after 30 s.
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        sleep(Duration::from_millis(20)).await;
-    }
-}
 
 /// A running controller and the means to stop it.
 struct Running {
@@ -248,7 +240,10 @@ async fn watches_should_enqueue_the_keys_the_mapper_returns() {
     let counts = Arc::new(Counts::default());
     let reconciler = counting(&counts, |_, _| async { Ok(Action::await_change()) });
     let running = Running::start(controller, reconciler, ());
-    eventually("target is reconciled once", || counts.of("target") == 1).await;
+    eventually("target is reconciled once", || async {
+        counts.of("target") == 1
+    })
+    .await;
 
     let secret = Secret {
         metadata: ObjectMeta {
@@ -262,7 +257,10 @@ async fn watches_should_enqueue_the_keys_the_mapper_returns() {
         .create(&PostParams::default(), &secret)
         .await
         .expect("create secret");
-    eventually("the secret triggers target", || counts.of("target") == 2).await;
+    eventually("the secret triggers target", || async {
+        counts.of("target") == 2
+    })
+    .await;
     running.stop().await;
 }
 
@@ -284,7 +282,7 @@ async fn errors_should_be_retried_with_backoff_until_success() {
     let running = Running::start(Controller::<ConfigMap>::new(&factory), reconciler, ());
     create_configmap(&api, "flaky").await;
 
-    eventually("flaky succeeds", || {
+    eventually("flaky succeeds", || async {
         running.handle.metrics().reconcile_success_total >= 1
     })
     .await;
@@ -325,7 +323,7 @@ async fn a_panicking_reconcile_should_be_retried_without_stopping_other_keys() {
     for i in 0..5 {
         create_configmap(&api, &format!("ok-{i}")).await;
     }
-    eventually("every key is reconciled successfully", || {
+    eventually("every key is reconciled successfully", || async {
         counts.of("boom") == 3 && (0..5).all(|i| counts.of(&format!("ok-{i}")) == 1)
     })
     .await;
@@ -369,8 +367,11 @@ async fn a_reconcile_over_the_timeout_should_be_cancelled_counted_and_retried() 
     let running = Running::start(controller, reconciler, ());
     create_configmap(&api, "slow").await;
 
-    eventually("slow succeeds on its retry", || counts.of("slow") == 2).await;
-    eventually("the success is counted", || {
+    eventually("slow succeeds on its retry", || async {
+        counts.of("slow") == 2
+    })
+    .await;
+    eventually("the success is counted", || async {
         running.handle.metrics().reconcile_success_total == 1
     })
     .await;
@@ -393,7 +394,10 @@ async fn requeue_after_should_reconcile_again_without_any_change() {
     });
     let running = Running::start(Controller::<ConfigMap>::new(&factory), reconciler, ());
     create_configmap(&api, "poll").await;
-    eventually("poll is reconciled four times", || counts.of("poll") >= 4).await;
+    eventually("poll is reconciled four times", || async {
+        counts.of("poll") >= 4
+    })
+    .await;
     assert!(running.handle.metrics().reconcile_requeue_after_total >= 4);
     running.stop().await;
 }
@@ -455,7 +459,7 @@ async fn generation_predicate_should_filter_status_and_metadata_only_updates() {
             .await
             .expect("create deployment");
     }
-    eventually("both are reconciled once", || {
+    eventually("both are reconciled once", || async {
         counts.of("web") == 1 && counts.of("probe") == 1
     })
     .await;
@@ -476,7 +480,7 @@ async fn generation_predicate_should_filter_status_and_metadata_only_updates() {
     // those writes triggered would have started.
     let scale = Patch::Merge(json!({"spec": {"replicas": 2}}));
     api.patch("probe", &pp, &scale).await.expect("scale probe");
-    eventually("the probe's spec change is reconciled", || {
+    eventually("the probe's spec change is reconciled", || async {
         counts.of("probe") == 2
     })
     .await;
@@ -487,7 +491,10 @@ async fn generation_predicate_should_filter_status_and_metadata_only_updates() {
     );
 
     api.patch("web", &pp, &scale).await.expect("scale web");
-    eventually("web's spec change is reconciled", || counts.of("web") == 2).await;
+    eventually("web's spec change is reconciled", || async {
+        counts.of("web") == 2
+    })
+    .await;
     running.stop().await;
 }
 
@@ -504,7 +511,10 @@ async fn resync_should_reconcile_cached_objects_periodically_despite_predicates(
         .resync(Duration::from_millis(200));
     let running = Running::start(controller, reconciler, ());
     create_configmap(&api, "quiet").await;
-    eventually("quiet is reconciled by resyncs", || counts.of("quiet") >= 3).await;
+    eventually("quiet is reconciled by resyncs", || async {
+        counts.of("quiet") >= 3
+    })
+    .await;
     running.stop().await;
 }
 
@@ -565,7 +575,7 @@ async fn concurrency_should_bound_reconciles_and_never_run_a_key_twice_at_once()
                 .expect("edit");
         }
     }
-    eventually("every key's last edit is reconciled", || {
+    eventually("every key's last edit is reconciled", || async {
         flight.saw_last_edit.lock().len() == names.len()
     })
     .await;

@@ -13,6 +13,18 @@
 //! The server is the same code `setpoint server` runs (registry, validation, defaults, watch
 //! cache), reached through the SDK's in-process transport. No controllers run in it: what a test
 //! starts is all that acts. Everything stops when the [`TestEnv`] and its clients are dropped.
+//!
+//! Beside it, what the workspace's tests share: [`eventually`] (wait for a condition, with a
+//! deadline and a message naming it) and [`Running`] (a loop run in the background and stopped
+//! cleanly).
+
+mod eventually;
+mod running;
+
+pub use eventually::{
+    eventually, eventually_blocking, eventually_blocking_within, eventually_within, Check, DEADLINE,
+};
+pub use running::Running;
 
 use std::sync::Arc;
 

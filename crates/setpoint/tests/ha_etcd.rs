@@ -13,10 +13,11 @@ mod common;
 use std::io::BufReader;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::Server;
 use setpoint_store::LocalEtcd;
+use setpoint_testenv::eventually_blocking;
 
 const DEADLINE: Duration = Duration::from_secs(60);
 
@@ -48,18 +49,6 @@ fn copy_pki(from: &Path, to: &Path) {
     std::fs::create_dir_all(&target).unwrap();
     for name in ["ca.crt", "ca.key", "admin.crt", "admin.key", "admin.token"] {
         std::fs::copy(from.join("pki").join(name), target.join(name)).unwrap();
-    }
-}
-
-/// Polls `check` until it returns `Some`, failing the test after [`DEADLINE`].
-fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        if let Some(value) = check() {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
     }
 }
 
@@ -253,7 +242,7 @@ fn web_pods(server: &Server) -> Vec<(String, String, String)> {
 
 /// Waits until `web` has exactly `replicas` pods, all Running and bound, in one ReplicaSet.
 fn converged(server: &Server, replicas: usize) {
-    eventually(&format!("{replicas} Running pods of web"), || {
+    eventually_blocking(&format!("{replicas} Running pods of web"), || {
         let pods = web_pods(server);
         let running = pods
             .iter()
@@ -276,7 +265,7 @@ fn a_killed_leader_should_be_replaced_and_the_deployment_keep_converging() {
     // A leads before B starts.
     let a_pid = a.pid().unwrap();
     for lease in ["setpoint-controller-manager", "setpoint-scheduler"] {
-        let identity = eventually(&format!("A to hold {lease}"), || holder(&a, lease));
+        let identity = eventually_blocking(&format!("A to hold {lease}"), || holder(&a, lease));
         assert!(is_process(&identity, a_pid), "{lease} held by {identity}");
     }
     copy_pki(&dir_a, &dir_b);
@@ -315,7 +304,7 @@ fn a_killed_leader_should_be_replaced_and_the_deployment_keep_converging() {
     let mut a = a;
     a.kill();
     for lease in ["setpoint-controller-manager", "setpoint-scheduler"] {
-        let identity = eventually(&format!("B to take {lease} over"), || {
+        let identity = eventually_blocking(&format!("B to take {lease} over"), || {
             holder(&b, lease).filter(|h| is_process(h, b_pid))
         });
         assert!(!is_process(&identity, a_pid));
@@ -330,7 +319,7 @@ fn a_killed_leader_should_be_replaced_and_the_deployment_keep_converging() {
         "deployment/web",
         "web=example.invalid/web:2",
     ]);
-    eventually("the rollout to web:2", || {
+    eventually_blocking("the rollout to web:2", || {
         let out = b.ok(&[
             "get",
             "deploy",
@@ -522,7 +511,7 @@ fn the_cluster_should_survive_an_etcd_member_an_api_server_and_the_leader_dying(
     let c1 = start_role_process("controllers,scheduler", &a.kubeconfig(), &a_first, &[]);
     let c1_pid = c1.0.id();
     for lease in ["setpoint-controller-manager", "setpoint-scheduler"] {
-        let identity = eventually(&format!("C1 to hold {lease}"), || holder(&b, lease));
+        let identity = eventually_blocking(&format!("C1 to hold {lease}"), || holder(&b, lease));
         assert!(is_process(&identity, c1_pid), "{lease} held by {identity}");
     }
     let c2 = start_role_process("controllers,scheduler", &b.kubeconfig(), &b_first, &[]);
@@ -578,28 +567,28 @@ fn the_cluster_should_survive_an_etcd_member_an_api_server_and_the_leader_dying(
     });
     let more_writes = |n: usize| {
         let goal = count.load(Ordering::Relaxed) + n;
-        eventually(&format!("{n} more acknowledged writes"), || {
+        eventually_blocking(&format!("{n} more acknowledged writes"), || {
             (count.load(Ordering::Relaxed) >= goal).then_some(())
         });
     };
 
     more_writes(20);
     // The etcd member that leads: the cluster must elect another while the load goes on.
-    let leader = eventually("an etcd leader", || etcd.leader());
+    let leader = eventually_blocking("an etcd leader", || etcd.leader());
     etcd.kill(leader);
-    let next = eventually("a new etcd leader", || etcd.leader());
+    let next = eventually_blocking("a new etcd leader", || etcd.leader());
     assert_ne!(next, leader, "a killed member cannot lead");
     more_writes(20);
     a.kill();
     // The writer that preferred A goes on through B.
     let goal = count_a.load(Ordering::Relaxed) + 5;
-    eventually("writes through the failover client after A died", || {
+    eventually_blocking("writes through the failover client after A died", || {
         (count_a.load(Ordering::Relaxed) >= goal).then_some(())
     });
     more_writes(20);
     drop(c1);
     for lease in ["setpoint-controller-manager", "setpoint-scheduler"] {
-        eventually(&format!("C2 to take {lease} over"), || {
+        eventually_blocking(&format!("C2 to take {lease} over"), || {
             holder(&b, lease).filter(|h| is_process(h, c2_pid))
         });
     }

@@ -16,7 +16,6 @@ mod foo;
 #[path = "../examples/sample-operator/operator.rs"]
 mod operator;
 
-use std::future::Future;
 use std::time::Duration;
 
 use foo::{Foo, FooSpec};
@@ -26,27 +25,11 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{CustomResourceExt, Resource, ResourceExt};
 use serde_json::json;
 use setpoint_runtime::{install_crd, Client};
+use setpoint_testenv::eventually;
 use setpoint_testenv::TestEnv;
 use tokio::sync::oneshot;
-use tokio::time::{sleep, Instant};
 
 const NS: &str = "default";
-
-/// Polls `check` every 20 ms until it returns `Some`; panics after 30 s.
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        sleep(Duration::from_millis(20)).await;
-    }
-}
 
 /// A test env with the CRD installed and the operator running on it.
 struct Running {
