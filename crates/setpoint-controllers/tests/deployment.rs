@@ -7,10 +7,13 @@
 //!
 //! Real time: tests poll with generous deadlines and never assert on how long something took.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::run_loops;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
@@ -20,55 +23,16 @@ use kube::api::{
 use kube::{Api, ResourceExt};
 use parking_lot::Mutex;
 use serde_json::json;
-use setpoint_controllers::LoopContext;
 use setpoint_runtime::Client;
 use setpoint_testenv::eventually;
 use setpoint_testenv::TestEnv;
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, Instant};
-use tokio_util::sync::CancellationToken;
 
 const NS: &str = "default";
 /// Pods with this image are never marked ready by the test kubelet.
 const NEVER_READY: &str = "never-ready:1";
 const REVISION: &str = "deployment.kubernetes.io/revision";
-
-/// The deployment and replicaset loops running against a test server; stopped when dropped.
-struct Running {
-    shutdown: CancellationToken,
-    task: Option<JoinHandle<()>>,
-}
-
-impl Running {
-    fn start(client: &Client) -> Running {
-        let shutdown = CancellationToken::new();
-        let selection = "deployment,replicaset".parse().expect("known loops");
-        let ctx = LoopContext::new(client.clone());
-        let token = shutdown.clone();
-        let task = tokio::spawn(async move {
-            setpoint_controllers::run(ctx, &selection, token)
-                .await
-                .expect("the loops run until shut down");
-        });
-        Running {
-            shutdown,
-            task: Some(task),
-        }
-    }
-
-    async fn stop(mut self) {
-        self.shutdown.cancel();
-        if let Some(task) = self.task.take() {
-            task.await.expect("loop task");
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
-}
 
 /// A task standing in for kubelets: marks each pod Running and Ready once it has been seen
 /// for `ready_after`, unless its image is [`NEVER_READY`]; with `Nodes::Bound`, also finishes
@@ -339,7 +303,7 @@ fn live(pods: &BTreeMap<String, Pod>) -> BTreeMap<String, Pod> {
 async fn a_deployment_should_get_a_replicaset_pods_and_a_true_status() {
     let env = TestEnv::start().await.expect("test env");
     let client = env.client();
-    let running = Running::start(&client);
+    let running = run_loops(&client, "deployment,replicaset");
     let _kubelet = Kubelet::start(&client, Duration::ZERO);
     let api = client.namespaced_api::<Deployment>(NS);
     let mut d = deployment("web", 3, "nginx:1", json!({"type": "RollingUpdate"}));
@@ -480,7 +444,7 @@ async fn a_deployment_should_adopt_a_matching_orphan_and_release_one_relabelled_
         .create(&PostParams::default(), &orphan)
         .await
         .expect("create orphan");
-    let running = Running::start(&client);
+    let running = run_loops(&client, "deployment,replicaset");
     let _kubelet = Kubelet::start(&client, Duration::ZERO);
     let api = client.namespaced_api::<Deployment>(NS);
     let created = api
@@ -526,7 +490,7 @@ async fn a_deployment_should_adopt_a_matching_orphan_and_release_one_relabelled_
 async fn a_rolling_update_should_stay_within_surge_and_unavailability_at_every_moment() {
     let env = TestEnv::start().await.expect("test env");
     let client = env.client();
-    let running = Running::start(&client);
+    let running = run_loops(&client, "deployment,replicaset");
     let _kubelet = Kubelet::start(&client, Duration::from_millis(300));
     let api = client.namespaced_api::<Deployment>(NS);
     let (replicas, surge, unavailable) = (4_usize, 1_usize, 1_usize);
@@ -584,7 +548,7 @@ async fn a_rolling_update_should_stay_within_surge_and_unavailability_at_every_m
 async fn recreate_should_never_run_old_and_new_pods_at_once() {
     let env = TestEnv::start().await.expect("test env");
     let client = env.client();
-    let running = Running::start(&client);
+    let running = run_loops(&client, "deployment,replicaset");
     let _kubelet = Kubelet::start(&client, Duration::from_millis(100));
     let api = client.namespaced_api::<Deployment>(NS);
     api.create(
@@ -626,7 +590,7 @@ async fn recreate_should_never_run_old_and_new_pods_at_once() {
 async fn recreate_should_wait_until_terminating_old_pods_are_gone() {
     let env = TestEnv::start().await.expect("test env");
     let client = env.client();
-    let running = Running::start(&client);
+    let running = run_loops(&client, "deployment,replicaset");
     let nodes = Nodes::Bound {
         stop_after: Duration::from_millis(500),
     };
@@ -671,7 +635,7 @@ async fn recreate_should_wait_until_terminating_old_pods_are_gone() {
 async fn pause_should_stop_the_rollout_and_resume_continue_it() {
     let env = TestEnv::start().await.expect("test env");
     let client = env.client();
-    let running = Running::start(&client);
+    let running = run_loops(&client, "deployment,replicaset");
     let _kubelet = Kubelet::start(&client, Duration::ZERO);
     let api = client.namespaced_api::<Deployment>(NS);
     let rs_api = client.namespaced_api::<ReplicaSet>(NS);
@@ -752,7 +716,7 @@ async fn pause_should_stop_the_rollout_and_resume_continue_it() {
 async fn revisions_undo_and_history_limit_should_work_as_in_kubernetes() {
     let env = TestEnv::start().await.expect("test env");
     let client = env.client();
-    let running = Running::start(&client);
+    let running = run_loops(&client, "deployment,replicaset");
     let _kubelet = Kubelet::start(&client, Duration::ZERO);
     let api = client.namespaced_api::<Deployment>(NS);
     let rs_api = client.namespaced_api::<ReplicaSet>(NS);
@@ -845,7 +809,7 @@ async fn revisions_undo_and_history_limit_should_work_as_in_kubernetes() {
 async fn a_stuck_rollout_should_exceed_its_progress_deadline() {
     let env = TestEnv::start().await.expect("test env");
     let client = env.client();
-    let running = Running::start(&client);
+    let running = run_loops(&client, "deployment,replicaset");
     let _kubelet = Kubelet::start(&client, Duration::ZERO);
     let api = client.namespaced_api::<Deployment>(NS);
     let mut d = deployment("web", 2, NEVER_READY, json!({"type": "RollingUpdate"}));
@@ -881,7 +845,7 @@ async fn a_stuck_rollout_should_exceed_its_progress_deadline() {
 async fn scaling_mid_rollout_should_be_proportional() {
     let env = TestEnv::start().await.expect("test env");
     let client = env.client();
-    let running = Running::start(&client);
+    let running = run_loops(&client, "deployment,replicaset");
     let _kubelet = Kubelet::start(&client, Duration::ZERO);
     let api = client.namespaced_api::<Deployment>(NS);
     let rs_api = client.namespaced_api::<ReplicaSet>(NS);

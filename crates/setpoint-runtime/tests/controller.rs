@@ -23,46 +23,31 @@ use setpoint_runtime::{
     Action, Client, Controller, ControllerError, ControllerHandle, InformerFactory, ObjectKey,
     Predicate, Reconciler,
 };
-use setpoint_testenv::eventually;
 use setpoint_testenv::TestEnv;
-use tokio::sync::{oneshot, Notify, Semaphore};
-use tokio::task::JoinHandle;
+use setpoint_testenv::{eventually, Running};
+use tokio::sync::{Notify, Semaphore};
 use tokio::time::{sleep, Instant};
 
 const NS: &str = "default";
 
-/// A running controller and the means to stop it.
-struct Running {
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<Result<(), ControllerError>>,
-    handle: ControllerHandle,
-}
-
-impl Running {
-    /// Starts `controller` with `reconciler` and context `context`.
-    fn start<K, R, C>(controller: Controller<K>, reconciler: R, context: C) -> Running
-    where
-        K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-        K::DynamicType: Default,
-        R: Reconciler<K, C>,
-        C: Send + Sync + 'static,
-    {
-        let handle = controller.handle();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(controller.run(reconciler, Arc::new(context), async {
-            let _ = stopped.await;
-        }));
-        Running { stop, task, handle }
-    }
-
-    /// Asks for a graceful shutdown and waits for `run` to return.
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        self.task
-            .await
-            .expect("run does not panic")
-            .expect("run ends without error");
-    }
+/// Starts `controller` with `reconciler` and context `context`; returns the running loop and
+/// the handle that reads its metrics.
+fn start<K, R, C>(
+    controller: Controller<K>,
+    reconciler: R,
+    context: C,
+) -> (Running<ControllerError>, ControllerHandle)
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default,
+    R: Reconciler<K, C>,
+    C: Send + Sync + 'static,
+{
+    let handle = controller.handle();
+    let running = Running::spawn(move |shutdown| {
+        controller.run(reconciler, Arc::new(context), shutdown.cancelled_owned())
+    });
+    (running, handle)
 }
 
 /// How many times each object was reconciled.
@@ -202,7 +187,7 @@ async fn mirror_controller_should_converge_follow_edits_and_repair_drift() {
     let context = MirrorContext {
         client: env.client(),
     };
-    let running = Running::start(controller, mirror, context);
+    let (running, handle) = start(controller, mirror, context);
 
     eventually_mirror(&api, "x", &[("a", "1")]).await;
 
@@ -219,9 +204,9 @@ async fn mirror_controller_should_converge_follow_edits_and_repair_drift() {
         .expect("delete the mirror");
     eventually_mirror(&api, "x", &[("a", "2")]).await;
 
-    let m = running.handle.metrics();
+    let m = handle.metrics();
     assert_eq!(m.reconcile_error_total, 0);
-    assert_eq!(running.handle.name(), "configmaps");
+    assert_eq!(handle.name(), "configmaps");
     running.stop().await;
 }
 
@@ -239,7 +224,7 @@ async fn watches_should_enqueue_the_keys_the_mapper_returns() {
     });
     let counts = Arc::new(Counts::default());
     let reconciler = counting(&counts, |_, _| async { Ok(Action::await_change()) });
-    let running = Running::start(controller, reconciler, ());
+    let (running, _) = start(controller, reconciler, ());
     eventually("target is reconciled once", || async {
         counts.of("target") == 1
     })
@@ -279,11 +264,11 @@ async fn errors_should_be_retried_with_backoff_until_success() {
             Ok(Action::await_change())
         }
     });
-    let running = Running::start(Controller::<ConfigMap>::new(&factory), reconciler, ());
+    let (running, handle) = start(Controller::<ConfigMap>::new(&factory), reconciler, ());
     create_configmap(&api, "flaky").await;
 
     eventually("flaky succeeds", || async {
-        running.handle.metrics().reconcile_success_total >= 1
+        handle.metrics().reconcile_success_total >= 1
     })
     .await;
     sleep(Duration::from_millis(500)).await; // time for any (wrong) further retry
@@ -292,10 +277,10 @@ async fn errors_should_be_retried_with_backoff_until_success() {
         4,
         "three failures, one success, no more"
     );
-    let m = running.handle.metrics();
+    let m = handle.metrics();
     assert_eq!((m.reconcile_error_total, m.reconcile_success_total), (3, 1));
     assert!(
-        running.handle.queue_metrics().retries_total >= 3,
+        handle.queue_metrics().retries_total >= 3,
         "retried through the queue's backoff"
     );
     running.stop().await;
@@ -314,7 +299,7 @@ async fn a_panicking_reconcile_should_be_retried_without_stopping_other_keys() {
         Ok(Action::await_change())
     });
     // One worker: had the panic killed it, nothing else would be reconciled.
-    let running = Running::start(
+    let (running, handle) = start(
         Controller::<ConfigMap>::new(&factory).concurrency(1),
         reconciler,
         (),
@@ -327,7 +312,7 @@ async fn a_panicking_reconcile_should_be_retried_without_stopping_other_keys() {
         counts.of("boom") == 3 && (0..5).all(|i| counts.of(&format!("ok-{i}")) == 1)
     })
     .await;
-    let m = running.handle.metrics();
+    let m = handle.metrics();
     assert_eq!(
         (m.reconcile_panics_total, m.reconcile_success_total),
         (2, 6)
@@ -364,7 +349,7 @@ async fn a_reconcile_over_the_timeout_should_be_cancelled_counted_and_retried() 
     });
     let controller =
         Controller::<ConfigMap>::new(&factory).reconcile_timeout(Duration::from_millis(300));
-    let running = Running::start(controller, reconciler, ());
+    let (running, handle) = start(controller, reconciler, ());
     create_configmap(&api, "slow").await;
 
     eventually("slow succeeds on its retry", || async {
@@ -372,14 +357,14 @@ async fn a_reconcile_over_the_timeout_should_be_cancelled_counted_and_retried() 
     })
     .await;
     eventually("the success is counted", || async {
-        running.handle.metrics().reconcile_success_total == 1
+        handle.metrics().reconcile_success_total == 1
     })
     .await;
     assert!(
         dropped.load(Ordering::SeqCst),
         "the first attempt was dropped"
     );
-    assert_eq!(running.handle.metrics().reconcile_timeouts_total, 1);
+    assert_eq!(handle.metrics().reconcile_timeouts_total, 1);
     running.stop().await;
 }
 
@@ -392,13 +377,13 @@ async fn requeue_after_should_reconcile_again_without_any_change() {
     let reconciler = counting(&counts, |_, _| async {
         Ok(Action::requeue(Duration::from_millis(50)))
     });
-    let running = Running::start(Controller::<ConfigMap>::new(&factory), reconciler, ());
+    let (running, handle) = start(Controller::<ConfigMap>::new(&factory), reconciler, ());
     create_configmap(&api, "poll").await;
     eventually("poll is reconciled four times", || async {
         counts.of("poll") >= 4
     })
     .await;
-    assert!(running.handle.metrics().reconcile_requeue_after_total >= 4);
+    assert!(handle.metrics().reconcile_requeue_after_total >= 4);
     running.stop().await;
 }
 
@@ -453,7 +438,7 @@ async fn generation_predicate_should_filter_status_and_metadata_only_updates() {
     let controller = Controller::<Deployment>::new(&factory)
         .predicate(Predicate::generation_changed())
         .concurrency(1);
-    let running = Running::start(controller, reconciler, ());
+    let (running, _) = start(controller, reconciler, ());
     for name in ["web", "probe"] {
         api.create(&PostParams::default(), &deployment(name))
             .await
@@ -509,7 +494,7 @@ async fn resync_should_reconcile_cached_objects_periodically_despite_predicates(
     let controller = Controller::<ConfigMap>::new(&factory)
         .predicate(Predicate::generation_changed())
         .resync(Duration::from_millis(200));
-    let running = Running::start(controller, reconciler, ());
+    let (running, _) = start(controller, reconciler, ());
     create_configmap(&api, "quiet").await;
     eventually("quiet is reconciled by resyncs", || async {
         counts.of("quiet") >= 3
@@ -559,7 +544,7 @@ async fn concurrency_should_bound_reconciles_and_never_run_a_key_twice_at_once()
     };
     let controller = Controller::<ConfigMap>::new(&factory).concurrency(2);
     assert_eq!(controller.handle().metrics().max_concurrent_reconciles, 2);
-    let running = Running::start(controller, reconciler, ());
+    let (running, _) = start(controller, reconciler, ());
     let names: Vec<String> = (0..10).map(|i| format!("slow-{i}")).collect();
     for name in &names {
         create_configmap(&api, name).await;
@@ -614,24 +599,20 @@ async fn graceful_shutdown_should_wait_for_the_reconcile_in_flight() {
             Ok::<_, String>(Action::await_change())
         }
     };
-    let running = Running::start(Controller::<ConfigMap>::new(&factory), reconciler, ());
+    let (running, handle) = start(Controller::<ConfigMap>::new(&factory), reconciler, ());
     create_configmap(&api, "held").await;
     started.notified().await;
 
-    let _ = running.stop.send(());
+    running.ask_to_stop();
     sleep(Duration::from_millis(300)).await;
     assert!(
-        !running.task.is_finished(),
+        !running.is_finished(),
         "run must wait for the reconcile in flight"
     );
     release.add_permits(1);
-    running
-        .task
-        .await
-        .expect("run does not panic")
-        .expect("graceful shutdown");
+    running.stop().await;
     assert!(finished.load(Ordering::SeqCst), "the reconcile finished");
-    assert_eq!(running.handle.metrics().reconcile_success_total, 1);
+    assert_eq!(handle.metrics().reconcile_success_total, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

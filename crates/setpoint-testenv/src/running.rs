@@ -33,6 +33,16 @@ impl<E: Debug + Send + 'static> Running<E> {
         }
     }
 
+    /// Asks the loop to stop, without waiting for it.
+    pub fn ask_to_stop(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// Whether the loop has ended.
+    pub fn is_finished(&self) -> bool {
+        self.task.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
     /// Asks the loop to stop and waits for it; panics if it panicked, returned an error, or
     /// did not end within [`DEADLINE`](crate::DEADLINE). Not cancel-safe (the loop is then
     /// only asked to stop).
