@@ -1,0 +1,131 @@
+//! What kubectl discovers and explains: the built-in resources, every supported kubectl
+//! version, `kubectl explain` and strict field validation; and `kubectl --as`, refused.
+
+use super::*;
+
+#[test]
+fn discovery_should_show_the_built_in_resources() {
+    let s = Server::start();
+    let ns = s.ok(&["get", "namespaces", "-o", "name"]);
+    for n in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        assert!(ns.contains(&format!("namespace/{n}")), "{ns}");
+    }
+    let resources = s.ok(&["api-resources", "-o", "name"]);
+    for r in [
+        "pods",
+        "deployments.apps",
+        "replicasets.apps",
+        "leases.coordination.k8s.io",
+        "events.events.k8s.io",
+        "configmaps",
+    ] {
+        assert!(
+            resources.lines().any(|l| l == r),
+            "{r} missing from:\n{resources}"
+        );
+    }
+    let version = s.ok(&["version", "-o", "json"]);
+    assert!(version.contains("\"minor\": \"33\""), "{version}");
+}
+
+#[test]
+fn kubectl_1_27_to_1_33_should_all_discover_and_list() {
+    let s = Server::start();
+    let out = s.kubectl_stdin(&["create", "-f", "-", "--validate=false"], DEPLOYMENT);
+    assert!(out.status.success());
+    let mut tried = 0;
+    for minor in 27..=33 {
+        let Some(bin) = kubectl_version(minor) else {
+            continue;
+        };
+        tried += 1;
+        // 1.27-1.29 understand only the v2beta1 aggregated discovery; 1.30+ prefer v2.
+        let out = Command::new(&bin)
+            .arg("--kubeconfig")
+            .arg(s.kubeconfig())
+            .args(["get", "deployments.apps", "-o", "name"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success()
+                && String::from_utf8_lossy(&out.stdout).trim() == "deployment.apps/web",
+            "kubectl 1.{minor}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(
+        tried > 0,
+        "no versioned kubectl found beside the one on the PATH"
+    );
+}
+
+#[test]
+fn kubectl_as_should_be_refused_not_ignored() {
+    // Regression (issue 14.14): `kubectl --as=…` ran the request as the admin.
+    let s = Server::start_api_only();
+    // Discovery first, as the caller: kubectl reports a refused discovery request as
+    // "unknown" (kube-apiserver's answer included), whereas it prints a refused list's message.
+    s.ok(&["get", "secrets"]);
+    let err = s.fails(&["--as=system:anonymous", "get", "secrets"]);
+    assert!(
+        err.contains("Error from server (Forbidden)")
+            && err.contains("users \"system:anonymous\" is forbidden")
+            && err.contains("impersonation is not supported"),
+        "{err}"
+    );
+    let err = s.fails(&[
+        "--as=someone",
+        "--as-group=system:masters",
+        "get",
+        "secrets",
+    ]);
+    assert!(err.contains("Forbidden"), "{err}");
+    let err = s.fails(&["--as=system:anonymous", "get", "--raw", "/api/v1/secrets"]);
+    assert!(err.contains("impersonation is not supported"), "{err}");
+}
+
+#[test]
+fn explain_and_strict_validation_should_work_with_default_kubectl_flags() {
+    let s = Server::start();
+    let explain = s.ok(&["explain", "deployment.spec.strategy"]);
+    assert!(
+        explain.contains("KIND:       Deployment") && explain.contains("DeploymentStrategy"),
+        "{explain}"
+    );
+    let explain = s.ok(&["explain", "pods.spec.containers.image"]);
+    assert!(explain.contains("FIELD: image <string>"), "{explain}");
+    let bogus =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: strict}\ndata: {a: \"1\"}\nbogus: 1\n";
+    let out = s.kubectl_stdin(&["apply", "-f", "-"], bogus);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(r#"strict decoding error: unknown field "bogus""#),
+        "{err}"
+    );
+    // kubectl 1.27 and 1.28 read the protobuf OpenAPI v2 document instead.
+    for minor in [27, 28] {
+        let Some(bin) = kubectl_version(minor) else {
+            continue;
+        };
+        let out = Command::new(&bin)
+            .arg("--kubeconfig")
+            .arg(s.kubeconfig())
+            .args(["apply", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                c.stdin.take().unwrap().write_all(DEPLOYMENT.as_bytes())?;
+                c.wait_with_output()
+            })
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "kubectl 1.{minor}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
