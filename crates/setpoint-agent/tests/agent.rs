@@ -6,10 +6,13 @@
 //! Real time and real processes: tests poll with generous deadlines and never assert on how
 //! long something took. Every test kills whatever its pods left running, even when it fails.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use common::{kill_everything_under, test_ca_pem};
 use k8s_openapi::api::core::v1::{ConfigMap, ContainerStatus, Pod, Secret};
 use kube::api::{DeleteParams, PostParams};
 use kube::Api;
@@ -159,40 +162,6 @@ impl Drop for Harness {
         // Stops what runs and removes the root's cgroups; then kills by the records, in case.
         setpoint_agent::cleanup(self.root.path(), Duration::ZERO);
         kill_everything_under(self.root.path());
-    }
-}
-
-/// A self-signed CA's certificate, for the agent's endpoint to trust.
-fn test_ca_pem() -> String {
-    let key = rcgen::KeyPair::generate().expect("a key");
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    params.self_signed(&key).expect("a CA").pem()
-}
-
-/// Kills every shim and container process group the run records under `root` name.
-fn kill_everything_under(root: &Path) {
-    for record in files_named(root, ".run.json") {
-        let Ok(text) = std::fs::read_to_string(&record) else {
-            continue;
-        };
-        let Ok(record) = serde_json::from_str::<serde_json::Value>(&text) else {
-            continue;
-        };
-        // The shim first: it would record the container's exit.
-        for (key, group) in [("shimPid", false), ("containerPid", true)] {
-            if let Some(pid) = record[key].as_i64() {
-                let target = if group {
-                    format!("-{pid}")
-                } else {
-                    pid.to_string()
-                };
-                let _ = std::process::Command::new("kill")
-                    .args(["-9", "--", &target])
-                    .stderr(std::process::Stdio::null())
-                    .status();
-            }
-        }
     }
 }
 

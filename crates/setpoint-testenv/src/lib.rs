@@ -16,10 +16,12 @@
 //!
 //! Beside it, what the workspace's tests share: [`eventually`] (wait for a condition, with a
 //! deadline and a message naming it) and [`Running`] (a loop run in the background and stopped
-//! cleanly).
+//! cleanly); with the `tls` feature, the `tls` module: a test CA and TLS client settings.
 
 mod eventually;
 mod running;
+#[cfg(feature = "tls")]
+pub mod tls;
 
 pub use eventually::{
     eventually, eventually_blocking, eventually_blocking_within, eventually_within, Check, DEADLINE,
