@@ -92,6 +92,14 @@ impl Server {
         self.dir.join("admin.kubeconfig")
     }
 
+    /// A `kubectl` command (the one on the PATH) pointed at the server, for the caller to add
+    /// arguments, pipes or environment to: a `kubectl get -w` read line by line, say.
+    pub fn kubectl_command(&self) -> Command {
+        let mut command = Command::new("kubectl");
+        command.arg("--kubeconfig").arg(self.kubeconfig());
+        command
+    }
+
     /// Runs `kubectl` (the one on the PATH) against the server.
     pub fn kubectl(&self, args: &[&str]) -> Output {
         Command::new("kubectl")

@@ -552,9 +552,8 @@ fn watches_should_see_objects_go_and_end_with_their_crd() {
         "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {size: 3}\n",
         &[],
     );
-    let mut watch = std::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(s.kubeconfig())
+    let mut watch = s
+        .kubectl_command()
         .args([
             "get",
             "wd",

@@ -30,9 +30,7 @@ fn two_servers_on_one_etcd_should_share_trust_and_objects_and_watches() {
 
     // A watch through B, from the start.
     let mut watch = Process(
-        Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(b.kubeconfig())
+        b.kubectl_command()
             .args([
                 "get",
                 "cm",

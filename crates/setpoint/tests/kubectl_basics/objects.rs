@@ -311,9 +311,8 @@ fn describe_edit_and_wait_for_delete_should_work() {
         "{described}"
     );
     // `kubectl edit` runs $EDITOR on a temporary file, then sends the difference as a patch.
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(s.kubeconfig())
+    let out = s
+        .kubectl_command()
         .args(["edit", "deployment", "web"])
         .env("KUBE_EDITOR", "sed -i s/replicas:\\ 2/replicas:\\ 7/")
         .output()
@@ -327,9 +326,8 @@ fn describe_edit_and_wait_for_delete_should_work() {
         s.ok(&["get", "deploy", "web", "-o", "jsonpath={.spec.replicas}"]),
         "7"
     );
-    let mut wait = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(s.kubeconfig())
+    let mut wait = s
+        .kubectl_command()
         .args(["wait", "--for=delete", "deployment/web", "--timeout=30s"])
         .stdout(Stdio::piped())
         .spawn()

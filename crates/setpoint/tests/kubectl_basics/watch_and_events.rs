@@ -5,9 +5,8 @@ use super::*;
 #[test]
 fn get_watch_should_see_later_changes() {
     let s = Server::start();
-    let mut watch = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(s.kubeconfig())
+    let mut watch = s
+        .kubectl_command()
         .args([
             "get",
             "cm",
