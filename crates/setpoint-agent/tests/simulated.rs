@@ -7,7 +7,6 @@
 //! Real time: tests poll with generous deadlines and never assert on how long something took
 //! (the throughput test prints its figure).
 
-use std::future::Future;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -16,40 +15,17 @@ use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::Api;
-use setpoint_agent::{run_simulated, SimulatedNodes, SIMULATED_LABEL};
+use setpoint_agent::{run_simulated, AgentError, SimulatedNodes, SIMULATED_LABEL};
 use setpoint_runtime::Client;
+use setpoint_testenv::{eventually, Running};
+
+/// Runs `nodes` on `client` until stopped.
+fn start(client: &Client, nodes: SimulatedNodes) -> Running<AgentError> {
+    let client = client.clone();
+    Running::spawn(move |shutdown| run_simulated(client, nodes, shutdown))
+}
+
 use setpoint_testenv::TestEnv;
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
-
-const DEADLINE: Duration = Duration::from_secs(60);
-
-/// Polls `check` until it returns `Some`, failing the test after [`DEADLINE`].
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        if let Some(t) = check().await {
-            return t;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn start(client: &Client, nodes: SimulatedNodes) -> (CancellationToken, JoinHandle<()>) {
-    let shutdown = CancellationToken::new();
-    let (client, token) = (client.clone(), shutdown.clone());
-    let task = tokio::spawn(async move {
-        run_simulated(client, nodes, token)
-            .await
-            .expect("simulated nodes run until shut down");
-    });
-    (shutdown, task)
-}
 
 fn pod(name: &str, node: &str) -> Pod {
     Pod {
@@ -85,7 +61,7 @@ fn ready(node: &Node) -> bool {
 async fn simulated_nodes_should_register_renew_leases_and_run_pods() {
     let env = TestEnv::start().await.expect("test env");
     let client = env.client();
-    let (shutdown, task) = start(&client, SimulatedNodes::new(3).max_pods(200));
+    let simulated = start(&client, SimulatedNodes::new(3).max_pods(200));
     let nodes: Api<Node> = client.api();
     let leases: Api<Lease> = client.namespaced_api("kube-node-lease");
     let pods: Api<Pod> = client.namespaced_api("default");
@@ -182,8 +158,7 @@ async fn simulated_nodes_should_register_renew_leases_and_run_pods() {
         assert!(leases.get_opt(name).await.expect("read lease").is_some());
     }
 
-    shutdown.cancel();
-    task.await.expect("simulated nodes task");
+    simulated.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -191,7 +166,7 @@ async fn pods_should_wait_out_the_start_delay() {
     let env = TestEnv::start().await.expect("test env");
     let client = env.client();
     let pods: Api<Pod> = client.namespaced_api("default");
-    let (shutdown, task) = start(
+    let simulated = start(
         &client,
         SimulatedNodes::named("edge").start_delay(Duration::from_secs(2)),
     );
@@ -215,8 +190,7 @@ async fn pods_should_wait_out_the_start_delay() {
         (phase(&p) == Some("Running")).then_some(())
     })
     .await;
-    shutdown.cancel();
-    task.await.expect("simulated nodes task");
+    simulated.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -225,7 +199,7 @@ async fn simulated_nodes_should_start_many_pods() {
     let env = TestEnv::start().await.expect("test env");
     let client = env.client();
     let pods: Api<Pod> = client.namespaced_api("default");
-    let (shutdown, task) = start(&client, SimulatedNodes::new(10).max_pods(300));
+    let simulated = start(&client, SimulatedNodes::new(10).max_pods(300));
     eventually("10 nodes", || async {
         let list = client
             .api::<Node>()
@@ -264,6 +238,5 @@ async fn simulated_nodes_should_start_many_pods() {
         "{PODS} pods: created in {created:?}, all Running after {all:?} ({:.0} pods/s end to end)",
         PODS as f64 / all.as_secs_f64()
     );
-    shutdown.cancel();
-    task.await.expect("simulated nodes task");
+    simulated.stop().await;
 }

@@ -16,15 +16,12 @@ use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
-use rcgen::{
-    BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
-};
 use rustls::pki_types::PrivateKeyDer;
 use rustls::server::WebPkiClientVerifier;
 use serde_json::{json, Value};
 use setpoint_apiserver::{Api, NodeClient};
 use setpoint_store::{EmbeddedConfig, EmbeddedStore};
+use setpoint_testenv::tls::{root_store, TestCa};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
@@ -211,19 +208,6 @@ async fn log_should_refuse_out_of_range_options_as_kube_apiserver_does() {
     assert_eq!(code, 503, "{message}");
 }
 
-/// A test CA.
-fn ca() -> (String, Issuer<'static, KeyPair>) {
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let cert = params.self_signed(&key).unwrap();
-    (cert.pem(), Issuer::new(params, key))
-}
-
 /// What the fake agent saw and how it answers.
 struct Agent {
     port: u16,
@@ -237,11 +221,7 @@ struct Agent {
 /// `/containerLogs/default/web/app` streams what is fed; anything else answers a 400 `Status`.
 async fn agent(ca_pem: &str) -> Agent {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    use rustls::pki_types::pem::PemObject as _;
-    roots
-        .add(rustls::pki_types::CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
-        .unwrap();
+    let roots = root_store(ca_pem);
     let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()
         .unwrap();
@@ -332,14 +312,11 @@ async fn node_at(api: &Api, name: &str, port: u16) {
 
 #[tokio::test]
 async fn log_should_stream_the_agents_answer_over_mutual_tls() {
-    let (ca_pem, issuer) = ca();
-    let agent = agent(&ca_pem).await;
+    let ca = TestCa::new();
+    let agent = agent(ca.certificate_pem()).await;
     let api = api().await;
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    let cert = params.signed_by(&key, &issuer).unwrap();
-    assert!(api.set_node_client(NodeClient::new(&cert.pem(), &key.serialize_pem()).unwrap()));
+    let client = ca.client_identity();
+    assert!(api.set_node_client(NodeClient::new(&client.certificate_pem, &client.key_pem).unwrap()));
     node_at(&api, "n1", agent.port).await;
     let uid = create_pod(&api, "web", &["app"], Some("n1")).await;
 
@@ -391,16 +368,12 @@ async fn log_should_stream_the_agents_answer_over_mutual_tls() {
 
 #[tokio::test]
 async fn log_should_fail_clearly_when_the_agent_refuses_the_certificate() {
-    let (ca_pem, _) = ca();
-    let agent = agent(&ca_pem).await;
+    let ca = TestCa::new();
+    let agent = agent(ca.certificate_pem()).await;
     let api = api().await;
     // A certificate from another CA.
-    let (_, stranger) = ca();
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    let cert = params.signed_by(&key, &stranger).unwrap();
-    api.set_node_client(NodeClient::new(&cert.pem(), &key.serialize_pem()).unwrap());
+    let stranger = TestCa::new().client_identity();
+    api.set_node_client(NodeClient::new(&stranger.certificate_pem, &stranger.key_pem).unwrap());
     node_at(&api, "n1", agent.port).await;
     create_pod(&api, "web", &["app"], Some("n1")).await;
     let (code, message) = log_error(&api, "/api/v1/namespaces/default/pods/web/log").await;

@@ -6,8 +6,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{client_config, get, read_answer, TestClient, TestServer};
+use common::{get, read_answer, TestClient, TestServer};
 use http::StatusCode;
+use setpoint_testenv::tls::client_config;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 /// A ClientHello with legacy version `version` and no `supported_versions` extension, offering

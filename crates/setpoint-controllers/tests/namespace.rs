@@ -2,50 +2,17 @@
 //! content, then the namespace; content held by a finalizer keeps it `Terminating` with
 //! conditions that name what is left, until the finalizer goes.
 
-use std::future::Future;
-use std::time::{Duration, Instant};
+mod common;
 
+use common::run_loops;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, NamespaceCondition, Pod, Secret};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Api;
 use serde_json::json;
-use setpoint_controllers::{LoopContext, LoopSelection};
 use setpoint_runtime::Client;
+use setpoint_testenv::eventually;
 use setpoint_testenv::TestEnv;
-use tokio_util::sync::CancellationToken;
-
-const DEADLINE: Duration = Duration::from_secs(30);
-
-/// Polls `check` until it returns `Some`, failing the test after [`DEADLINE`].
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        if let Some(t) = check().await {
-            return t;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Runs only the namespace loop until the returned token is cancelled.
-fn start_loop(client: &Client) -> (CancellationToken, tokio::task::JoinHandle<()>) {
-    let shutdown = CancellationToken::new();
-    let selection: LoopSelection = "namespace".parse().expect("known loop");
-    let ctx = LoopContext::new(client.clone());
-    let token = shutdown.clone();
-    let task = tokio::spawn(async move {
-        setpoint_controllers::run(ctx, &selection, token)
-            .await
-            .expect("the loop stops cleanly");
-    });
-    (shutdown, task)
-}
 
 async fn create_namespace(client: &Client, name: &str) {
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).expect("ns");
@@ -120,7 +87,7 @@ async fn a_status_write_should_not_remove_a_namespace_its_spec_finalizers_hold()
 async fn deleting_a_namespace_should_delete_its_content_then_the_namespace() {
     let env = TestEnv::start().await.expect("test env");
     let client = env.client();
-    let (shutdown, task) = start_loop(&client);
+    let running = run_loops(&client, "namespace");
     for ns in ["demo", "kept"] {
         create_namespace(&client, ns).await;
         create_configmap(&client, ns, "one", &[]).await;
@@ -173,15 +140,14 @@ async fn deleting_a_namespace_should_delete_its_content_then_the_namespace() {
     assert_eq!(kept.expect("list").items.len(), 2);
     assert!(!gone(&namespaces, "kept").await);
 
-    shutdown.cancel();
-    task.await.expect("loop task");
+    running.stop().await;
 }
 
 #[tokio::test]
 async fn content_with_a_finalizer_should_hold_the_namespace_until_released() {
     let env = TestEnv::start().await.expect("test env");
     let client = env.client();
-    let (shutdown, task) = start_loop(&client);
+    let running = run_loops(&client, "namespace");
     create_namespace(&client, "held").await;
     create_configmap(&client, "held", "pinned", &["example.com/hold"]).await;
     create_configmap(&client, "held", "loose", &[]).await;
@@ -243,8 +209,7 @@ async fn content_with_a_finalizer_should_hold_the_namespace_until_released() {
     })
     .await;
 
-    shutdown.cancel();
-    task.await.expect("loop task");
+    running.stop().await;
 }
 
 // Regression (issue 14.2): deleting a pod whose grace period is the largest int64 panicked in
@@ -254,7 +219,7 @@ async fn content_with_a_finalizer_should_hold_the_namespace_until_released() {
 async fn a_pod_with_the_largest_grace_period_should_be_deleted_like_any_other() {
     let env = TestEnv::start().await.expect("test env");
     let client = env.client();
-    let (shutdown, task) = start_loop(&client);
+    let running = run_loops(&client, "namespace");
     create_namespace(&client, "patient").await;
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": "forever"},
@@ -297,6 +262,5 @@ async fn a_pod_with_the_largest_grace_period_should_be_deleted_like_any_other() 
         ("False", Some("ContentDeleted"))
     );
 
-    shutdown.cancel();
-    task.await.expect("loop task");
+    running.stop().await;
 }

@@ -8,56 +8,34 @@
 //! Real time (the server is real): tests poll with generous deadlines and never assert on how
 //! long something took.
 
-use std::future::Future;
-use std::time::{Duration, Instant};
+mod common;
 
+use std::time::Duration;
+
+use common::run_loops_with;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec, Taint, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::Api;
 use serde_json::json;
-use setpoint_controllers::{LoopContext, LoopSelection, LoopSettings};
+use setpoint_controllers::{LoopContext, LoopError, LoopSettings};
 use setpoint_runtime::Client;
 use setpoint_testenv::TestEnv;
+use setpoint_testenv::{eventually, Running};
 use tokio_util::sync::CancellationToken;
 
-const DEADLINE: Duration = Duration::from_secs(40);
 const GRACE: Duration = Duration::from_secs(3);
 const UNREACHABLE: &str = "node.kubernetes.io/unreachable";
 const NOT_READY: &str = "node.kubernetes.io/not-ready";
 
-/// Polls `check` until it returns `Some`, failing the test after [`DEADLINE`].
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        if let Some(t) = check().await {
-            return t;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Runs only the node lifecycle loop, with a short grace period, until the token is cancelled.
-fn start_loop(client: &Client) -> (CancellationToken, tokio::task::JoinHandle<()>) {
-    let shutdown = CancellationToken::new();
-    let selection: LoopSelection = "node-lifecycle".parse().expect("known loop");
+/// Runs only the node lifecycle loop, with a short grace period, until stopped.
+fn start_loop(client: &Client) -> Running<LoopError> {
     let ctx = LoopContext::new(client.clone()).with_settings(LoopSettings {
         node_monitor_grace_period: GRACE,
         ..LoopSettings::default()
     });
-    let token = shutdown.clone();
-    let task = tokio::spawn(async move {
-        setpoint_controllers::run(ctx, &selection, token)
-            .await
-            .expect("the loop runs until shut down");
-    });
-    (shutdown, task)
+    run_loops_with(ctx, "node-lifecycle")
 }
 
 fn now_rfc3339() -> String {
@@ -241,7 +219,7 @@ async fn silent_node_should_be_marked_unknown_tainted_and_its_pods_evicted() {
     create_pod(&client, "short", "n1", vec![tolerate_unreachable(Some(2))]).await;
     create_pod(&client, "default", "n1", vec![]).await;
     create_pod(&client, "forever", "n1", vec![tolerate_unreachable(None)]).await;
-    let (shutdown, task) = start_loop(&client);
+    let running = start_loop(&client);
 
     // The node is alive: after a few grace periods it is still Ready, untainted.
     tokio::time::sleep(GRACE * 2).await;
@@ -318,8 +296,7 @@ async fn silent_node_should_be_marked_unknown_tainted_and_its_pods_evicted() {
     );
 
     renewing.cancel();
-    shutdown.cancel();
-    task.await.expect("loop task");
+    running.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -329,7 +306,7 @@ async fn node_reporting_not_ready_should_get_not_ready_taints() {
     create_node(&client, "n2").await;
     post_status(&client, "n2", "False").await;
     let renewing = keep_renewing(&client, "n2");
-    let (shutdown, task) = start_loop(&client);
+    let running = start_loop(&client);
     let n = eventually("not-ready taints", || async {
         let n = node(&client, "n2").await;
         (has_taint(&n, NOT_READY, "NoSchedule") && has_taint(&n, NOT_READY, "NoExecute"))
@@ -345,8 +322,7 @@ async fn node_reporting_not_ready_should_get_not_ready_taints() {
     })
     .await;
     renewing.cancel();
-    shutdown.cancel();
-    task.await.expect("loop task");
+    running.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -358,7 +334,7 @@ async fn pods_bound_to_missing_nodes_should_be_removed() {
     post_status(&client, "n3", "True").await;
     create_pod(&client, "on-ghost", "ghost", vec![]).await;
     create_pod(&client, "on-n3", "n3", vec![]).await;
-    let (shutdown, task) = start_loop(&client);
+    let running = start_loop(&client);
     eventually("the pod on a node that never existed removed", || async {
         pods.get_opt("on-ghost")
             .await
@@ -381,6 +357,5 @@ async fn pods_bound_to_missing_nodes_should_be_removed() {
             .then_some(())
     })
     .await;
-    shutdown.cancel();
-    task.await.expect("loop task");
+    running.stop().await;
 }

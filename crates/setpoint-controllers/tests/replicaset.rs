@@ -6,60 +6,23 @@
 //!
 //! Real time: tests poll with generous deadlines and never assert on how long something took.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use common::run_loops;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec};
 use k8s_openapi::api::core::v1::{Container, Namespace, Pod, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
-use setpoint_controllers::LoopContext;
-use setpoint_runtime::Client;
+use setpoint_testenv::eventually;
 use setpoint_testenv::TestEnv;
-use tokio::task::JoinHandle;
-use tokio::time::{sleep, Instant};
-use tokio_util::sync::CancellationToken;
+use tokio::time::sleep;
 
 const NS: &str = "default";
-
-/// The ReplicaSet loop running against a test server; stopped when dropped.
-struct Running {
-    shutdown: CancellationToken,
-    task: Option<JoinHandle<()>>,
-}
-
-impl Running {
-    fn start(client: &Client) -> Running {
-        let shutdown = CancellationToken::new();
-        let selection = "replicaset".parse().expect("known loop");
-        let ctx = LoopContext::new(client.clone());
-        let token = shutdown.clone();
-        let task = tokio::spawn(async move {
-            setpoint_controllers::run(ctx, &selection, token)
-                .await
-                .expect("the loop runs until shut down");
-        });
-        Running {
-            shutdown,
-            task: Some(task),
-        }
-    }
-
-    async fn stop(mut self) {
-        self.shutdown.cancel();
-        if let Some(task) = self.task.take() {
-            task.await.expect("loop task");
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
-}
 
 fn labels(app: &str) -> BTreeMap<String, String> {
     [("app".to_owned(), app.to_owned())].into()
@@ -104,22 +67,6 @@ fn pod_spec() -> PodSpec {
             ..Default::default()
         }],
         ..Default::default()
-    }
-}
-
-/// Polls `check` every 20 ms until it returns `Some`; panics after 30 s.
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -179,7 +126,7 @@ async fn make_ready(api: &Api<Pod>, pod: &str) {
 async fn replicaset_should_create_owned_pods_and_scale_up_and_down() {
     let env = TestEnv::start().await.expect("test env");
     let client = env.client();
-    let running = Running::start(&client);
+    let running = run_loops(&client, "replicaset");
     let rs_api = client.namespaced_api::<ReplicaSet>(NS);
     let pod_api = client.namespaced_api::<Pod>(NS);
     let rs = rs_api
@@ -243,7 +190,7 @@ async fn replicaset_should_create_owned_pods_and_scale_up_and_down() {
 async fn a_deleted_pod_should_be_replaced() {
     let env = TestEnv::start().await.expect("test env");
     let client = env.client();
-    let _running = Running::start(&client);
+    let _running = run_loops(&client, "replicaset");
     let rs_api = client.namespaced_api::<ReplicaSet>(NS);
     let pod_api = client.namespaced_api::<Pod>(NS);
     rs_api
@@ -283,7 +230,7 @@ async fn a_matching_orphan_should_be_adopted_instead_of_created() {
         .create(&PostParams::default(), &orphan)
         .await
         .expect("create orphan");
-    let _running = Running::start(&client);
+    let _running = run_loops(&client, "replicaset");
     let rs = rs_api
         .create(&PostParams::default(), &replicaset("db", 3))
         .await
@@ -310,7 +257,7 @@ async fn a_matching_orphan_should_be_adopted_instead_of_created() {
 async fn a_pod_relabelled_out_of_the_selector_should_be_released_and_replaced() {
     let env = TestEnv::start().await.expect("test env");
     let client = env.client();
-    let _running = Running::start(&client);
+    let _running = run_loops(&client, "replicaset");
     let rs_api = client.namespaced_api::<ReplicaSet>(NS);
     let pod_api = client.namespaced_api::<Pod>(NS);
     rs_api
@@ -345,7 +292,7 @@ async fn a_pod_relabelled_out_of_the_selector_should_be_released_and_replaced() 
 async fn status_should_count_ready_and_available_pods_after_min_ready_seconds() {
     let env = TestEnv::start().await.expect("test env");
     let client = env.client();
-    let _running = Running::start(&client);
+    let _running = run_loops(&client, "replicaset");
     let rs_api = client.namespaced_api::<ReplicaSet>(NS);
     let pod_api = client.namespaced_api::<Pod>(NS);
     let mut rs = replicaset("ui", 2);
@@ -444,7 +391,7 @@ async fn failing_creates_should_set_replica_failure() {
         .delete("doomed", &DeleteParams::default())
         .await
         .expect("delete namespace");
-    let _running = Running::start(&client);
+    let _running = run_loops(&client, "replicaset");
     scale(&rs_api, "web", 2).await;
 
     let condition = eventually("ReplicaFailure set", || async {

@@ -7,9 +7,11 @@
 //!
 //! Real time: tests poll with generous deadlines and never assert on how long something took.
 
-use std::collections::BTreeMap;
-use std::time::Duration;
+mod common;
 
+use std::collections::BTreeMap;
+
+use common::run_loops;
 use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec, ResourceRequirements};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -17,67 +19,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::{json, Value};
-use setpoint_controllers::LoopContext;
 use setpoint_runtime::Client;
+use setpoint_testenv::eventually;
 use setpoint_testenv::TestEnv;
-use tokio::task::JoinHandle;
-use tokio::time::{sleep, Instant};
-use tokio_util::sync::CancellationToken;
 
 const NS: &str = "default";
-
-/// The scheduler running against a test server; stopped when dropped.
-struct Running {
-    shutdown: CancellationToken,
-    task: Option<JoinHandle<()>>,
-}
-
-impl Running {
-    fn start(client: &Client) -> Running {
-        let shutdown = CancellationToken::new();
-        let selection = "scheduler".parse().expect("known loop");
-        let ctx = LoopContext::new(client.clone());
-        let token = shutdown.clone();
-        let task = tokio::spawn(async move {
-            setpoint_controllers::run(ctx, &selection, token)
-                .await
-                .expect("the loop runs until shut down");
-        });
-        Running {
-            shutdown,
-            task: Some(task),
-        }
-    }
-
-    async fn stop(mut self) {
-        self.shutdown.cancel();
-        if let Some(task) = self.task.take() {
-            task.await.expect("loop task");
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
-}
-
-/// Polls `check` every 20 ms until it returns `Some`; panics after 60 s.
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        sleep(Duration::from_millis(20)).await;
-    }
-}
 
 /// A node's shape: its spec and metadata (the status is written separately).
 struct NodeSpecOf {
@@ -219,7 +165,7 @@ async fn scheduler_should_bind_a_pod_to_a_fitting_node() {
     let env = TestEnv::start().await.expect("test env");
     let client = env.client();
     add_node(&client, NodeSpecOf::new("n1")).await;
-    let running = Running::start(&client);
+    let running = run_loops(&client, "scheduler");
     let pods = client.namespaced_api::<Pod>(NS);
     create_pods(&pods, "web", 1, "500m", json!({})).await;
     let placed = wait_bound(&pods, "web", 1).await;
@@ -241,7 +187,7 @@ async fn excluded(bad: NodeSpecOf, cpu: &str, spec: Value) {
     ok.labels = &[("disk", "ssd"), ("zone", "a")];
     add_node(&client, ok).await;
     add_node(&client, bad).await;
-    let running = Running::start(&client);
+    let running = run_loops(&client, "scheduler");
     let pods = client.namespaced_api::<Pod>(NS);
     create_pods(&pods, "p", 4, cpu, spec).await;
     let placed = wait_bound(&pods, "p", 4).await;
@@ -308,7 +254,7 @@ async fn tolerations_should_admit_tainted_and_cordoned_nodes() {
     let mut cordoned = NodeSpecOf::new("cordoned");
     cordoned.spec = json!({"unschedulable": true});
     add_node(&client, cordoned).await;
-    let running = Running::start(&client);
+    let running = run_loops(&client, "scheduler");
     let pods = client.namespaced_api::<Pod>(NS);
     let tolerations = json!({"tolerations": [
         {"key": "dedicated", "operator": "Exists"},
@@ -337,7 +283,7 @@ async fn least_allocated_should_spread_pods_and_prefer_emptier_nodes() {
     pods.create(&PostParams::default(), &busy)
         .await
         .expect("create busy pod");
-    let running = Running::start(&client);
+    let running = run_loops(&client, "scheduler");
     create_pods(&pods, "s", 6, "500m", json!({})).await;
     let placed = wait_bound(&pods, "s", 6).await;
     // b and c fill to a's level (2 cpus) before a takes any more.
@@ -374,7 +320,7 @@ async fn unschedulable_pod_should_be_reported_then_scheduled_when_a_node_is_adde
         other.labels = &[("pool", "other")];
         add_node(&client, other).await;
     }
-    let running = Running::start(&client);
+    let running = run_loops(&client, "scheduler");
     let pods = client.namespaced_api::<Pod>(NS);
     create_pods(
         &pods,
@@ -441,7 +387,7 @@ async fn deleting_a_pod_should_make_room_for_an_unschedulable_one() {
     let mut one = NodeSpecOf::new("one");
     one.pods = 1;
     add_node(&client, one).await;
-    let running = Running::start(&client);
+    let running = run_loops(&client, "scheduler");
     let pods = client.namespaced_api::<Pod>(NS);
     create_pods(&pods, "first", 1, "", json!({})).await;
     wait_bound(&pods, "first", 1).await;
@@ -474,7 +420,7 @@ async fn burst_of_200_pods_should_fill_room_for_exactly_200_without_overcommit()
         n.cpu = "2";
         add_node(&client, n).await;
     }
-    let running = Running::start(&client);
+    let running = run_loops(&client, "scheduler");
     let pods = client.namespaced_api::<Pod>(NS);
     let creates = (0..200).map(|i| {
         let pods = pods.clone();

@@ -23,9 +23,9 @@ use setpoint_runtime::{
     finalizer, install_crd, update_status, Action, Client, Controller, EventDetails, EventRecorder,
     FinalizerEvent, InformerFactory, InformerOptions, ObjectKey, Reporter,
 };
+use setpoint_testenv::eventually;
 use setpoint_testenv::TestEnv;
 use tokio::sync::oneshot;
-use tokio::time::{sleep, Instant};
 
 const NS: &str = "default";
 const FINALIZER: &str = "test.setpoint.dev/cleanup";
@@ -49,22 +49,6 @@ struct WidgetSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 struct WidgetStatus {
     painted: Option<String>,
-}
-
-/// Polls `cond` every 20 ms until it returns `Some`; panics after 30 s.
-async fn eventually<T, F, Fut>(what: &str, mut cond: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(value) = cond().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        sleep(Duration::from_millis(20)).await;
-    }
 }
 
 async fn env_with_crd() -> TestEnv {

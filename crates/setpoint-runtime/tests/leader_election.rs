@@ -15,6 +15,7 @@ use setpoint_runtime::{
     Client, ElectionEnd, LeaderElection, LeaderElectionConfig, LeaderElectionError,
     LeadershipState, LeaseLock,
 };
+use setpoint_testenv::eventually;
 use setpoint_testenv::TestEnv;
 use tokio::time::{sleep, Instant};
 
@@ -34,15 +35,6 @@ fn config(identity: &str) -> LeaderElectionConfig {
 fn election(client: Client, identity: &str) -> LeaderElection {
     LeaderElection::new(client, LeaseLock::new(NAMESPACE, LEASE), config(identity))
         .expect("valid config")
-}
-
-/// Polls `cond` every 20 ms until it holds; panics after 20 s.
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// Runs `election` with work that waits for the token to say leadership ended, and records
@@ -83,7 +75,7 @@ async fn election_should_let_exactly_one_candidate_lead_at_a_time() {
     let run_a = campaign(&a, Arc::default());
     let run_b = campaign(&b, Arc::default());
 
-    eventually("someone leads", || a.is_leader() || b.is_leader()).await;
+    eventually("someone leads", || async { a.is_leader() || b.is_leader() }).await;
     // Sample both for several lease durations: never two leaders.
     let until = Instant::now() + Duration::from_secs(5);
     let mut samples = 0;
@@ -118,7 +110,7 @@ async fn election_should_release_the_lease_when_the_leader_stops() {
     let a = election(env.client(), "a");
     let saw_end = Arc::new(AtomicBool::new(false));
     let run_a = campaign(&a, saw_end.clone());
-    eventually("a leads", || a.is_leader()).await;
+    eventually("a leads", || async { a.is_leader() }).await;
     let transitions_before = lease(&env.client())
         .await
         .spec
@@ -151,11 +143,11 @@ async fn election_should_hand_over_to_the_standby_when_the_leader_releases() {
     let env = TestEnv::start().await.expect("test env");
     let a = election(env.client(), "a");
     let run_a = campaign(&a, Arc::default());
-    eventually("a leads", || a.is_leader()).await;
+    eventually("a leads", || async { a.is_leader() }).await;
 
     let b = election(env.client(), "b");
     let run_b = campaign(&b, Arc::default());
-    eventually("b has seen a's lease", || {
+    eventually("b has seen a's lease", || async {
         b.leader().as_deref() == Some("a")
     })
     .await;
@@ -163,7 +155,7 @@ async fn election_should_hand_over_to_the_standby_when_the_leader_releases() {
 
     a.stop();
     run_a.await.expect("join a").expect("run a");
-    eventually("b leads", || b.is_leader()).await;
+    eventually("b leads", || async { b.is_leader() }).await;
     let lease = lease(&env.client()).await;
     assert_eq!(holder(&lease).as_deref(), Some("b"));
     // Created by a (0), released by a, taken by b: one change of holder.
@@ -179,7 +171,7 @@ async fn election_should_stop_the_work_at_once_when_another_holder_takes_the_lea
     let a = election(env.client(), "a");
     let saw_end = Arc::new(AtomicBool::new(false));
     let run_a = campaign(&a, saw_end.clone());
-    eventually("a leads", || a.is_leader()).await;
+    eventually("a leads", || async { a.is_leader() }).await;
 
     // Behind a's back, someone else writes themselves into the Lease for a long time.
     let leases = env.client().namespaced_api::<Lease>(NAMESPACE);
@@ -232,10 +224,10 @@ async fn election_should_give_up_when_renewals_stop_getting_through() {
     let a = election(flaky, "a");
     let a_saw_end = Arc::new(AtomicBool::new(false));
     let run_a = campaign(&a, a_saw_end.clone());
-    eventually("a leads", || a.is_leader()).await;
+    eventually("a leads", || async { a.is_leader() }).await;
     let b = election(env.client(), "b");
     let run_b = campaign(&b, Arc::default());
-    eventually("b has seen a's lease", || {
+    eventually("b has seen a's lease", || async {
         b.leader().as_deref() == Some("a")
     })
     .await;

@@ -13,6 +13,23 @@
 //! The server is the same code `setpoint server` runs (registry, validation, defaults, watch
 //! cache), reached through the SDK's in-process transport. No controllers run in it: what a test
 //! starts is all that acts. Everything stops when the [`TestEnv`] and its clients are dropped.
+//!
+//! Beside it, what the workspace's tests share: [`eventually`] (wait for a condition, with a
+//! deadline and a message naming it) and [`Running`] (a loop run in the background and stopped
+//! cleanly); with the `tls` feature, the `tls` module: a test CA and TLS client settings; with
+//! the `process` feature, the `process` module: a `setpoint server` process with kubectl.
+
+mod eventually;
+#[cfg(feature = "process")]
+pub mod process;
+mod running;
+#[cfg(feature = "tls")]
+pub mod tls;
+
+pub use eventually::{
+    eventually, eventually_blocking, eventually_blocking_within, eventually_within, Check, DEADLINE,
+};
+pub use running::Running;
 
 use std::sync::Arc;
 

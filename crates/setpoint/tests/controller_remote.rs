@@ -16,8 +16,7 @@ use common::{free_loopback_addr, Server};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use setpoint_runtime::{Client, Controller, ControllerError, InformerFactory};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+use setpoint_testenv::Running;
 
 const DEADLINE: Duration = Duration::from_secs(60);
 
@@ -33,21 +32,15 @@ fn source(name: &str, color: &str) -> ConfigMap {
     }
 }
 
-/// A running mirror controller; `stop` ends it gracefully.
-struct Running {
+/// A running mirror controller and its informers; `stop` ends both gracefully.
+struct MirrorController {
     factory: InformerFactory,
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<Result<(), ControllerError>>,
+    running: Running<ControllerError>,
 }
 
-impl Running {
+impl MirrorController {
     async fn stop(self) {
-        let _ = self.stop.send(());
-        let result = tokio::time::timeout(DEADLINE, self.task)
-            .await
-            .expect("the controller stops")
-            .expect("the controller task did not panic");
-        result.expect("the controller ran without error");
+        self.running.stop().await;
         self.factory.shut_down();
     }
 }
@@ -55,7 +48,7 @@ impl Running {
 fn start(
     client: &Client,
     controller: impl FnOnce(&InformerFactory) -> Controller<ConfigMap>,
-) -> Running {
+) -> MirrorController {
     let factory = InformerFactory::new(client.clone());
     let configmaps = factory.informer::<ConfigMap>().store();
     let controller = controller(&factory);
@@ -63,15 +56,10 @@ fn start(
         client: client.clone(),
         configmaps,
     });
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(controller.run(mirror::reconcile, ctx, async {
-        let _ = stopped.await;
-    }));
-    Running {
-        factory,
-        stop,
-        task,
-    }
+    let running = Running::spawn(move |shutdown| {
+        controller.run(mirror::reconcile, ctx, shutdown.cancelled_owned())
+    });
+    MirrorController { factory, running }
 }
 
 /// Waits until the mirror of `name` exists on the server with `color`.

@@ -7,10 +7,9 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
 use common::Server;
 use serde_json::Value;
+use setpoint_testenv::eventually_blocking;
 
 const WIDGETS: &str = r#"
 apiVersion: apiextensions.k8s.io/v1
@@ -122,15 +121,6 @@ fn establish(s: &Server, manifest: &str, name: &str) {
         &format!("crd/{name}"),
         "--timeout=30s",
     ]);
-}
-
-/// Polls `check` until it holds (at most 30 s).
-fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 #[test]
@@ -423,7 +413,7 @@ fn deleting_a_crd_should_delete_its_objects_and_its_resource() {
 
     s.ok(&["delete", "crd", "gizmos.example.org", "--wait=false"]);
     // g2's finalizer holds the CRD, Terminating; g1 is gone already.
-    eventually("the CRD to report Terminating", || {
+    eventually_blocking("the CRD to report Terminating", || {
         let crd = json(&s, &["get", "crd", "gizmos.example.org"]);
         crd["status"]["conditions"].as_array().is_some_and(|c| {
             c.iter()
@@ -457,7 +447,7 @@ fn deleting_a_crd_should_delete_its_objects_and_its_resource() {
         "-p",
         r#"{"metadata":{"finalizers":null}}"#,
     ]);
-    eventually("the CRD to go", || {
+    eventually_blocking("the CRD to go", || {
         !s.kubectl(&["get", "crd", "gizmos.example.org"])
             .status
             .success()
@@ -508,7 +498,7 @@ fn a_crd_whose_names_are_taken_should_not_be_served() {
         .replace("gizmos.example.org", "widgets.example.org")
         .replace("plural: gizmos", "plural: widgets");
     apply(&s, &clash, &[]);
-    eventually("NamesAccepted=False", || {
+    eventually_blocking("NamesAccepted=False", || {
         let crd = json(&s, &["get", "crd", "widgets.example.org"]);
         crd["status"]["conditions"].as_array().is_some_and(|c| {
             c.iter().any(|c| {
@@ -562,9 +552,8 @@ fn watches_should_see_objects_go_and_end_with_their_crd() {
         "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {size: 3}\n",
         &[],
     );
-    let mut watch = std::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(s.kubeconfig())
+    let mut watch = s
+        .kubectl_command()
         .args([
             "get",
             "wd",

@@ -37,9 +37,8 @@ fn json(s: &Server, args: &[&str]) -> serde_json::Value {
 /// `kubectl get cm -w --output-watch-events` on `s`, and a function that returns its next
 /// event as (type, name).
 fn watch_configmaps(s: &Server) -> (Child, impl FnMut() -> (String, String)) {
-    let mut watch = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(s.kubeconfig())
+    let mut watch = s
+        .kubectl_command()
         .args([
             "get",
             "cm",

@@ -4,9 +4,10 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::Server;
+use setpoint_testenv::eventually_blocking;
 
 /// Creates config map `name` with no owner; returns its uid.
 fn owner(s: &Server, name: &str) -> String {
@@ -38,15 +39,6 @@ fn exists(s: &Server, name: &str) -> bool {
     !out.trim().is_empty()
 }
 
-/// Polls until `cond` holds; panics after 60 s.
-fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 #[test]
 fn cascade_background_should_delete_dependents_after_the_owner() {
     let s = Server::start();
@@ -61,7 +53,7 @@ fn cascade_background_should_delete_dependents_after_the_owner() {
     ]);
     dependent(&s, "grandchild", "child", &child_uid, false);
     s.ok(&["delete", "configmap", "owner", "--cascade=background"]);
-    eventually("the dependents are gone", || {
+    eventually_blocking("the dependents are gone", || {
         !exists(&s, "child") && !exists(&s, "grandchild")
     });
 }
@@ -78,7 +70,7 @@ fn cascade_foreground_should_delete_the_owner_after_its_dependents() {
         "--cascade=foreground",
         "--wait=false",
     ]);
-    eventually("the child is being deleted", || {
+    eventually_blocking("the child is being deleted", || {
         !s.ok(&[
             "get",
             "configmap",
@@ -108,7 +100,7 @@ fn cascade_foreground_should_delete_the_owner_after_its_dependents() {
         "-p",
         r#"{"metadata":{"finalizers":null}}"#,
     ]);
-    eventually("the owner is gone", || {
+    eventually_blocking("the owner is gone", || {
         !exists(&s, "owner") && !exists(&s, "child")
     });
 

@@ -8,7 +8,7 @@ mod common;
 
 use std::io::Read as _;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -129,9 +129,8 @@ fn kubectl_logs_should_show_follow_tail_and_previous_output() {
     );
 
     // -f: a line written after kubectl started arrives while it follows.
-    let mut follower = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(s.kubeconfig())
+    let mut follower = s
+        .kubectl_command()
         .args(["logs", "-f", "talk", "-c", "app"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

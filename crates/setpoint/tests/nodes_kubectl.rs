@@ -13,8 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::Server;
-
-const DEADLINE: Duration = Duration::from_secs(60);
+use setpoint_testenv::eventually_blocking;
 
 fn replicaset(name: &str, replicas: u32) -> String {
     format!(
@@ -43,22 +42,6 @@ fn apply(s: &Server, yaml: &str) {
         "kubectl apply failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// Polls `check` until it returns `Some`, failing the test after [`DEADLINE`] with `what` and
-/// the last state `check` described.
-fn eventually<T>(what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        match check() {
-            Ok(t) => return t,
-            Err(state) => assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}; last: {state}"
-            ),
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 /// `(name, phase, node, terminating)` of the pods labelled `app=<app>`.
@@ -116,7 +99,7 @@ fn wait_running(
     fallback: &[&str],
 ) -> Vec<String> {
     let start = Instant::now();
-    eventually(&format!("{n} Running pods of {app}"), || {
+    eventually_blocking(&format!("{n} Running pods of {app}"), || {
         let all = pods(s, app);
         let good: Vec<String> = all
             .iter()
@@ -172,7 +155,7 @@ fn nodes_should_run_pods_and_a_lost_node_should_be_emptied() {
     let sims = ["sim-0", "sim-1", "sim-2"];
 
     // Three Ready nodes.
-    eventually("3 Ready nodes", || {
+    eventually_blocking("3 Ready nodes", || {
         let out = server.ok(&["get", "nodes", "--no-headers"]);
         let ready = out
             .lines()
@@ -209,7 +192,7 @@ fn nodes_should_run_pods_and_a_lost_node_should_be_emptied() {
             .spawn()
             .expect("start the agent"),
     );
-    eventually("node x Ready", || {
+    eventually_blocking("node x Ready", || {
         let out = server.kubectl(&["get", "node", "x", "--no-headers"]);
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         if text.split_whitespace().nth(1) == Some("Ready") {
@@ -226,7 +209,7 @@ fn nodes_should_run_pods_and_a_lost_node_should_be_emptied() {
 
     // The node's process dies: the node goes NotReady, tainted unreachable.
     drop(agent);
-    eventually("node x Unknown", || {
+    eventually_blocking("node x Unknown", || {
         let status = ready_status(&server, "x");
         if status == "Unknown" {
             Ok(())
@@ -326,7 +309,7 @@ fn kubectl_drain_should_evict_pods_and_debug_should_copy_a_pod() {
         "127.0.0.1:0",
         &["--no-agent", "--simulated-nodes", "2"],
     );
-    eventually("2 nodes", || {
+    eventually_blocking("2 nodes", || {
         let out = server.ok(&["get", "nodes", "--no-headers"]);
         if out.lines().count() == 2 {
             Ok(())
@@ -398,7 +381,7 @@ fn kubectl_drain_should_evict_pods_and_debug_should_copy_a_pod() {
             ),
         );
     }
-    eventually("pods Running", || {
+    eventually_blocking("pods Running", || {
         let running = pods(&server, "drained")
             .iter()
             .filter(|(_, phase, ..)| phase == "Running")

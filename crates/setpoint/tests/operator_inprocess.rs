@@ -16,7 +16,6 @@ mod foo;
 #[path = "../examples/sample-operator/operator.rs"]
 mod operator;
 
-use std::future::Future;
 use std::time::Duration;
 
 use foo::{Foo, FooSpec};
@@ -27,55 +26,32 @@ use kube::{CustomResourceExt, Resource, ResourceExt};
 use serde_json::json;
 use setpoint_runtime::{install_crd, Client};
 use setpoint_testenv::TestEnv;
-use tokio::sync::oneshot;
-use tokio::time::{sleep, Instant};
+use setpoint_testenv::{eventually, Running};
 
 const NS: &str = "default";
 
-/// Polls `check` every 20 ms until it returns `Some`; panics after 30 s.
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// A test env with the CRD installed and the operator running on it.
-struct Running {
+struct Operator {
     env: TestEnv,
     state: tempfile::TempDir,
-    stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<Result<(), setpoint_runtime::ControllerError>>,
+    running: Running<setpoint_runtime::ControllerError>,
 }
 
-impl Running {
-    async fn start() -> Running {
+impl Operator {
+    async fn start() -> Operator {
         let env = TestEnv::start().await.expect("test env");
         install_crd(&env.client(), &Foo::crd(), Duration::from_secs(30))
             .await
             .expect("Foo CRD established");
         let state = tempfile::tempdir().expect("state dir");
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(operator::run(
-            env.client(),
-            state.path().to_owned(),
-            async {
-                let _ = stopped.await;
-            },
-        ));
-        Running {
+        let (client, state_dir) = (env.client(), state.path().to_owned());
+        let running = Running::spawn(move |shutdown| {
+            operator::run(client, state_dir, shutdown.cancelled_owned())
+        });
+        Operator {
             env,
             state,
-            stop,
-            task,
+            running,
         }
     }
 
@@ -84,8 +60,7 @@ impl Running {
     }
 
     async fn stop(self) {
-        let _ = self.stop.send(());
-        self.task.await.expect("no panic").expect("clean shutdown");
+        self.running.stop().await;
     }
 }
 
@@ -131,7 +106,7 @@ async fn has_event(client: &Client, reason: &str) -> bool {
 
 #[tokio::test]
 async fn operator_should_own_correct_report_and_finalize() {
-    let running = Running::start().await;
+    let running = Operator::start().await;
     let client = running.client();
     let foos = client.namespaced_api::<Foo>(NS);
     let deployments = client.namespaced_api::<Deployment>(NS);
@@ -265,7 +240,7 @@ async fn operator_should_own_correct_report_and_finalize() {
 
 #[tokio::test]
 async fn operator_should_refuse_a_deployment_it_does_not_own() {
-    let running = Running::start().await;
+    let running = Operator::start().await;
     let client = running.client();
     let theirs: Deployment = serde_json::from_value(json!({
         "metadata": {"name": "theirs", "namespace": NS},

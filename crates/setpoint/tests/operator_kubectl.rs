@@ -18,6 +18,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
 use common::Server;
+use setpoint_testenv::eventually_blocking_within;
 
 const FOO: &str = r#"
 apiVersion: samplecontroller.setpoint.dev/v1alpha1
@@ -121,18 +122,6 @@ impl Drop for Operator {
     }
 }
 
-/// Polls `check` every 100 ms until it returns `Some`; panics after `limit`.
-fn eventually<T>(what: &str, limit: Duration, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(value) = check() {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// `kubectl get <what> -o jsonpath=<path>`, or `None` if kubectl fails (e.g. not found).
 fn jsonpath(server: &Server, what: &[&str], path: &str) -> Option<String> {
     let mut args = vec!["get"];
@@ -192,7 +181,7 @@ fn sample_operator_should_reconcile_foos_against_setpoint_server() {
     ]);
 
     // The Deployment, owned by the Foo; its pods become available on the simulated nodes.
-    let owner = eventually("the Deployment exists", minute, || {
+    let owner = eventually_blocking_within("the Deployment exists", minute, || {
         jsonpath(
             &server,
             &["deployment", "example-foo"],
@@ -200,7 +189,7 @@ fn sample_operator_should_reconcile_foos_against_setpoint_server() {
         )
     });
     assert_eq!(owner, format!("Foo/{foo_uid}/true"));
-    eventually("the Foo reports 2 available replicas", minute, || {
+    eventually_blocking_within("the Foo reports 2 available replicas", minute, || {
         let available = jsonpath(
             &server,
             &["foo", "example-foo"],
@@ -227,7 +216,7 @@ fn sample_operator_should_reconcile_foos_against_setpoint_server() {
 
     // Drift: scaled by hand → put back.
     server.ok(&["scale", "deployment", "example-foo", "--replicas=5"]);
-    eventually("the Deployment is scaled back to 2", minute, || {
+    eventually_blocking_within("the Deployment is scaled back to 2", minute, || {
         let replicas = jsonpath(&server, &["deployment", "example-foo"], "{.spec.replicas}")?;
         (replicas == "2").then_some(())
     });
@@ -240,11 +229,11 @@ fn sample_operator_should_reconcile_foos_against_setpoint_server() {
         "jsonpath={.metadata.uid}",
     ]);
     server.ok(&["delete", "deployment", "example-foo", "--wait=false"]);
-    eventually("the Deployment is recreated", minute, || {
+    eventually_blocking_within("the Deployment is recreated", minute, || {
         let uid = jsonpath(&server, &["deployment", "example-foo"], "{.metadata.uid}")?;
         (!uid.is_empty() && uid != old_uid).then_some(())
     });
-    eventually("the Foo reports 2 available again", minute, || {
+    eventually_blocking_within("the Foo reports 2 available again", minute, || {
         let available = jsonpath(
             &server,
             &["foo", "example-foo"],
@@ -274,7 +263,7 @@ fn sample_operator_should_reconcile_foos_against_setpoint_server() {
     server.ok(&["delete", "foo", "example-foo", "--timeout=60s"]);
     assert!(!file.exists(), "state file {} left behind", file.display());
     let deleted = Instant::now();
-    eventually(
+    eventually_blocking_within(
         "the Deployment is garbage collected",
         Duration::from_secs(120),
         || {
@@ -286,7 +275,7 @@ fn sample_operator_should_reconcile_foos_against_setpoint_server() {
         "the Deployment was garbage collected {:?} after its Foo",
         deleted.elapsed()
     );
-    eventually("its pods are gone", Duration::from_secs(120), || {
+    eventually_blocking_within("its pods are gone", Duration::from_secs(120), || {
         let pods = server.ok(&["get", "pods", "-l", "controller=example-foo", "-o", "name"]);
         pods.trim().is_empty().then_some(())
     });

@@ -6,9 +6,8 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
 use common::Server;
+use setpoint_testenv::eventually_blocking;
 
 const NODES: &str = r#"
 apiVersion: v1
@@ -50,21 +49,9 @@ spec:
   - {name: c, image: "nginx:1.25", resources: {requests: {cpu: "16"}}}
 "#;
 
-/// Polls `check` every 100 ms until it returns `Some`; panics after 30 s.
-fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// The NODE column of `kubectl get pod <name> -o wide`, once it names a node.
 fn wide_node(s: &Server, pod: &str) -> String {
-    eventually(&format!("{pod} shows a node"), || {
+    eventually_blocking(&format!("{pod} shows a node"), || {
         let table = s.ok(&["get", "pod", pod, "-o", "wide"]);
         let mut lines = table.lines();
         let header: Vec<&str> = lines.next()?.split_whitespace().collect();
@@ -116,7 +103,7 @@ fn kubectl_should_show_pods_placed_on_ready_nodes_and_why_one_is_not() {
     assert_eq!(scheduled.trim(), "True");
 
     let expected = "0/2 nodes are available: 2 Insufficient cpu.";
-    let description = eventually("huge shows FailedScheduling", || {
+    let description = eventually_blocking("huge shows FailedScheduling", || {
         let d = s.ok(&["describe", "pod", "huge"]);
         (d.contains("FailedScheduling") && d.contains(expected)).then_some(d)
     });

@@ -156,31 +156,12 @@ async fn heartbeat(
 #[cfg(test)]
 mod tests {
     use std::net::{IpAddr, Ipv4Addr};
-    use std::time::Duration;
 
     use k8s_openapi::api::core::v1::NodeSystemInfo;
     use kube::api::DeleteParams;
-    use setpoint_testenv::TestEnv;
+    use setpoint_testenv::{eventually, TestEnv};
 
     use super::*;
-
-    /// Polls `check` until it returns `Some`, failing after 30 s.
-    async fn eventually<T, Fut: std::future::Future<Output = Option<T>>>(
-        what: &str,
-        mut check: impl FnMut() -> Fut,
-    ) -> T {
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(t) = check().await {
-                return t;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "timed out waiting for {what}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
 
     fn ready_of(node: &Node) -> Option<(String, Option<String>)> {
         node.status

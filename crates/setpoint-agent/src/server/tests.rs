@@ -4,70 +4,19 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
-use rcgen::{
-    BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
-};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::ServerName;
+use setpoint_testenv::tls::{client_config_for_any_server, Identity, TestCa};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
 use super::serve;
 use crate::logs::{container_log, pod_dir, LogStream, LogWriter};
-use crate::probes::http::AnyServer;
-
-/// A test CA, and a client identity it issued.
-struct Ca {
-    pem: String,
-    issuer: Issuer<'static, KeyPair>,
-}
-
-fn ca() -> Ca {
-    let key = KeyPair::generate().expect("key");
-    let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let cert = params.self_signed(&key).expect("ca");
-    Ca {
-        pem: cert.pem(),
-        issuer: Issuer::new(params, key),
-    }
-}
-
-fn client_identity(ca: &Ca) -> (CertificateDer<'static>, PrivateKeyDer<'static>) {
-    let key = KeyPair::generate().expect("key");
-    let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    let cert = params.signed_by(&key, &ca.issuer).expect("client cert");
-    (
-        cert.der().clone(),
-        PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-    )
-}
 
 /// Sends `GET path` as HTTP/1.0 (so the body is not chunked) and returns the whole response,
 /// or the error that stopped it.
-async fn get(
-    addr: SocketAddr,
-    identity: Option<(CertificateDer<'static>, PrivateKeyDer<'static>)>,
-    path: &str,
-) -> std::io::Result<String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AnyServer(provider)));
-    let config = match identity {
-        Some((cert, key)) => builder
-            .with_client_auth_cert(vec![cert], key)
-            .expect("client auth"),
-        None => builder.with_no_client_auth(),
-    };
+async fn get(addr: SocketAddr, identity: Option<Identity>, path: &str) -> std::io::Result<String> {
+    let config = client_config_for_any_server(identity.as_ref());
     let tcp = TcpStream::connect(addr).await?;
     let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(ServerName::try_from("localhost").expect("name"), tcp)
@@ -79,11 +28,11 @@ async fn get(
     Ok(String::from_utf8_lossy(&response).into_owned())
 }
 
-async fn start(root: &Path, ca: &Ca) -> (SocketAddr, CancellationToken) {
+async fn start(root: &Path, ca: &TestCa) -> (SocketAddr, CancellationToken) {
     let shutdown = CancellationToken::new();
     let addr = serve(
         "127.0.0.1:0".parse().expect("addr"),
-        &ca.pem,
+        ca.certificate_pem(),
         root.to_owned(),
         crate::metrics::Sampler::new("n", root.to_owned(), std::time::Duration::from_secs(10)),
         shutdown.clone(),
@@ -103,7 +52,7 @@ fn write_log(root: &Path, uid: &str, lines: &[u8]) {
 async fn endpoint_should_refuse_clients_without_a_certificate_from_the_ca() {
     let dir = tempfile::tempdir().expect("tempdir");
     write_log(dir.path(), "u1", b"secret\n");
-    let ca = ca();
+    let ca = TestCa::new();
     let (addr, shutdown) = start(dir.path(), &ca).await;
     let path = "/containerLogs/default/web/app?podUID=u1";
 
@@ -112,12 +61,12 @@ async fn endpoint_should_refuse_clients_without_a_certificate_from_the_ca() {
         anonymous.is_err(),
         "served without a client certificate: {anonymous:?}"
     );
-    let stranger = get(addr, Some(client_identity(&self::ca())), path).await;
+    let stranger = get(addr, Some(TestCa::new().client_identity()), path).await;
     assert!(
         stranger.is_err(),
         "served to a certificate from another CA: {stranger:?}"
     );
-    let member = get(addr, Some(client_identity(&ca)), path)
+    let member = get(addr, Some(ca.client_identity()), path)
         .await
         .expect("served");
     assert!(member.starts_with("HTTP/1.0 200"), "{member}");
@@ -135,11 +84,11 @@ async fn endpoint_should_refuse_clients_without_a_certificate_from_the_ca() {
 async fn endpoint_should_pass_options_and_find_the_pod_without_its_uid() {
     let dir = tempfile::tempdir().expect("tempdir");
     write_log(dir.path(), "u1", b"one\ntwo\nthree\n");
-    let ca = ca();
+    let ca = TestCa::new();
     let (addr, shutdown) = start(dir.path(), &ca).await;
     let response = get(
         addr,
-        Some(client_identity(&ca)),
+        Some(ca.client_identity()),
         "/containerLogs/default/web/app?tailLines=2&limitBytes=6",
     )
     .await
@@ -152,9 +101,9 @@ async fn endpoint_should_pass_options_and_find_the_pod_without_its_uid() {
 async fn endpoint_should_answer_errors_as_status_objects() {
     let dir = tempfile::tempdir().expect("tempdir");
     write_log(dir.path(), "u1", b"one\n");
-    let ca = ca();
+    let ca = TestCa::new();
     let (addr, shutdown) = start(dir.path(), &ca).await;
-    let client = || Some(client_identity(&ca));
+    let client = || Some(ca.client_identity());
 
     let response = get(addr, client(), "/containerLogs/default/web/other?podUID=u1")
         .await
@@ -200,9 +149,9 @@ async fn endpoint_should_answer_extreme_log_options_without_panicking() {
     // tailLines=-1 and sinceSeconds with sinceTime were accepted.
     let dir = tempfile::tempdir().expect("tempdir");
     write_log(dir.path(), "u1", b"one\ntwo\n");
-    let ca = ca();
+    let ca = TestCa::new();
     let (addr, shutdown) = start(dir.path(), &ca).await;
-    let client = || Some(client_identity(&ca));
+    let client = || Some(ca.client_identity());
     let response = get(
         addr,
         client(),
@@ -256,15 +205,15 @@ async fn serve_should_refuse_a_ca_that_is_not_pem() {
 #[tokio::test]
 async fn metrics_should_be_unavailable_until_two_samples_then_report_the_node() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let ca = ca();
+    let ca = TestCa::new();
     let (addr, shutdown) = start(dir.path(), &ca).await;
-    let first = get(addr, Some(client_identity(&ca)), "/metrics/resource")
+    let first = get(addr, Some(ca.client_identity()), "/metrics/resource")
         .await
         .expect("served");
     assert!(first.starts_with("HTTP/1.0 503"), "{first}");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let body = loop {
-        let response = get(addr, Some(client_identity(&ca)), "/metrics/resource")
+        let response = get(addr, Some(ca.client_identity()), "/metrics/resource")
             .await
             .expect("served");
         if let Some(body) = response

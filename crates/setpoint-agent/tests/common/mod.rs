@@ -1,6 +1,6 @@
 //! What the agent's integration tests share: an in-process API server with an agent on it
-//! (killing every process its pods left when dropped), a CA with a client certificate for the
-//! agent's HTTPS endpoint, and a plain HTTPS GET against it.
+//! (killing every process its pods left when dropped), a CA and a client configuration for the
+//! agent's HTTPS endpoint (from the test kit), and a plain HTTPS GET against it.
 
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)] // shared test support; each file uses part of it
 
@@ -12,13 +12,11 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ContainerStatus, Node, Pod};
 use kube::api::PostParams;
 use kube::Api;
-use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::ServerName;
 use serde_json::{json, Value};
 use setpoint_agent::AgentConfig;
 use setpoint_runtime::Client;
+use setpoint_testenv::tls::{client_config_for_any_server, TestCa};
 use setpoint_testenv::TestEnv;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
@@ -135,7 +133,7 @@ impl Drop for Harness {
 }
 
 /// Kills every shim and container process group the run records under `root` name.
-fn kill_everything_under(root: &Path) {
+pub fn kill_everything_under(root: &Path) {
     let Ok(entries) = std::fs::read_dir(root) else {
         return;
     };
@@ -170,75 +168,12 @@ fn kill_everything_under(root: &Path) {
     }
 }
 
-/// Accepts the agent's self-signed certificate (as the API server does).
-#[derive(Debug)]
-struct AnyServer(Arc<rustls::crypto::CryptoProvider>);
-
-impl ServerCertVerifier for AnyServer {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// A CA (its PEM) and a client configuration presenting a certificate it issued.
+/// A CA (its PEM) and a client configuration presenting a certificate it issued, accepting
+/// the agent's self-signed certificate (as the API server does).
 pub fn ca_and_client() -> (String, rustls::ClientConfig) {
-    let ca_key = KeyPair::generate().expect("key");
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("params");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca_pem = ca_params.self_signed(&ca_key).expect("ca").pem();
-    let issuer = Issuer::new(ca_params, ca_key);
-    let key = KeyPair::generate().expect("key");
-    let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    let cert = params.signed_by(&key, &issuer).expect("client cert");
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AnyServer(provider)))
-        .with_client_auth_cert(
-            vec![cert.der().clone()],
-            PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-        )
-        .expect("client auth");
-    (ca_pem, config)
+    let ca = TestCa::new();
+    let config = client_config_for_any_server(Some(&ca.client_identity()));
+    (ca.certificate_pem().to_owned(), config)
 }
 
 /// The agent's endpoint port, once its Node publishes it.
@@ -290,7 +225,7 @@ pub async fn get(port: u16, config: &rustls::ClientConfig, path: &str) -> (u16, 
 
 /// A CA's PEM, for an agent whose endpoint the test does not call.
 pub fn test_ca_pem() -> String {
-    ca_and_client().0
+    TestCa::new().certificate_pem().to_owned()
 }
 
 /// Whether the container is running.

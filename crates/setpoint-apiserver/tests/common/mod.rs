@@ -13,12 +13,12 @@ use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rustls::pki_types::pem::PemObject as _;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use rustls::{ClientConfig, RootCertStore, SupportedProtocolVersion};
+use rustls::pki_types::ServerName;
+use rustls::ClientConfig;
 use setpoint_apiserver::{
     full_body, serve, stream_body, Body, Handler, RunningServer, TransportConfig, User,
 };
+use setpoint_testenv::tls::client_config;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_rustls::TlsConnector;
@@ -152,35 +152,6 @@ impl TestServer {
             &[&rustls::version::TLS13, &rustls::version::TLS12],
         )
     }
-}
-
-/// A rustls client configuration (ring provider).
-pub(crate) fn client_config(
-    ca_pem: &str,
-    identity: Option<(&str, &str)>,
-    alpn: &[&[u8]],
-    versions: &[&'static SupportedProtocolVersion],
-) -> Arc<ClientConfig> {
-    let mut roots = RootCertStore::empty();
-    roots
-        .add(CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
-        .unwrap();
-    let builder =
-        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_protocol_versions(versions)
-            .unwrap()
-            .with_root_certificates(roots);
-    let mut config = match identity {
-        Some((cert, key)) => builder
-            .with_client_auth_cert(
-                vec![CertificateDer::from_pem_slice(cert.as_bytes()).unwrap()],
-                PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap(),
-            )
-            .unwrap(),
-        None => builder.with_no_client_auth(),
-    };
-    config.alpn_protocols = alpn.iter().map(|protocol| protocol.to_vec()).collect();
-    Arc::new(config)
 }
 
 /// Opens TLS connections to a test server and sends requests over them.

@@ -1,0 +1,190 @@
+//! What kubectl discovers and explains: the built-in resources, every supported kubectl
+//! version, `kubectl explain` and strict field validation; and `kubectl --as`, refused.
+
+use super::*;
+
+#[test]
+fn discovery_should_show_the_built_in_resources() {
+    let s = Server::start();
+    let ns = s.ok(&["get", "namespaces", "-o", "name"]);
+    for n in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        assert!(ns.contains(&format!("namespace/{n}")), "{ns}");
+    }
+    let resources = s.ok(&["api-resources", "-o", "name"]);
+    for r in [
+        "pods",
+        "deployments.apps",
+        "replicasets.apps",
+        "leases.coordination.k8s.io",
+        "events.events.k8s.io",
+        "configmaps",
+    ] {
+        assert!(
+            resources.lines().any(|l| l == r),
+            "{r} missing from:\n{resources}"
+        );
+    }
+    let version = s.ok(&["version", "-o", "json"]);
+    assert!(version.contains("\"minor\": \"33\""), "{version}");
+}
+
+#[test]
+fn kubectl_1_27_to_1_33_should_all_discover_and_list() {
+    let s = Server::start();
+    let out = s.kubectl_stdin(&["create", "-f", "-", "--validate=false"], DEPLOYMENT);
+    assert!(out.status.success());
+    let mut tried = 0;
+    for minor in 27..=33 {
+        let Some(bin) = kubectl_version(minor) else {
+            continue;
+        };
+        tried += 1;
+        // 1.27-1.29 understand only the v2beta1 aggregated discovery; 1.30+ prefer v2.
+        let out = Command::new(&bin)
+            .arg("--kubeconfig")
+            .arg(s.kubeconfig())
+            .args(["get", "deployments.apps", "-o", "name"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success()
+                && String::from_utf8_lossy(&out.stdout).trim() == "deployment.apps/web",
+            "kubectl 1.{minor}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(
+        tried > 0,
+        "no versioned kubectl found beside the one on the PATH"
+    );
+}
+
+#[test]
+fn kubectl_as_should_be_refused_not_ignored() {
+    // Regression (issue 14.14): `kubectl --as=…` ran the request as the admin.
+    let s = Server::start_api_only();
+    // Discovery first, as the caller: kubectl reports a refused discovery request as
+    // "unknown" (kube-apiserver's answer included), whereas it prints a refused list's message.
+    s.ok(&["get", "secrets"]);
+    let err = s.fails(&["--as=system:anonymous", "get", "secrets"]);
+    assert!(
+        err.contains("Error from server (Forbidden)")
+            && err.contains("users \"system:anonymous\" is forbidden")
+            && err.contains("impersonation is not supported"),
+        "{err}"
+    );
+    let err = s.fails(&[
+        "--as=someone",
+        "--as-group=system:masters",
+        "get",
+        "secrets",
+    ]);
+    assert!(err.contains("Forbidden"), "{err}");
+    let err = s.fails(&["--as=system:anonymous", "get", "--raw", "/api/v1/secrets"]);
+    assert!(err.contains("impersonation is not supported"), "{err}");
+}
+
+#[test]
+fn explain_and_strict_validation_should_work_with_default_kubectl_flags() {
+    let s = Server::start();
+    let explain = s.ok(&["explain", "deployment.spec.strategy"]);
+    assert!(
+        explain.contains("KIND:       Deployment") && explain.contains("DeploymentStrategy"),
+        "{explain}"
+    );
+    let explain = s.ok(&["explain", "pods.spec.containers.image"]);
+    assert!(explain.contains("FIELD: image <string>"), "{explain}");
+    let bogus =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: strict}\ndata: {a: \"1\"}\nbogus: 1\n";
+    let out = s.kubectl_stdin(&["apply", "-f", "-"], bogus);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(r#"strict decoding error: unknown field "bogus""#),
+        "{err}"
+    );
+    // kubectl 1.27 and 1.28 read the protobuf OpenAPI v2 document instead.
+    for minor in [27, 28] {
+        let Some(bin) = kubectl_version(minor) else {
+            continue;
+        };
+        let out = Command::new(&bin)
+            .arg("--kubeconfig")
+            .arg(s.kubeconfig())
+            .args(["apply", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                c.stdin.take().unwrap().write_all(DEPLOYMENT.as_bytes())?;
+                c.wait_with_output()
+            })
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "kubectl 1.{minor}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn limit_ranges_should_be_served_like_any_builtin_kind() {
+    // LimitRange is one file (registry/kinds/limit_range.rs) and one registration line:
+    // discovery, the REST paths, the table, OpenAPI (`kubectl explain`) and validation follow.
+    let s = Server::start_api_only();
+    let resources = s.ok(&["api-resources", "--namespaced=true", "-o", "wide"]);
+    assert!(
+        resources.lines().any(|l| l.starts_with("limitranges ")
+            && l.contains("limits")
+            && l.contains("LimitRange")),
+        "{resources}"
+    );
+    let limits = "apiVersion: v1\nkind: LimitRange\nmetadata: {name: cpu}\nspec:\n  limits:\n  - type: Container\n    min: {cpu: 100m}\n    defaultRequest: {cpu: 200m}\n    default: {cpu: 500m}\n    max: {cpu: \"1\"}\n";
+    let out = s.kubectl_stdin(&["create", "-f", "-"], limits);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = s.ok(&["get", "limits"]);
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(header, ["NAME", "CREATED", "AT"], "{table}");
+    assert!(
+        lines.next().is_some_and(|l| l.starts_with("cpu ")),
+        "{table}"
+    );
+    let max = s.ok(&[
+        "get",
+        "limitrange",
+        "cpu",
+        "-o",
+        "jsonpath={.spec.limits[0].max.cpu}",
+    ]);
+    assert_eq!(max, "1");
+    let explain = s.ok(&["explain", "limitrange.spec.limits"]);
+    assert!(
+        explain.contains("KIND:       LimitRange") && explain.contains("maxLimitRequestRatio"),
+        "{explain}"
+    );
+    let bad = limits
+        .replace("name: cpu", "name: bad")
+        .replace("min: {cpu: 100m}", "min: {cpu: \"2\"}");
+    let out = s.kubectl_stdin(&["create", "-f", "-", "-v=6"], &bad);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("422 Unprocessable Entity"), "{err}");
+    assert!(
+        err.contains(r#"The LimitRange "bad" is invalid"#)
+            && err.contains("spec.limits[0].min[cpu]")
+            && err.contains("min value 2 is greater than max value 1"),
+        "{err}"
+    );
+}
