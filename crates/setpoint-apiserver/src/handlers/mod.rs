@@ -120,7 +120,11 @@ impl Api {
             }
             return subresource::handle(&ctx, sub).await;
         }
-        if !def.supports(r.verb.as_str()) {
+        // Across all namespaces kube-apiserver serves a namespaced resource's list and watch
+        // only: deleting that collection is not an action there.
+        let across_namespaces = def.namespaced && r.namespace.is_none();
+        if !def.supports(r.verb.as_str()) || (r.verb == Verb::DeleteCollection && across_namespaces)
+        {
             return Err(ApiError::method_not_supported(
                 &def.group_resource(),
                 r.verb.as_str(),

@@ -410,3 +410,19 @@ async fn an_unknown_subresource_should_be_a_404_with_empty_details() {
         );
     }
 }
+
+#[tokio::test]
+async fn deleting_a_namespaced_collection_across_namespaces_should_be_a_405() {
+    // Regression (issue 15): `DELETE /api/v1/configmaps` looked each object up under the
+    // request's (absent) namespace, found nothing and answered 200 with an empty list;
+    // kube-apiserver serves only list and watch there, so it is a 405 and nothing is deleted.
+    let api = api().await;
+    assert_eq!(create_cm(&api, "kept").await.0, StatusCode::CREATED);
+    expect(
+        &call(&api, "DELETE", "/api/v1/configmaps", JSON, "").await,
+        405,
+        "MethodNotAllowed",
+    );
+    let (status, _) = call(&api, "GET", &format!("{CM}/kept"), JSON, "").await;
+    assert_eq!(status, StatusCode::OK);
+}

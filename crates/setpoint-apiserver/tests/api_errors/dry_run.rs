@@ -231,3 +231,39 @@ async fn a_dry_run_namespace_delete_should_not_mark_the_namespace() {
     assert!(ns["metadata"]["deletionTimestamp"].is_null(), "{ns}");
     assert_ne!(ns["status"]["phase"], "Terminating", "{ns}");
 }
+
+#[tokio::test]
+async fn a_dry_run_finalize_should_not_remove_a_released_namespace() {
+    // Regression (issue 15): `PUT namespaces/{name}/finalize?dryRun=All` emptying the
+    // finalizers of a terminating namespace removed the namespace for real.
+    let api = api().await;
+    let ns = r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"going"}}"#;
+    let (status, _) = call(&api, "POST", "/api/v1/namespaces", JSON, ns).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, marked) = call(&api, "DELETE", "/api/v1/namespaces/going", JSON, "").await;
+    assert_eq!(status, StatusCode::OK, "{marked}");
+    assert_eq!(marked["status"]["phase"], "Terminating", "{marked}");
+    let released = r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"going"},"spec":{"finalizers":[]}}"#;
+    let finalize = "/api/v1/namespaces/going/finalize";
+    let (status, answer) = call(
+        &api,
+        "PUT",
+        &format!("{finalize}?dryRun=All"),
+        JSON,
+        released,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let (status, still) = call(&api, "GET", "/api/v1/namespaces/going", JSON, "").await;
+    assert_eq!(status, StatusCode::OK, "{still}");
+    assert_eq!(
+        still["spec"]["finalizers"],
+        json!(["kubernetes"]),
+        "{still}"
+    );
+    // For real, it goes.
+    let (status, _) = call(&api, "PUT", finalize, JSON, released).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = call(&api, "GET", "/api/v1/namespaces/going", JSON, "").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
