@@ -15,7 +15,6 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{ObjectMeta, PostParams};
 use kube::Resource;
 use setpoint_runtime::{
@@ -129,11 +128,5 @@ pub async fn reconcile(source: Arc<ConfigMap>, ctx: Arc<Mirror>) -> Result<Actio
 }
 
 fn owned_by(mirror: &ConfigMap, source: &ConfigMap) -> bool {
-    let uid = source.metadata.uid.as_deref();
-    mirror
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|r: &OwnerReference| r.controller == Some(true) && Some(r.uid.as_str()) == uid)
+    setpoint_runtime::owner::is_controlled_by(&mirror.metadata, &source.metadata)
 }
