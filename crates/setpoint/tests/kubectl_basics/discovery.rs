@@ -188,3 +188,47 @@ fn limit_ranges_should_be_served_like_any_builtin_kind() {
         "{err}"
     );
 }
+
+#[test]
+fn controller_revisions_should_be_served_like_any_builtin_kind() {
+    // ControllerRevision (what StatefulSets and DaemonSets roll with) is one file
+    // (registry/kinds/controller_revision.rs) and one registration line.
+    let s = Server::start_api_only();
+    let revision = "apiVersion: apps/v1\nkind: ControllerRevision\nmetadata:\n  name: web-1\n  ownerReferences:\n  - {apiVersion: apps/v1, kind: StatefulSet, name: web, uid: 5e0c4a48-0000-4000-8000-000000000001, controller: true}\ndata: {spec: {template: {metadata: {labels: {app: web}}}}}\nrevision: 1\n";
+    let out = s.kubectl_stdin(&["create", "-f", "-"], revision);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = s.ok(&["get", "controllerrevisions"]);
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows[0], ["NAME", "CONTROLLER", "REVISION", "AGE"], "{table}");
+    assert_eq!(rows[1][..3], ["web-1", "statefulset.apps/web", "1"], "{table}");
+    let out = s.kubectl(&[
+        "patch",
+        "controllerrevision",
+        "web-1",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"spec":{"template":{"metadata":{"labels":{"app":"other"}}}}}}"#,
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("data: Invalid value") && err.contains("field is immutable"),
+        "{err}"
+    );
+    // The revision number may change (a rollback renumbers the revision it returns to).
+    s.ok(&[
+        "patch",
+        "controllerrevision",
+        "web-1",
+        "--type=merge",
+        "-p",
+        r#"{"revision":3}"#,
+    ]);
+}

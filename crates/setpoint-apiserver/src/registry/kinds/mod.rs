@@ -36,6 +36,7 @@ kinds! {
     replica_set,
     hpa,
     limit_range,
+    controller_revision,
 }
 
 /// Subresources whose storage rules belong to one kind.
