@@ -206,8 +206,16 @@ fn controller_revisions_should_be_served_like_any_builtin_kind() {
         .lines()
         .map(|l| l.split_whitespace().collect())
         .collect();
-    assert_eq!(rows[0], ["NAME", "CONTROLLER", "REVISION", "AGE"], "{table}");
-    assert_eq!(rows[1][..3], ["web-1", "statefulset.apps/web", "1"], "{table}");
+    assert_eq!(
+        rows[0],
+        ["NAME", "CONTROLLER", "REVISION", "AGE"],
+        "{table}"
+    );
+    assert_eq!(
+        rows[1][..3],
+        ["web-1", "statefulset.apps/web", "1"],
+        "{table}"
+    );
     let out = s.kubectl(&[
         "patch",
         "controllerrevision",
@@ -231,4 +239,51 @@ fn controller_revisions_should_be_served_like_any_builtin_kind() {
         "-p",
         r#"{"revision":3}"#,
     ]);
+}
+
+#[test]
+fn pod_disruption_budgets_should_be_served_like_any_builtin_kind() {
+    // PodDisruptionBudget (policy/v1, what drains respect) is one file
+    // (registry/kinds/pod_disruption_budget.rs) and one registration line.
+    let s = Server::start_api_only();
+    s.ok(&[
+        "create",
+        "poddisruptionbudget",
+        "web",
+        "--selector=app=web",
+        "--min-available=50%",
+    ]);
+    let table = s.ok(&["get", "pdb"]);
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows[0],
+        [
+            "NAME",
+            "MIN",
+            "AVAILABLE",
+            "MAX",
+            "UNAVAILABLE",
+            "ALLOWED",
+            "DISRUPTIONS",
+            "AGE"
+        ],
+        "{table}"
+    );
+    assert_eq!(rows[1][..4], ["web", "50%", "N/A", "0"], "{table}");
+    let out = s.kubectl(&[
+        "create",
+        "poddisruptionbudget",
+        "both",
+        "--selector=app=web",
+        "--max-unavailable=150%",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("spec.maxUnavailable") && err.contains("must not be greater than 100%"),
+        "{err}"
+    );
 }

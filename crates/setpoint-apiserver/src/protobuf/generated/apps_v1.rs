@@ -8,6 +8,16 @@
 #[allow(unused_imports)]
 use super::super::schema::{field, inline, kept, list, map, Kind, Message};
 
+/// `ControllerRevision`.
+pub(crate) static CONTROLLER_REVISION: Message = Message {
+    name: "ControllerRevision",
+    fields: &[
+        field(1, "metadata", Kind::Message(&super::meta_v1::OBJECT_META)),
+        field(2, "data", Kind::RawJson),
+        kept(3, "revision", Kind::Int64),
+    ],
+};
+
 /// `Deployment`.
 pub(crate) static DEPLOYMENT: Message = Message {
     name: "Deployment",

@@ -755,6 +755,34 @@ pub(crate) static LIFECYCLE_HANDLER: Message = Message {
     ],
 };
 
+/// `LimitRange`.
+pub(crate) static LIMIT_RANGE: Message = Message {
+    name: "LimitRange",
+    fields: &[
+        field(1, "metadata", Kind::Message(&super::meta_v1::OBJECT_META)),
+        field(2, "spec", Kind::Message(&LIMIT_RANGE_SPEC)),
+    ],
+};
+
+/// `LimitRangeItem`.
+pub(crate) static LIMIT_RANGE_ITEM: Message = Message {
+    name: "LimitRangeItem",
+    fields: &[
+        kept(1, "type", Kind::String),
+        map(2, "max", Kind::Quantity),
+        map(3, "min", Kind::Quantity),
+        map(4, "default", Kind::Quantity),
+        map(5, "defaultRequest", Kind::Quantity),
+        map(6, "maxLimitRequestRatio", Kind::Quantity),
+    ],
+};
+
+/// `LimitRangeSpec`.
+pub(crate) static LIMIT_RANGE_SPEC: Message = Message {
+    name: "LimitRangeSpec",
+    fields: &[list(1, "limits", Kind::Message(&LIMIT_RANGE_ITEM))],
+};
+
 /// `LinuxContainerUser`.
 pub(crate) static LINUX_CONTAINER_USER: Message = Message {
     name: "LinuxContainerUser",

@@ -20,3 +20,42 @@ pub(crate) static EVICTION: Message = Message {
         ),
     ],
 };
+
+/// `PodDisruptionBudget`.
+pub(crate) static POD_DISRUPTION_BUDGET: Message = Message {
+    name: "PodDisruptionBudget",
+    fields: &[
+        field(1, "metadata", Kind::Message(&super::meta_v1::OBJECT_META)),
+        field(2, "spec", Kind::Message(&POD_DISRUPTION_BUDGET_SPEC)),
+        field(3, "status", Kind::Message(&POD_DISRUPTION_BUDGET_STATUS)),
+    ],
+};
+
+/// `PodDisruptionBudgetSpec`.
+pub(crate) static POD_DISRUPTION_BUDGET_SPEC: Message = Message {
+    name: "PodDisruptionBudgetSpec",
+    fields: &[
+        kept(1, "minAvailable", Kind::IntOrString),
+        kept(
+            2,
+            "selector",
+            Kind::Message(&super::meta_v1::LABEL_SELECTOR),
+        ),
+        kept(3, "maxUnavailable", Kind::IntOrString),
+        kept(4, "unhealthyPodEvictionPolicy", Kind::String),
+    ],
+};
+
+/// `PodDisruptionBudgetStatus`.
+pub(crate) static POD_DISRUPTION_BUDGET_STATUS: Message = Message {
+    name: "PodDisruptionBudgetStatus",
+    fields: &[
+        field(1, "observedGeneration", Kind::Int64),
+        map(2, "disruptedPods", Kind::Time),
+        kept(3, "disruptionsAllowed", Kind::Int32),
+        kept(4, "currentHealthy", Kind::Int32),
+        kept(5, "desiredHealthy", Kind::Int32),
+        kept(6, "expectedPods", Kind::Int32),
+        list(7, "conditions", Kind::Message(&super::meta_v1::CONDITION)),
+    ],
+};

@@ -37,6 +37,7 @@ kinds! {
     hpa,
     limit_range,
     controller_revision,
+    pod_disruption_budget,
 }
 
 /// Subresources whose storage rules belong to one kind.
