@@ -109,11 +109,7 @@ impl Api {
 
     /// The registry store of `def`; `404` if the resource is no longer served.
     pub(crate) fn registry_store(&self, def: &ResourceDef) -> Result<Arc<RegistryStore>, ApiError> {
-        self.served()
-            .stores
-            .get(&gvr_of(def))
-            .cloned()
-            .ok_or_else(ApiError::no_such_path)
+        self.registry_store_of(&def.gvk.group, &def.gvk.version, &def.plural)
     }
 
     /// The registry store of a served resource, by group, version and plural.

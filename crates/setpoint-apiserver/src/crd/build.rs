@@ -161,13 +161,14 @@ mod tests {
         assert_eq!(defs[0].gvk.version, "v1");
         assert_eq!(defs[0].singular, "widget");
         assert_eq!(defs[0].list_kind(), "WidgetList");
-        assert!(defs[0].has_subresource("scale") && defs[0].has_status());
-        assert!(!defs[1].has_status());
-        let stored =
-            defs[1].to_storage(json!({"apiVersion": "example.com/v1beta1", "kind": "Widget"}));
+        assert!(defs[0].has_subresource("scale") && defs[0].strategy.has_status());
+        assert!(!defs[1].strategy.has_status());
+        let stored = defs[1]
+            .strategy
+            .to_storage(json!({"apiVersion": "example.com/v1beta1", "kind": "Widget"}));
         assert_eq!(stored["apiVersion"], "example.com/v1");
         assert_eq!(
-            defs[1].served_from_storage(stored)["apiVersion"],
+            defs[1].strategy.served_from_storage(stored)["apiVersion"],
             "example.com/v1beta1"
         );
     }

@@ -90,11 +90,7 @@ impl Api {
         query: BTreeMap<String, String>,
         accept: Option<&str>,
     ) -> Result<Response<Body>, ApiError> {
-        let store = self
-            .served()
-            .store(&r.group, &r.version, &r.resource)
-            .cloned()
-            .ok_or_else(ApiError::no_such_path)?;
+        let store = self.registry_store_of(&r.group, &r.version, &r.resource)?;
         let def = &store.def;
         if r.namespace.is_some() && !def.namespaced {
             return Err(ApiError::no_such_path());

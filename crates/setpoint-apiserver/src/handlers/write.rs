@@ -82,7 +82,7 @@ pub(crate) fn typed(
             )))
         }
     }
-    let normalized = def.normalize(&object).map_err(|e| {
+    let normalized = def.strategy.normalize(&object).map_err(|e| {
         ApiError::bad_request(format!(
             "{kind} in version {v:?} cannot be handled as a {kind}: {e}",
             kind = def.gvk.kind,

@@ -96,61 +96,9 @@ impl ResourceDef {
         self.strategy.list_kind(&self.gvk.kind)
     }
 
-    /// Whether the resource has a `status` subresource: status is then kept out of
-    /// main-resource writes, and the subresource writes only status.
-    pub(crate) fn has_status(&self) -> bool {
-        self.strategy.has_status()
-    }
-
-    /// Whether `metadata.generation` is kept.
-    pub(crate) fn has_generation(&self) -> bool {
-        self.strategy.has_generation()
-    }
-
-    /// Whether a change from `old` to `new` bumps `metadata.generation`.
-    pub(crate) fn generation_changed(&self, new: &Value, old: &Value) -> bool {
-        self.strategy.generation_changed(new, old)
-    }
-
-    /// The object as the typed struct (or, for a custom resource, its schema) sees it: fields
-    /// of the wrong type are an error (built-ins), unknown fields are dropped.
-    pub(crate) fn normalize(&self, value: &Value) -> Result<Value, String> {
-        self.strategy.normalize(value)
-    }
-
-    /// Sets what a new object starts with and applies the defaults.
-    pub(crate) fn prepare_create(&self, object: &mut Value) {
-        self.strategy.prepare_create(object);
-    }
-
-    /// Applies the defaults to an updated object, keeping what the kind keeps from `old`.
-    pub(crate) fn prepare_update(&self, object: &mut Value, old: &Value) {
-        self.strategy.prepare_update(object, old);
-    }
-
-    /// Validates an object (and, for an update, what changed from `old`).
-    pub(crate) async fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<Cause> {
-        self.strategy.validate(object, old).await
-    }
-
     /// The field labels field selectors may use on this resource.
     pub(crate) fn selectable(&self) -> SelectableFields {
         self.strategy.selectable(self.namespaced)
-    }
-
-    /// The values of every selectable field of `object`.
-    pub(crate) fn field_set(&self, object: &Value) -> BTreeMap<String, String> {
-        self.strategy.field_set(object)
-    }
-
-    /// The object as stored, from the object as served.
-    pub(crate) fn to_storage(&self, object: Value) -> Value {
-        self.strategy.to_storage(object)
-    }
-
-    /// The object as served, from the object as stored.
-    pub(crate) fn served_from_storage(&self, object: Value) -> Value {
-        self.strategy.served_from_storage(object)
     }
 }
 
@@ -160,11 +108,11 @@ impl crate::watchcache::CachedResource for ResourceDef {
     }
 
     fn served_from_storage(&self, stored: Value) -> Value {
-        ResourceDef::served_from_storage(self, stored)
+        self.strategy.served_from_storage(stored)
     }
 
     fn field_set(&self, object: &Value) -> BTreeMap<String, String> {
-        ResourceDef::field_set(self, object)
+        self.strategy.field_set(object)
     }
 
     fn describe(&self) -> String {

@@ -51,13 +51,13 @@ impl RegistryStore {
             }
             meta.insert("uid".into(), json!(meta::new_uid()));
             meta.insert("creationTimestamp".into(), json!(meta::now()));
-            if def.has_generation() {
+            if def.strategy.has_generation() {
                 meta.insert("generation".into(), json!(1));
             } else {
                 meta.remove("generation");
             }
         }
-        def.prepare_create(&mut object);
+        def.strategy.prepare_create(&mut object);
         def.strategy.before_create(self, &mut object).await?;
         let generate = meta_str(&object, "generateName").map(str::to_owned);
         let explicit = meta_str(&object, "name")
@@ -88,7 +88,7 @@ impl RegistryStore {
                 .into_iter()
                 .map(|p| Cause::invalid("metadata.name", &json!(name), &p))
                 .collect();
-            causes.extend(def.validate(&object, None).await);
+            causes.extend(def.strategy.validate(&object, None).await);
             if !causes.is_empty() {
                 return Err(def.invalid(&name, causes));
             }
@@ -96,7 +96,7 @@ impl RegistryStore {
                 return Ok(object);
             }
             let key = def.key(namespace, &name);
-            let stored = def.to_storage(object.clone());
+            let stored = def.strategy.to_storage(object.clone());
             let bytes = Bytes::from(serde_json::to_vec(&stored).expect("serializes"));
             match self.store.create(Bytes::from(key), bytes).await {
                 Ok(kv) => {

@@ -57,7 +57,7 @@ impl RegistryStore {
             .ok_or_else(|| self.not_found(name))?;
         let stored: Value = serde_json::from_slice(&kv.value)
             .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
-        let mut object = self.def.served_from_storage(stored);
+        let mut object = self.def.strategy.served_from_storage(stored);
         meta::metadata(&mut object)
             .insert("resourceVersion".into(), json!(kv.mod_revision.to_string()));
         Ok(object)

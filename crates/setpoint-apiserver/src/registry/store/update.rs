@@ -55,7 +55,7 @@ impl RegistryStore {
                 .ok_or_else(|| ApiError::not_found(&gr, name))?;
             let stored: Value = serde_json::from_slice(&kv.value)
                 .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
-            let mut current = def.served_from_storage(stored);
+            let mut current = def.strategy.served_from_storage(stored);
             let rv = kv.mod_revision.to_string();
             meta::metadata(&mut current).insert("resourceVersion".into(), json!(rv));
             let mut new = change(&current)?;
@@ -99,7 +99,9 @@ impl RegistryStore {
                 };
             }
             match scope {
-                Scope::Main if def.has_status() => new["status"] = current["status"].clone(),
+                Scope::Main if def.strategy.has_status() => {
+                    new["status"] = current["status"].clone()
+                }
                 Scope::Main | Scope::Full => {}
                 Scope::Status => {
                     let status = new["status"].clone();
@@ -123,8 +125,8 @@ impl RegistryStore {
                     map.remove("status");
                 }
             }
-            def.prepare_update(&mut new, &current);
-            if def.generation_changed(&new, &current) {
+            def.strategy.prepare_update(&mut new, &current);
+            if def.strategy.generation_changed(&new, &current) {
                 let g = current["metadata"]["generation"].as_i64().unwrap_or(1);
                 meta::metadata(&mut new).insert("generation".into(), json!(g + 1));
             }
@@ -132,7 +134,7 @@ impl RegistryStore {
             // past the rules that stop clients changing immutable fields: `pods/binding` sets
             // `spec.nodeName`, which no client update may.
             let old = (scope != Scope::Full).then_some(&current);
-            let mut causes = def.validate(&new, old).await;
+            let mut causes = def.strategy.validate(&new, old).await;
             let old_finalizers = meta::finalizers(&current);
             let new_finalizers = meta::finalizers(&new);
             let deleting = !current["metadata"]["deletionTimestamp"].is_null();
@@ -176,7 +178,7 @@ impl RegistryStore {
                     Err(e) => return Err(self.error_for(name, e)),
                 }
             }
-            let stored = def.to_storage(new.clone());
+            let stored = def.strategy.to_storage(new.clone());
             let bytes = Bytes::from(serde_json::to_vec(&stored).expect("serializes"));
             match self
                 .store

@@ -57,11 +57,12 @@ pub(crate) async fn evict(
         ));
     }
     let dry_run = dry_run(query, options)?;
+    // Options that would refuse the delete are refused before the pod is marked.
+    let options = DeleteOptions::parse(query, options)?;
     let pod = pods.get(namespace, name).await?;
     if !dry_run && !can_ignore_disruption(&pod) {
         mark_disruption_target(pods, namespace, name).await?;
     }
-    let options = DeleteOptions::parse(query, options)?;
     pods.delete(namespace, name, &options).await?;
     Ok(())
 }
