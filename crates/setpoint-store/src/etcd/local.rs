@@ -275,11 +275,6 @@ fn free_ports() -> std::io::Result<[SocketAddr; 3]> {
     ])
 }
 
-/// A port nobody listens on now (the OS's choice of a free one).
-pub(super) fn free_port() -> std::io::Result<SocketAddr> {
-    TcpListener::bind("127.0.0.1:0")?.local_addr()
-}
-
 /// How a start attempt failed.
 enum Attempt {
     /// etcd exited (a port taken meanwhile, say): worth another attempt.

@@ -4,15 +4,19 @@
 //! temporary directory; every member still running is killed when the cluster is dropped.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::local::{free_port, healthy};
+use super::local::healthy;
 use super::{EtcdConfig, LocalEtcdError};
 
 /// How long the members get to elect a leader and become healthy.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How many times a start is tried on new ports before its failure is reported.
+const START_ATTEMPTS: usize = 3;
+/// How many lines of each member's log [`LocalEtcdCluster::describe`] shows.
+const LOG_TAIL: usize = 15;
 
 /// One member of a [`LocalEtcdCluster`].
 struct Member {
@@ -28,15 +32,27 @@ pub struct LocalEtcdCluster {
 
 impl LocalEtcdCluster {
     /// Starts `size` members (at least one) as one new cluster and waits until every member is
-    /// healthy (the cluster has a leader).
+    /// healthy (the cluster has a leader) and is the member it should be.
+    ///
+    /// Tests run side by side, so a port picked free can be taken by another test's process
+    /// before etcd binds it; a member that then exits, or a port that answers for another
+    /// cluster, makes the attempt fail and a new one start on new ports.
     pub fn start(size: usize) -> Result<LocalEtcdCluster, LocalEtcdError> {
+        let mut attempt = 1;
+        loop {
+            match LocalEtcdCluster::try_start(size) {
+                Err(LocalEtcdError::Unhealthy { .. }) if attempt < START_ATTEMPTS => attempt += 1,
+                result => return result,
+            }
+        }
+    }
+
+    fn try_start(size: usize) -> Result<LocalEtcdCluster, LocalEtcdError> {
         let dir = tempfile::Builder::new()
             .prefix("setpoint-etcd-cluster-")
             .tempdir()?;
         let binary = std::env::var("SETPOINT_ETCD").unwrap_or_else(|_| "etcd".into());
-        let ports = (0..size.max(1))
-            .map(|_| Ok((free_port()?, free_port()?)))
-            .collect::<std::io::Result<Vec<_>>>()?;
+        let ports = distinct_free_ports(size.max(1))?;
         let initial_cluster = ports
             .iter()
             .enumerate()
@@ -48,7 +64,7 @@ impl LocalEtcdCluster {
             dir,
         };
         for (i, (client, peer)) in ports.iter().enumerate() {
-            let log = std::fs::File::create(cluster.dir.path().join(format!("m{i}.log")))?;
+            let log = std::fs::File::create(cluster.log_path(i))?;
             let child = Command::new(&binary)
                 .arg(format!("--name=m{i}"))
                 .arg(format!(
@@ -78,21 +94,70 @@ impl LocalEtcdCluster {
             });
         }
         let deadline = Instant::now() + START_TIMEOUT;
-        for i in 0..cluster.members.len() {
-            while !healthy(cluster.members[i].client) {
-                if Instant::now() > deadline {
-                    let log = std::fs::read_to_string(cluster.dir.path().join(format!("m{i}.log")))
-                        .unwrap_or_default();
-                    let tail: Vec<&str> = log.lines().rev().take(20).collect();
-                    return Err(LocalEtcdError::Unhealthy {
-                        timeout: START_TIMEOUT,
-                        log: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
-                    });
-                }
-                std::thread::sleep(Duration::from_millis(50));
+        while !cluster.formed() {
+            if Instant::now() > deadline {
+                return Err(LocalEtcdError::Unhealthy {
+                    timeout: START_TIMEOUT,
+                    log: cluster.describe(),
+                });
             }
+            std::thread::sleep(Duration::from_millis(50));
         }
         Ok(cluster)
+    }
+
+    /// Whether every member not killed runs, is healthy, and answers as a distinct member of one cluster
+    /// (not another test's etcd that took a port meant for this one).
+    pub fn formed(&mut self) -> bool {
+        let mut ids = std::collections::BTreeSet::new();
+        let mut clusters = std::collections::BTreeSet::new();
+        for member in &mut self.members {
+            let Some(child) = member.child.as_mut() else {
+                continue;
+            };
+            let running = matches!(child.try_wait(), Ok(None));
+            if !running || !healthy(member.client) {
+                return false;
+            }
+            let Some(status) = status(member.client) else {
+                return false;
+            };
+            ids.insert(status.member);
+            clusters.insert(status.cluster);
+        }
+        ids.len() == self.members.iter().filter(|m| m.child.is_some()).count()
+            && clusters.len() == 1
+    }
+
+    /// Every member's state and the end of its log, for a test's failure message.
+    #[must_use]
+    pub fn describe(&self) -> String {
+        let mut out = String::new();
+        for (i, member) in self.members.iter().enumerate() {
+            let state = match (&member.child, status(member.client)) {
+                (None, _) => "killed".to_owned(),
+                (Some(_), Some(s)) => format!(
+                    "member {} of cluster {}, leader {}",
+                    s.member,
+                    s.cluster,
+                    s.leader.as_deref().unwrap_or("none")
+                ),
+                (Some(_), None) => "not answering".to_owned(),
+            };
+            let log = std::fs::read_to_string(self.log_path(i)).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(LOG_TAIL).collect();
+            out.push_str(&format!("m{i} ({}): {state}\n", member.client));
+            for line in tail.into_iter().rev() {
+                out.push_str("  ");
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    fn log_path(&self, index: usize) -> std::path::PathBuf {
+        self.dir.path().join(format!("m{index}.log"))
     }
 
     /// Every member's client URL, killed members included.
@@ -116,7 +181,8 @@ impl LocalEtcdCluster {
     #[must_use]
     pub fn leader(&self) -> Option<usize> {
         self.members.iter().position(|m| {
-            m.child.is_some() && status(m.client).is_some_and(|(me, leader)| me == leader)
+            m.child.is_some()
+                && status(m.client).is_some_and(|s| s.leader.as_ref() == Some(&s.member))
         })
     }
 
@@ -129,9 +195,19 @@ impl LocalEtcdCluster {
     }
 }
 
-/// A member's own id and the leader's id it knows, from its status; `None` if it does not
-/// answer or knows no leader.
-fn status(client: SocketAddr) -> Option<(String, String)> {
+/// What a member says of itself in its status.
+struct Status {
+    /// Its own id.
+    member: String,
+    /// Its cluster's id.
+    cluster: String,
+    /// The leader's id it knows, if any.
+    leader: Option<String>,
+}
+
+/// A member's status (etcd's JSON gateway, `POST /v3/maintenance/status`); `None` if it does
+/// not answer.
+fn status(client: SocketAddr) -> Option<Status> {
     let mut stream = TcpStream::connect_timeout(&client, Duration::from_millis(200)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
     stream
@@ -147,9 +223,24 @@ fn status(client: SocketAddr) -> Option<(String, String)> {
         let len = answer[start..].find('"')?;
         Some(answer[start..start + len].to_owned())
     };
-    let me = field("member_id")?;
-    let leader = field("leader").filter(|l| l != "0")?;
-    Some((me, leader))
+    Some(Status {
+        member: field("member_id")?,
+        cluster: field("cluster_id")?,
+        leader: field("leader").filter(|l| l != "0"),
+    })
+}
+
+/// `count` pairs of (client, peer) ports, all distinct: every listener is held until all
+/// are picked, so the OS cannot hand out one port twice.
+fn distinct_free_ports(count: usize) -> std::io::Result<Vec<(SocketAddr, SocketAddr)>> {
+    let listeners = (0..count * 2)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let addrs = listeners
+        .iter()
+        .map(TcpListener::local_addr)
+        .collect::<std::io::Result<Vec<_>>>()?;
+    Ok(addrs.chunks(2).map(|pair| (pair[0], pair[1])).collect())
 }
 
 impl Drop for LocalEtcdCluster {

@@ -224,9 +224,23 @@ fn the_cluster_should_survive_an_etcd_member_an_api_server_and_the_leader_dying(
 
     more_writes(20);
     // The etcd member that leads: the cluster must elect another while the load goes on.
+    // Every member must be up and its own (a member lost before the kill would leave no
+    // quorum); the failure message shows each member's state and log.
+    eventually_blocking("three live etcd members", || etcd.formed().then_some(()));
     let leader = eventually_blocking("an etcd leader", || etcd.leader());
     etcd.kill(leader);
-    let next = eventually_blocking("a new etcd leader", || etcd.leader());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let next = loop {
+        if let Some(next) = etcd.leader() {
+            break next;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no new etcd leader within 60s of killing m{leader}:\n{}",
+            etcd.describe()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
     assert_ne!(next, leader, "a killed member cannot lead");
     more_writes(20);
     a.kill();
