@@ -203,13 +203,18 @@ impl ApiError {
         )
     }
 
-    /// 422 `<Kind> "<name>" is invalid: <causes>`; `details.kind` is the Kind.
+    /// 422 `<Kind>[.<group>] "<name>" is invalid: <causes>`; `details.kind` is the Kind.
     pub fn invalid(kind: &str, group: &str, name: &str, causes: Vec<Cause>) -> Self {
         let summary: Vec<&str> = causes.iter().map(|c| c.message.as_str()).collect();
+        let qualified = if group.is_empty() {
+            kind.to_owned()
+        } else {
+            format!("{kind}.{group}")
+        };
         let message = match summary.len() {
-            0 => format!("{kind} {name:?} is invalid"),
-            1 => format!("{kind} {name:?} is invalid: {}", summary[0]),
-            _ => format!("{kind} {name:?} is invalid: [{}]", summary.join(", ")),
+            0 => format!("{qualified} {name:?} is invalid"),
+            1 => format!("{qualified} {name:?} is invalid: {}", summary[0]),
+            _ => format!("{qualified} {name:?} is invalid: [{}]", summary.join(", ")),
         };
         ApiError {
             reason: Reason::Invalid,
@@ -488,7 +493,7 @@ mod tests {
         );
         assert_eq!(
             s["message"],
-            "Deployment \"bad\" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0"
+            "Deployment.apps \"bad\" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0"
         );
     }
 

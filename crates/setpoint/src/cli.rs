@@ -293,17 +293,21 @@ pub(crate) enum ApiBench {
     List,
     /// 100 watchers following concurrent writers.
     Watch,
+    /// Server-side apply of ConfigMaps and Deployments against merge patches of the same
+    /// objects, and what `managedFields` add to each stored object.
+    Apply,
     /// The server's resident memory after start and after the other benchmarks.
     Idle,
 }
 
 impl ApiBench {
     /// Every benchmark, in the order they run.
-    pub(crate) const ALL: [ApiBench; 5] = [
+    pub(crate) const ALL: [ApiBench; 6] = [
         ApiBench::Creates,
         ApiBench::Gets,
         ApiBench::List,
         ApiBench::Watch,
+        ApiBench::Apply,
         ApiBench::Idle,
     ];
 }

@@ -26,10 +26,12 @@ use http::{Method, Request, Response, StatusCode};
 use setpoint_core::{ApiError, GroupResource};
 
 use crate::api::Api;
+use crate::registry::managed_fields::{field_manager_causes, manager_name, FieldManager};
 use crate::registry::store::RegistryStore;
 use crate::registry::ResourceDef;
 use crate::request_info::{self, ResourceRequest, Target, Verb};
 use response::Body;
+use setpoint_core::fieldpath::Operation;
 
 /// The version the server reports on `/version` (the Kubernetes API it speaks).
 pub(crate) const KUBERNETES_MINOR: &str = "33";
@@ -108,6 +110,11 @@ impl Api {
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("application/json")
                 .to_owned(),
+            user_agent: request
+                .headers()
+                .get(http::header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned),
             body: request.into_body(),
         };
         if let Some(sub) = &r.subresource {
@@ -163,6 +170,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) query: &'a BTreeMap<String, String>,
     pub(crate) accept: Option<&'a str>,
     pub(crate) content_type: String,
+    /// The client's `User-Agent`, which names its writes' manager when it names none.
+    pub(crate) user_agent: Option<String>,
     pub(crate) body: Bytes,
 }
 
@@ -177,6 +186,26 @@ impl Ctx<'_> {
 
     pub(crate) fn dry_run(&self) -> Result<bool, ApiError> {
         crate::registry::store::dry_run_of(self.query)
+    }
+
+    /// The field manager of a non-apply write through `scope`, its `fieldManager` checked;
+    /// `options` names the request's options kind in the error (`CreateOptions`, …).
+    pub(crate) fn field_manager(
+        &self,
+        scope: crate::registry::store::Scope,
+        options: &str,
+    ) -> Result<FieldManager<'_>, ApiError> {
+        let given = self.query.get("fieldManager").map(String::as_str);
+        let causes = given.map(field_manager_causes).unwrap_or_default();
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(options, "meta.k8s.io", "", causes));
+        }
+        Ok(FieldManager::new(
+            self.def,
+            manager_name(given, self.user_agent.as_deref()),
+            Operation::Update,
+            scope,
+        ))
     }
 }
 

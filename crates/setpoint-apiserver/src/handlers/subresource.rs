@@ -53,6 +53,14 @@ async fn scale_write(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
     } else {
         ScaleChange::Replace(decode_body(ctx)?)
     };
+    let options = if ctx.req.verb == Verb::Patch {
+        "PatchOptions"
+    } else {
+        "UpdateOptions"
+    };
+    let fields = ctx
+        .field_manager(Scope::Main, options)?
+        .on_subresource("scale");
     let scale = ctx
         .store
         .update_scale(
@@ -60,6 +68,7 @@ async fn scale_write(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
             ctx.name(),
             &change,
             ctx.dry_run()?,
+            &fields,
         )
         .await?;
     Ok(response::json(StatusCode::OK, &scale))

@@ -3,7 +3,9 @@
 
 use http::{Response, StatusCode};
 use serde_json::Value;
-use setpoint_core::{apply_patch, ApiError, PatchErrorKind, PatchType, Reason};
+use setpoint_core::{apply_patch, ApiError, Cause, PatchErrorKind, PatchType, Reason};
+
+mod apply;
 
 use super::read::respond_object;
 use super::response::Body;
@@ -35,6 +37,7 @@ pub(crate) async fn update(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
 /// PUT on the main resource or the status subresource.
 pub(crate) async fn update_scoped(ctx: &Ctx<'_>, scope: Scope) -> Result<Response<Body>, ApiError> {
     let validation = field_validation(ctx)?;
+    let manager = ctx.field_manager(scope, "UpdateOptions")?;
     let (object, warnings) = typed(ctx.def, decode_body(ctx)?, validation)?;
     let updated = ctx
         .store
@@ -43,7 +46,11 @@ pub(crate) async fn update_scoped(ctx: &Ctx<'_>, scope: Scope) -> Result<Respons
             ctx.name(),
             scope,
             ctx.dry_run()?,
-            &|_current| Ok(object.clone()),
+            &|current| {
+                let mut new = object.clone();
+                manager.track(Some(current), &mut new);
+                Ok(new)
+            },
         )
         .await?;
     Ok(respond_updated(ctx, updated, &warnings))
@@ -56,7 +63,23 @@ pub(crate) async fn patch(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
 
 /// PATCH on the main resource or the status subresource.
 pub(crate) async fn patch_scoped(ctx: &Ctx<'_>, scope: Scope) -> Result<Response<Body>, ApiError> {
+    if is_apply(&ctx.content_type) {
+        return apply::apply(ctx, scope).await;
+    }
+    if ctx.query.contains_key("force") {
+        return Err(ApiError::invalid(
+            "PatchOptions",
+            "meta.k8s.io",
+            "",
+            vec![Cause::new(
+                "FieldValueForbidden",
+                "force",
+                "force: Forbidden: may not be specified for non-apply patch",
+            )],
+        ));
+    }
     let patch_type = patch_type(&ctx.content_type)?;
+    let manager = ctx.field_manager(scope, "PatchOptions")?;
     if !ctx.def.strategy.accepts_strategic_merge() && patch_type == PatchType::StrategicMerge {
         // Custom resources have no patch strategies, so kube-apiserver refuses these.
         return Err(ApiError::new(
@@ -81,7 +104,8 @@ pub(crate) async fn patch_scoped(ctx: &Ctx<'_>, scope: Scope) -> Result<Response
                 meta::metadata(&mut base).remove("resourceVersion");
                 let patched = apply_patch(patch_type, &av, &ctx.def.gvk.kind, base, patch.clone())
                     .map_err(patch_error)?;
-                let (typed, w) = typed(ctx.def, patched, validation)?;
+                let (mut typed, w) = typed(ctx.def, patched, validation)?;
+                manager.track(Some(current), &mut typed);
                 *warnings.lock().expect("not poisoned") = w;
                 Ok(typed)
             },
@@ -91,14 +115,14 @@ pub(crate) async fn patch_scoped(ctx: &Ctx<'_>, scope: Scope) -> Result<Response
     Ok(respond_updated(ctx, updated, &warnings))
 }
 
-/// The patch type of a request's content type; apply patches are refused for now.
+/// Whether a request's content type is a server-side apply patch.
+fn is_apply(content_type: &str) -> bool {
+    let media_type = content_type.split(';').next().unwrap_or_default().trim();
+    media_type == apply::MEDIA_TYPE
+}
+
+/// The patch type of a request's content type (apply patches are handled before).
 pub(crate) fn patch_type(content_type: &str) -> Result<PatchType, ApiError> {
-    if content_type.starts_with("application/apply-patch") {
-        return Err(ApiError::new(
-            Reason::UnsupportedMediaType,
-            "server-side apply (application/apply-patch+yaml) is not supported by this server yet: use client-side `kubectl apply`, or a JSON, merge or strategic merge patch",
-        ));
-    }
     PatchType::from_content_type(content_type)
         .ok_or_else(|| ApiError::unsupported_media_type(content_type))
 }

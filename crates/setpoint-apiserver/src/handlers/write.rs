@@ -9,6 +9,7 @@ use setpoint_core::ApiError;
 use super::read::respond_object;
 use super::response::Body;
 use super::Ctx;
+use crate::registry::store::Scope;
 use crate::registry::strategy::unknown_fields;
 use crate::registry::ResourceDef;
 
@@ -128,7 +129,9 @@ pub(crate) async fn create(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
         return Err(ApiError::method_not_supported(&ctx.gr(), "create"));
     }
     let validation = field_validation(ctx)?;
-    let (object, warnings) = typed(ctx.def, decode_body(ctx)?, validation)?;
+    let manager = ctx.field_manager(Scope::Main, "CreateOptions")?;
+    let (mut object, warnings) = typed(ctx.def, decode_body(ctx)?, validation)?;
+    manager.track(None, &mut object);
     let created = ctx
         .store
         .create(ctx.req.namespace.as_deref(), object, ctx.dry_run()?)

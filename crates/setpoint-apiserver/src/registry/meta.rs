@@ -86,7 +86,6 @@ pub(crate) fn keep_system_fields(new: &mut Value, old: &Value, server_change: bo
         }
     }
     meta.remove("resourceVersion");
-    meta.remove("managedFields");
 }
 
 #[cfg(test)]

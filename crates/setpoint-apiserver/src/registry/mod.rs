@@ -8,6 +8,7 @@ mod defaults;
 mod fields;
 mod identity;
 mod kinds;
+pub(crate) mod managed_fields;
 pub(crate) mod meta;
 mod pod_template;
 pub(crate) mod store;

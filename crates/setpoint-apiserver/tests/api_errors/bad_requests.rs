@@ -143,6 +143,9 @@ async fn wrong_verbs_paths_and_media_types_should_say_so() {
     )
     .await;
     assert_eq!(created.0, StatusCode::CREATED);
+    // Apply patches: a configuration without apiVersion and kind is a bad request; without
+    // a field manager, or with `force` on another patch type, the options are invalid; CBOR
+    // is not served.
     let got = call(
         &api,
         "PATCH",
@@ -151,15 +154,38 @@ async fn wrong_verbs_paths_and_media_types_should_say_so() {
         "{}",
     )
     .await;
-    expect(&got, 415, "UnsupportedMediaType");
-    assert!(
-        got.1["message"]
-            .as_str()
-            .unwrap()
-            .contains("server-side apply"),
-        "{}",
-        got.1
+    expect(&got, 400, "BadRequest");
+    let got = call(
+        &api,
+        "PATCH",
+        &format!("{CM}/c"),
+        "application/apply-patch+yaml",
+        r#"{"apiVersion":"v1","kind":"ConfigMap"}"#,
+    )
+    .await;
+    expect(&got, 422, "Invalid");
+    assert_eq!(
+        got.1["message"],
+        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"
     );
+    let got = call(
+        &api,
+        "PATCH",
+        &format!("{CM}/c?force=true"),
+        "application/merge-patch+json",
+        "{}",
+    )
+    .await;
+    expect(&got, 422, "Invalid");
+    let got = call(
+        &api,
+        "PATCH",
+        &format!("{CM}/c?fieldManager=x"),
+        "application/apply-patch+cbor",
+        "{}",
+    )
+    .await;
+    expect(&got, 415, "UnsupportedMediaType");
     expect(
         &call(
             &api,

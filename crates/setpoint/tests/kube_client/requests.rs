@@ -256,28 +256,50 @@ async fn replace_with_a_stale_resource_version_should_conflict() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn server_side_apply_should_be_refused_with_415_for_now() {
+async fn patch_apply_should_create_update_conflict_and_force() {
     let server = Server::start_api_only();
     let client = server.kube_client().await;
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
-    let applied = cms
-        .patch(
-            "ssa",
-            &PatchParams::apply("kube-client-test"),
-            &Patch::Apply(json!({
-                "apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "ssa"}, "data": {"a": "1"}
-            })),
-        )
-        .await;
-    let refused = api_error(applied);
-    assert_eq!(refused.code, 415, "{refused:?}");
-    assert_eq!(refused.reason, "UnsupportedMediaType", "{refused:?}");
-    assert!(
-        refused.message.contains("server-side apply"),
-        "the message names server-side apply: {refused:?}"
+    let config = |a: &str| {
+        Patch::Apply(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "ssa"}, "data": {"a": a}
+        }))
+    };
+    let created = cms
+        .patch("ssa", &PatchParams::apply("kube-client-test"), &config("1"))
+        .await
+        .expect("an apply creates");
+    assert_eq!(created.data.unwrap()["a"], "1");
+    let managed = created.metadata.managed_fields.expect("managed fields");
+    assert_eq!(managed.len(), 1);
+    assert_eq!(managed[0].manager.as_deref(), Some("kube-client-test"));
+    assert_eq!(managed[0].operation.as_deref(), Some("Apply"));
+    // Another manager's different value is a conflict...
+    let refused = api_error(
+        cms.patch("ssa", &PatchParams::apply("other"), &config("2"))
+            .await,
     );
-    assert!(cms.get_opt("ssa").await.expect("get").is_none());
+    assert_eq!(
+        (refused.code, refused.reason.as_str()),
+        (409, "Conflict"),
+        "{refused:?}"
+    );
+    assert!(refused.message.contains("kube-client-test"), "{refused:?}");
+    // ...which `force` takes over.
+    let forced = cms
+        .patch("ssa", &PatchParams::apply("other").force(), &config("2"))
+        .await
+        .expect("a forced apply");
+    assert_eq!(forced.data.unwrap()["a"], "2");
+    let managers: Vec<String> = forced
+        .metadata
+        .managed_fields
+        .unwrap()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert_eq!(managers, ["other"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -69,4 +69,25 @@ try:
 except client.exceptions.ApiException as e:
     assert e.status == 404, e.status
 
+# Server-side apply: the client sends the body as JSON under the apply content type.
+def apply_cm(manager, value, **kwargs):
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "py-ssa"}, "data": {"a": value}}
+    return v1.patch_namespaced_config_map(
+        "py-ssa", "default", body, field_manager=manager,
+        _content_type="application/apply-patch+yaml", **kwargs)
+
+
+applied = apply_cm("py-client", "1")
+assert applied.data == {"a": "1"}, applied.data
+assert [(m.manager, m.operation) for m in applied.metadata.managed_fields] == [("py-client", "Apply")]
+try:
+    apply_cm("other", "2")
+    raise AssertionError("a conflicting apply succeeded")
+except client.exceptions.ApiException as e:
+    assert e.status == 409, e.status
+    assert "py-client" in e.body, e.body
+forced = apply_cm("other", "2", force=True)
+assert forced.data == {"a": "2"}, forced.data
+assert [m.manager for m in forced.metadata.managed_fields] == ["other"]
+
 print("python client: ok")

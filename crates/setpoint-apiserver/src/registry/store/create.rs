@@ -44,7 +44,6 @@ impl RegistryStore {
                 "resourceVersion",
                 "deletionTimestamp",
                 "deletionGracePeriodSeconds",
-                "managedFields",
                 "selfLink",
             ] {
                 meta.remove(field);

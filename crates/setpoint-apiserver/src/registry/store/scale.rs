@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 use setpoint_core::{apply_patch, ApiError, Cause, PatchType};
 
 use super::{RegistryStore, Scope, Updated};
+use crate::registry::managed_fields::FieldManager;
 use crate::registry::meta;
 use crate::registry::strategy::ScaleView;
 
@@ -36,13 +37,15 @@ impl RegistryStore {
     }
 
     /// Sets the replicas of the object `name` of `namespace` as `change` says (a `Scale` with
-    /// a `resourceVersion` must match the object's); returns the new `Scale`.
+    /// a `resourceVersion` must match the object's), recorded as `fields`' write through
+    /// `scale`; returns the new `Scale`.
     pub(crate) async fn update_scale(
         &self,
         namespace: Option<&str>,
         name: &str,
         change: &ScaleChange,
         dry_run: bool,
+        fields: &FieldManager<'_>,
     ) -> Result<Value, ApiError> {
         let view = self.scale_view()?;
         let updated = self
@@ -77,6 +80,8 @@ impl RegistryStore {
                 }
                 let mut next = current.clone();
                 view.set_replicas(&mut next, n);
+                meta::metadata(&mut next).remove("managedFields");
+                fields.track(Some(current), &mut next);
                 let rv = scale["metadata"]["resourceVersion"]
                     .as_str()
                     .filter(|s| !s.is_empty());

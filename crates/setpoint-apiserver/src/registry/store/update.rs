@@ -105,13 +105,18 @@ impl RegistryStore {
                 Scope::Main | Scope::Full => {}
                 Scope::Status => {
                     let status = new["status"].clone();
+                    let managed = new["metadata"]["managedFields"].clone();
                     let labels = new["metadata"]["labels"].clone();
                     let annotations = new["metadata"]["annotations"].clone();
                     new = current.clone();
                     new["status"] = status;
                     let meta = meta::metadata(&mut new);
                     meta.remove("resourceVersion");
-                    for (field, value) in [("labels", labels), ("annotations", annotations)] {
+                    for (field, value) in [
+                        ("labels", labels),
+                        ("annotations", annotations),
+                        ("managedFields", managed),
+                    ] {
                         if value.is_null() {
                             meta.remove(field);
                         } else {

@@ -195,6 +195,23 @@ impl Call {
     }
 }
 
+impl Call {
+    /// `PATCH path` with a server-side apply configuration (JSON), answered `expect` (`200`,
+    /// or `201` when the apply creates the object).
+    pub(super) fn apply(
+        path: impl Into<String>,
+        config: impl Into<Bytes>,
+        expect: StatusCode,
+    ) -> Self {
+        Call {
+            method: Method::PATCH,
+            path: path.into(),
+            body: Some(("application/apply-patch+yaml", config.into())),
+            expect,
+        }
+    }
+}
+
 /// One open connection. For HTTP/1.1 a request must be answered (body included) before the next
 /// is sent; HTTP/2 connections can be [shared](Connection::share) for concurrent streams.
 pub(super) struct Connection {

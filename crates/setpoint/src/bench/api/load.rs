@@ -43,6 +43,10 @@ pub(super) struct Sizes {
     pub(super) watch_time: Duration,
     /// Writes the watchers replay from the server's event window (which holds 10,000).
     pub(super) replay_writes: u64,
+    /// Objects of each kind the apply benchmark writes to.
+    pub(super) apply_objects: u64,
+    /// Timed writes of each kind and patch type.
+    pub(super) apply_writes: u64,
 }
 
 impl Sizes {
@@ -59,6 +63,8 @@ impl Sizes {
                 watch_writes: 5_000,
                 watch_time: Duration::from_secs(30),
                 replay_writes: 2_000,
+                apply_objects: 1_000,
+                apply_writes: 5_000,
             }
         } else {
             Sizes {
@@ -71,6 +77,8 @@ impl Sizes {
                 watch_writes: 20_000,
                 watch_time: Duration::from_secs(120),
                 replay_writes: 5_000,
+                apply_objects: 2_000,
+                apply_writes: 20_000,
             }
         }
     }
@@ -94,7 +102,7 @@ pub(super) fn configmap(name: &str, sent: u64) -> String {
 }
 
 /// The 1 KiB payload.
-fn payload() -> &'static str {
+pub(super) fn payload() -> &'static str {
     static PAYLOAD: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     PAYLOAD.get_or_init(|| {
         let mut rng = SmallRng::seed_from_u64(0x5e7_901);

@@ -10,6 +10,7 @@
 //! and its data directory deleted. A benchmark that fails is reported in the table and makes
 //! the command fail, after the others have run.
 
+mod apply;
 mod client;
 mod creates;
 mod gets;
@@ -119,6 +120,7 @@ async fn run_all(root: &Path, args: &ApiBenchArgs) -> Result<(Vec<Row>, usize)> 
             ApiBench::Gets => gets::bench_gets(&mut harness).await,
             ApiBench::List => list::bench_list(&mut harness).await,
             ApiBench::Watch => watch::bench_watch(&mut harness).await,
+            ApiBench::Apply => apply::bench_apply(&mut harness).await,
             ApiBench::Idle => idle_rows(&harness, idle_rss),
         };
         // A server that died explains a failure better than what the client saw.
