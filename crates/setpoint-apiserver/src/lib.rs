@@ -18,7 +18,8 @@
 //!   certificates that must chain to the CA. There is no plaintext port.
 //! - **Authentication** ([`User`]): a client certificate of the CA (CN = user, O = groups) or
 //!   the admin token; anonymous requests get a 401 `Status`, except on `/healthz`, `/livez`,
-//!   `/readyz` and their subpaths, which answer `ok`.
+//!   `/readyz` and their subpaths, which run their checks (`ping`, the store answering, the
+//!   watch caches loaded, not shutting down) and answer `ok` or `500`.
 //! - **HTTP** ([`serve`]): HTTP/1.1 and HTTP/2 with hyper; bodies over 3 MiB get 413; a
 //!   panicking handler gets 500; streaming response bodies are sent chunk by chunk; shutdown
 //!   is graceful within a grace period.
@@ -67,10 +68,11 @@ mod protobuf;
 mod registry;
 mod request_info;
 mod server;
+pub mod telemetry;
 mod tls;
 mod watchcache;
 
-pub use api::Api;
+pub use api::{Api, MetricsRenderer};
 pub use auth::{User, AUTHENTICATED_GROUP};
 pub use node_client::{NodeClient, NodeClientError};
 pub use pki::{Pki, PkiError, ADMIN_KUBECONFIG};
@@ -84,6 +86,18 @@ pub use tls::TlsError;
 use std::sync::Arc;
 
 impl Api {
+    /// What the server has counted so far (requests, watches, store calls), for `/metrics`.
+    #[must_use]
+    pub fn telemetry(&self) -> telemetry::Snapshot {
+        self.telemetry.snapshot()
+    }
+
+    /// Sets what `GET /metrics` (authenticated) answers: the process's whole exposition, which
+    /// includes [`Api::telemetry`] rendered by the caller. Only the first call counts.
+    pub fn set_metrics_renderer(&self, render: MetricsRenderer) {
+        let _ = self.metrics_renderer.set(render);
+    }
+
     /// Serves the built-in resources from `store`, creating the initial namespaces if missing,
     /// and starts the CRD controller (every stored CRD is served before this returns). Must be
     /// called within a tokio runtime (the watch caches run as tasks).
@@ -114,6 +128,36 @@ impl Handler for Api {
         _user: User,
     ) -> http::Response<Body> {
         Api::handle(self, request).await
+    }
+
+    async fn health_checks(&self, endpoint: &str) -> Vec<(String, Result<(), String>)> {
+        let store = match tokio::time::timeout(
+            std::time::Duration::from_secs(2),
+            self.store.current_revision(),
+        )
+        .await
+        {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("the store did not answer within 2s".to_owned()),
+        };
+        let mut checks = vec![("etcd".to_owned(), store.clone())];
+        if endpoint == "readyz" {
+            checks.push(("etcd-readiness".to_owned(), store));
+            let unsynced: Vec<String> = self
+                .served()
+                .stores()
+                .filter(|s| !s.cache().is_ready())
+                .map(|s| s.def.group_resource().to_string())
+                .collect();
+            let synced = if unsynced.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("watch caches not loaded: {}", unsynced.join(", ")))
+            };
+            checks.push(("informer-sync".to_owned(), synced));
+        }
+        checks
     }
 
     fn credentials_loaded(&self, pki: &Pki) {

@@ -22,7 +22,7 @@ pub use pid_autoscaler::{
 };
 pub use settings::LoopSettings;
 
-use setpoint_runtime::{Client, InformerFactory};
+use setpoint_runtime::{Client, InformerFactory, Metrics};
 
 /// What every loop gets: a client and the informer factory all loops of the process share, so
 /// one watch per resource serves all of them.
@@ -34,6 +34,8 @@ pub struct LoopContext {
     pub factory: InformerFactory,
     /// Tunables (grace periods, …), as kube-controller-manager's flags set them.
     pub settings: LoopSettings,
+    /// Where the loops' controllers, queues and informers report (`/metrics`).
+    pub metrics: Metrics,
 }
 
 impl LoopContext {
@@ -43,7 +45,14 @@ impl LoopContext {
             factory: InformerFactory::new(client.clone()),
             client,
             settings: LoopSettings::default(),
+            metrics: Metrics::new(),
         }
+    }
+
+    /// The same context reporting to `metrics`.
+    pub fn with_metrics(mut self, metrics: Metrics) -> LoopContext {
+        self.metrics = metrics;
+        self
     }
 
     /// The same context with other settings.

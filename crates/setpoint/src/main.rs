@@ -10,6 +10,7 @@ mod agent;
 mod bench;
 mod cli;
 mod debug;
+mod metrics;
 mod migrate;
 mod panic_report;
 mod roles;

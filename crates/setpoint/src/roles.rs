@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Args;
 use setpoint_controllers::{Loop, LoopContext, LoopSelection, LoopSettings};
+use setpoint_runtime::Metrics;
 use setpoint_runtime::{Client, ElectionEnd, LeaderElection, LeaderElectionConfig, LeaseLock};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -157,7 +158,7 @@ impl LeaderElectArgs {
 pub(crate) fn start_loops(
     roles: &Roles,
     selection: &LoopSelection,
-    settings: LoopSettings,
+    term: Term,
     leader_elect: &LeaderElectArgs,
     elect: bool,
     client: &Client,
@@ -186,10 +187,12 @@ pub(crate) fn start_loops(
         }
         let client = client.clone();
         let shutdown = shutdown.clone();
-        let settings = settings.clone();
+        let Term { settings, metrics } = term.clone();
         if !elect {
             tasks.push(tokio::spawn(async move {
-                let ctx = LoopContext::new(client).with_settings(settings);
+                let ctx = LoopContext::new(client)
+                    .with_settings(settings)
+                    .with_metrics(metrics);
                 setpoint_controllers::run(ctx, &loops, shutdown)
                     .await
                     .map_err(anyhow::Error::from)
@@ -202,11 +205,29 @@ pub(crate) fn start_loops(
             leader_elect.config(),
         )
         .with_context(|| format!("setting up leader election on Lease {lease}"))?;
+        {
+            let election = election.clone();
+            metrics.add_leader_election(lease, move || election.is_leader());
+        }
         tasks.push(tokio::spawn(run_elected(
-            election, lease, client, loops, settings, shutdown,
+            election,
+            lease,
+            client,
+            loops,
+            Term { settings, metrics },
+            shutdown,
         )));
     }
     Ok(tasks)
+}
+
+/// What the loops start with (each term of leadership, when electing).
+#[derive(Clone)]
+pub(crate) struct Term {
+    /// Their tunables.
+    pub(crate) settings: LoopSettings,
+    /// Where they report.
+    pub(crate) metrics: Metrics,
 }
 
 /// Campaigns for `lease` until `shutdown`, running `loops` whenever this process leads.
@@ -215,7 +236,7 @@ async fn run_elected(
     lease: &'static str,
     client: Client,
     loops: LoopSelection,
-    settings: LoopSettings,
+    term: Term,
     shutdown: CancellationToken,
 ) -> Result<()> {
     {
@@ -233,10 +254,12 @@ async fn run_elected(
                 let client = client.clone();
                 let loops = loops.clone();
                 let shutdown = shutdown.clone();
-                let settings = settings.clone();
+                let term = term.clone();
                 async move {
                     tracing::info!(lease, "became leader; starting the loops");
-                    let ctx = LoopContext::new(client).with_settings(settings);
+                    let ctx = LoopContext::new(client)
+                        .with_settings(term.settings)
+                        .with_metrics(term.metrics);
                     // A term's informers end with it, also when the work is dropped.
                     let _factory = FactoryGuard(ctx.factory.clone());
                     let stop = shutdown.child_token();

@@ -36,10 +36,12 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
         anyhow::bail!("--kubeconfig is for the roles without the apiserver role, which serve the API themselves");
     }
     let shutdown = CancellationToken::new();
+    let metrics = setpoint_runtime::Metrics::new();
     let mut serving = None;
     let client = match (&data_dir, &args.kubeconfig) {
         (Some(data_dir), None) if apiserver => {
-            let (client, running, embedded) = start_api(&args, data_dir, &shutdown).await?;
+            let (client, running, embedded) =
+                start_api(&args, data_dir, &shutdown, &metrics).await?;
             serving = Some((running, embedded));
             client
         }
@@ -62,7 +64,10 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
     let loops = crate::roles::start_loops(
         &args.roles,
         &args.controllers,
-        settings,
+        crate::roles::Term {
+            settings,
+            metrics: metrics.clone(),
+        },
         &args.leader_elect,
         args.leader_elect
             .enabled(apiserver && args.store.kind == StoreKind::Embedded),
@@ -121,6 +126,7 @@ async fn start_api(
     args: &ServerArgs,
     data_dir: &Path,
     shutdown: &CancellationToken,
+    metrics: &setpoint_runtime::Metrics,
 ) -> Result<(
     Client,
     setpoint_apiserver::RunningServer,
@@ -130,6 +136,7 @@ async fn start_api(
     let api = Api::with_watch_window(store, args.watch_cache_window as usize)
         .await
         .context("starting the API")?;
+    crate::metrics::serve_with_api(metrics, &api);
     let mut transport = TransportConfig::new(data_dir, args.listen);
     transport.request_timeout = args.request_timeout;
     let running = serve(transport, api.clone(), shutdown.clone())

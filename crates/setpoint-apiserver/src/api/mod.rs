@@ -14,6 +14,7 @@ use crate::node_client::NodeClient;
 use crate::openapi::OpenApiDocs;
 use crate::registry::store::{store_error, RegistryStore};
 use crate::registry::{compare_versions, Registry, ResourceDef};
+use crate::telemetry::{Telemetry, TimedStore};
 
 /// Namespaces that exist from the start.
 const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -40,6 +41,11 @@ pub(crate) struct Served {
 }
 
 impl Served {
+    /// Every resource's registry store.
+    pub(crate) fn stores(&self) -> impl Iterator<Item = &Arc<RegistryStore>> {
+        self.stores.values()
+    }
+
     /// The registry store of a served resource.
     pub(crate) fn store(
         &self,
@@ -62,7 +68,14 @@ pub struct Api {
     pub(crate) registration: tokio::sync::Mutex<()>,
     /// How `pods/log` and `metrics.k8s.io` reach node agents; unset until credentials are given.
     pub(crate) node_client: std::sync::OnceLock<NodeClient>,
+    /// Requests, watches and store calls counted for `/metrics`.
+    pub(crate) telemetry: Arc<Telemetry>,
+    /// Renders `/metrics`; unset (404) until the embedding process provides it.
+    pub(crate) metrics_renderer: std::sync::OnceLock<MetricsRenderer>,
 }
+
+/// Renders the whole Prometheus text exposition of the process serving the API.
+pub type MetricsRenderer = Arc<dyn Fn() -> String + Send + Sync>;
 
 impl Api {
     /// Serves `builtins` from `store` (keeping `window` recent events per resource for watches
@@ -73,6 +86,8 @@ impl Api {
         window: usize,
         builtins: Vec<ResourceDef>,
     ) -> Result<Arc<Api>, ApiError> {
+        let telemetry = Arc::new(Telemetry::default());
+        let store: Arc<dyn Store> = Arc::new(TimedStore::new(store, telemetry.clone()));
         let builtins: Vec<Arc<ResourceDef>> = builtins.into_iter().map(Arc::new).collect();
         let registry = Registry::new(builtins.clone());
         let stores = registry
@@ -97,6 +112,8 @@ impl Api {
             window,
             registration: tokio::sync::Mutex::new(()),
             node_client: std::sync::OnceLock::new(),
+            telemetry,
+            metrics_renderer: std::sync::OnceLock::new(),
         });
         api.bootstrap().await?;
         Ok(api)

@@ -30,8 +30,12 @@ use crate::registry::managed_fields::{field_manager_causes, manager_name, FieldM
 use crate::registry::store::RegistryStore;
 use crate::registry::ResourceDef;
 use crate::request_info::{self, ResourceRequest, Target, Verb};
+use crate::telemetry::{track_longrunning, RequestLabels};
 use response::Body;
 use setpoint_core::fieldpath::Operation;
+
+/// The content type of `/metrics`: Prometheus' text format 0.0.4.
+const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// The version the server reports on `/version` (the Kubernetes API it speaks).
 pub(crate) const KUBERNETES_MINOR: &str = "33";
@@ -39,10 +43,19 @@ pub(crate) const KUBERNETES_MINOR: &str = "33";
 impl Api {
     /// Answers one authenticated request.
     pub async fn handle(&self, request: Request<Bytes>) -> Response<Body> {
-        match self.route(request).await {
+        let started = std::time::Instant::now();
+        let labels = RequestLabels::of(&request);
+        let response = match self.route(request).await {
             Ok(response) => response,
             Err(e) => response::error(&e),
+        };
+        let code = response.status();
+        self.telemetry
+            .request(&labels, code.as_u16(), started.elapsed());
+        if labels.verb == "WATCH" && code == StatusCode::OK {
+            return track_longrunning(&self.telemetry, labels, response);
         }
+        response
     }
 
     async fn route(&self, request: Request<Bytes>) -> Result<Response<Body>, ApiError> {
@@ -77,6 +90,15 @@ impl Api {
         if method == Method::GET {
             if path == "/version" {
                 return Ok(response::json_bytes(StatusCode::OK, version()));
+            }
+            if path == "/metrics" {
+                if let Some(render) = self.metrics_renderer.get() {
+                    return Ok(response::text(
+                        StatusCode::OK,
+                        METRICS_CONTENT_TYPE,
+                        render(),
+                    ));
+                }
             }
             if let Some(r) = openapi::serve(&self.served().openapi, path, accept)? {
                 return Ok(r);

@@ -24,6 +24,17 @@ pub(crate) fn json_bytes(status: StatusCode, bytes: impl Into<Bytes>) -> Respons
     r
 }
 
+/// A text answer with `content_type`.
+pub(crate) fn text(status: StatusCode, content_type: &'static str, text: String) -> Response<Body> {
+    let mut r = Response::new(full(text));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static(content_type),
+    );
+    r
+}
+
 /// A JSON response of a value, as kube-apiserver's encoder writes it: fields in its order
 /// ([`setpoint_core::wire`]) and a trailing newline.
 pub(crate) fn json(status: StatusCode, value: &Value) -> Response<Body> {

@@ -37,6 +37,14 @@ pub trait Handler: Send + Sync + 'static {
     fn credentials_loaded(&self, pki: &Pki) {
         let _ = pki;
     }
+
+    /// The checks of the health endpoint `endpoint` (`healthz`, `livez` or `readyz`) beyond
+    /// `ping` (and `/readyz`'s `shutdown`, which the transport runs): `(name, Ok or why not)`.
+    /// None by default.
+    async fn health_checks(&self, endpoint: &str) -> Vec<(String, Result<(), String>)> {
+        let _ = endpoint;
+        Vec::new()
+    }
 }
 
 /// A body holding `bytes`, sent with a `Content-Length`.

@@ -201,6 +201,7 @@ pub async fn serve(
             admin_token: pki.token().clone(),
             max_body: max_request_body_bytes,
             timeout: request_timeout,
+            shutdown: shutdown.clone(),
         }),
     });
     let stop = shutdown.child_token();

@@ -45,6 +45,8 @@ pub(crate) struct RequestContext {
     pub(crate) max_body: usize,
     /// How long reading the body and producing the answer's head may take.
     pub(crate) timeout: Duration,
+    /// Cancelled when the server starts shutting down (`/readyz` then fails).
+    pub(crate) shutdown: tokio_util::sync::CancellationToken,
 }
 
 /// Answers `request`, which arrived on a connection whose client certificate (if any) stands
@@ -54,7 +56,13 @@ pub(crate) async fn serve_request(
     certificate_user: Option<User>,
     request: Request<Incoming>,
 ) -> Response<Body> {
-    if let Some(response) = health::respond(request.uri()) {
+    if health::is_health(request.uri()) {
+        let response = health::respond(
+            request.uri(),
+            context.handler.as_ref(),
+            context.shutdown.is_cancelled(),
+        )
+        .await;
         drain_in_background(request.into_body());
         return response;
     }

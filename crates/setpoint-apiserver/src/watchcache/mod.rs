@@ -164,6 +164,11 @@ impl WatchCache {
         self.notify.send_modify(|_| {});
     }
 
+    /// Whether the first list has been loaded.
+    pub(crate) fn is_ready(&self) -> bool {
+        self.state.read().ready
+    }
+
     /// Whether [`WatchCache::stop`] was called.
     pub(crate) fn is_stopped(&self) -> bool {
         self.stopped.is_cancelled()

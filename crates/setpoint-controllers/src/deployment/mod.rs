@@ -125,6 +125,7 @@ pub(crate) async fn run(
     let rs_deployments = deployments.clone();
     let result = Controller::<Deployment>::new(&ctx.factory)
         .named(CONTROLLER_NAME)
+        .registered_in(&ctx.metrics)
         .concurrency(CONCURRENT_SYNCS)
         .watches_handler(InformerOptions::default(), move |enqueuer| {
             ReplicaSetEvents {

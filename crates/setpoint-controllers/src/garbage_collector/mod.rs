@@ -135,6 +135,20 @@ pub(crate) async fn run(
         orphan_queue: WorkQueue::new(),
         unresolved: Mutex::new(HashSet::new()),
     });
+    // The queues as kube-controller-manager's garbage collector names them.
+    for (name, queue) in [
+        (
+            "garbage_collector_attempt_to_delete",
+            &collector.delete_queue,
+        ),
+        (
+            "garbage_collector_attempt_to_orphan",
+            &collector.orphan_queue,
+        ),
+    ] {
+        let queue = queue.clone();
+        ctx.metrics.add_queue(name, move || queue.metrics());
+    }
     let mut watches = Watches::default();
     watches.extend(&ctx, &mapper.read(), &collector);
     let crds_changed = Arc::new(Notify::new());

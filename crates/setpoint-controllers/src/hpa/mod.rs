@@ -73,6 +73,7 @@ pub(crate) async fn run(
     });
     Controller::<HorizontalPodAutoscaler>::new(&ctx.factory)
         .named(NAME)
+        .registered_in(&ctx.metrics)
         .concurrency(CONCURRENCY)
         .predicate(Predicate::generation_changed())
         .run(reconcile, context, shutdown.cancelled_owned())

@@ -92,6 +92,7 @@ pub(crate) async fn run(
 ) -> Result<(), ControllerError> {
     let controller = Controller::<Namespace>::new(&ctx.factory)
         .named("namespace")
+        .registered_in(&ctx.metrics)
         .predicate(Predicate::new(needs_pass))
         .concurrency(CONCURRENT_SYNCS)
         .resync(RESYNC)

@@ -166,6 +166,7 @@ pub(crate) async fn run(
 
     let nodes = Controller::<Node>::new(&ctx.factory)
         .named(NODE_CONTROLLER)
+        .registered_in(&ctx.metrics)
         .concurrency(NODE_CONCURRENCY)
         .watches_with(lease_options, |lease: &Lease| {
             lease.metadata.name.clone().map(|name| ObjectKey {
@@ -181,6 +182,7 @@ pub(crate) async fn run(
     let pods_store = context.pods.clone();
     let pods = Controller::<Pod>::new(&ctx.factory)
         .named(EVICTION_CONTROLLER)
+        .registered_in(&ctx.metrics)
         .concurrency(POD_CONCURRENCY)
         .predicate(Predicate::new(|_old: Option<&Pod>, pod: &Pod| {
             pod.spec.as_ref().is_some_and(|s| s.node_name.is_some())

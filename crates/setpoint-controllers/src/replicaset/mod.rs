@@ -82,6 +82,7 @@ pub(crate) async fn run(
     });
     let result = Controller::<ReplicaSet>::new(&ctx.factory)
         .named(CONTROLLER_NAME)
+        .registered_in(&ctx.metrics)
         .concurrency(CONCURRENT_SYNCS)
         .watches_handler(InformerOptions::default(), move |enqueuer| PodEvents {
             observe: ObservePods { expectations },

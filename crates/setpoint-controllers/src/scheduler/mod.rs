@@ -64,6 +64,10 @@ pub(crate) async fn run(
         backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(10)),
         bucket: None,
     });
+    {
+        let queue = queue.clone();
+        ctx.metrics.add_queue("scheduler", move || queue.metrics());
+    }
     let cache = Arc::new(Mutex::new(Cache::default()));
     let pod_informer = ctx.factory.informer::<Pod>();
     let node_informer = ctx.factory.informer::<Node>();

@@ -280,6 +280,18 @@ where
         self
     }
 
+    /// Registers this controller's metrics and its work queue's with `metrics`, under the
+    /// controller's name (call [`named`](Self::named) first).
+    #[must_use]
+    pub fn registered_in(self, metrics: &crate::Metrics) -> Self {
+        let handle = self.handle();
+        let name = handle.name();
+        let queue = handle.clone();
+        metrics.add_controller(&name, move || handle.metrics());
+        metrics.add_queue(&name, move || queue.queue_metrics());
+        self
+    }
+
     /// A cloneable handle reading this controller's name and metrics, valid before, during
     /// and after [`run`](Self::run).
     pub fn handle(&self) -> ControllerHandle {

@@ -130,6 +130,44 @@ impl Encoder {
         let _ = writeln!(out, "{}", timing.count);
     }
 
+    /// Writes the histogram `name` for one label set from `(upper bound in seconds,
+    /// observations at or below it)` pairs, the observation count and their sum in seconds:
+    /// for histograms other components keep in their own buckets.
+    pub fn histogram_buckets(
+        &mut self,
+        name: &str,
+        help: &str,
+        labels: &[(&str, &str)],
+        cumulative: &[(f64, u64)],
+        count: u64,
+        sum_seconds: f64,
+    ) {
+        if labels.iter().any(|&(label, _)| label == "le") {
+            tracing::warn!(
+                metric = name,
+                "metrics: dropped a histogram with an `le` label"
+            );
+            return;
+        }
+        let Some((family, labels)) = self.series(name, help, Kind::Histogram, labels) else {
+            return;
+        };
+        let out = &mut family.samples;
+        for &(bound, n) in cumulative {
+            let mut le = String::new();
+            write_float(&mut le, bound);
+            sample(out, name, "_bucket", &labels, Some(&le));
+            let _ = writeln!(out, "{n}");
+        }
+        sample(out, name, "_bucket", &labels, Some("+Inf"));
+        let _ = writeln!(out, "{count}");
+        sample(out, name, "_sum", &labels, None);
+        write_float(out, sum_seconds);
+        out.push('\n');
+        sample(out, name, "_count", &labels, None);
+        let _ = writeln!(out, "{count}");
+    }
+
     /// The family a new series of `name` goes to, and the series' rendered labels; `None`
     /// (after a warning) if the sample must be dropped.
     fn series(

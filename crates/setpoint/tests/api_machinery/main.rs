@@ -1,5 +1,5 @@
 //! The API machinery operators rely on, driven by the real `kubectl` against a Setpoint
-//! server: server-side apply and field management (`apply`).
+//! server: server-side apply and field management (`apply`), `/metrics` (`metrics`).
 
 #![allow(clippy::unwrap_used)] // test helpers: a failure should panic
 
@@ -7,3 +7,4 @@
 mod common;
 
 mod apply;
+mod metrics;

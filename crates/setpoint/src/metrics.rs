@@ -1,0 +1,70 @@
+//! `setpoint server`'s `/metrics`: one Prometheus exposition for the whole process — the API
+//! server's request, watch and store figures (kube-apiserver's names) and, for the loops it
+//! runs, their controllers' and work queues' (controller-runtime's and kube-controller-
+//! manager's names). Served by the API server on its own port, authenticated like any path.
+
+use std::sync::Arc;
+
+use setpoint_apiserver::telemetry::Histogram;
+use setpoint_apiserver::Api;
+use setpoint_runtime::{Encoder, Metrics};
+
+/// Adds the API server's figures to `metrics` and has it answer `GET /metrics` with them all.
+pub(crate) fn serve_with_api(metrics: &Metrics, api: &Arc<Api>) {
+    let source = Arc::downgrade(api);
+    metrics.add_source(move |e| {
+        if let Some(api) = source.upgrade() {
+            encode_api(e, &api);
+        }
+    });
+    let render = metrics.clone();
+    api.set_metrics_renderer(Arc::new(move || render.render()));
+}
+
+fn encode_api(e: &mut Encoder, api: &Api) {
+    let snapshot = api.telemetry();
+    for (labels, code, n) in &snapshot.requests {
+        let mut labels = labels.clone();
+        labels.push(("code", code.to_string()));
+        let pairs: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        e.counter(
+            "apiserver_request_total",
+            "Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code.",
+            &pairs,
+            *n,
+        );
+    }
+    for (labels, histogram) in &snapshot.durations {
+        let pairs: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        histogram_of(
+            e,
+            "apiserver_request_duration_seconds",
+            "Response latency distribution in seconds for each verb, dry run value, group, version, resource, subresource, scope and component.",
+            &pairs,
+            histogram,
+        );
+    }
+    for (labels, open) in &snapshot.longrunning {
+        let pairs: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        e.gauge(
+            "apiserver_longrunning_requests",
+            "Gauge of all active long-running apiserver requests broken out by verb, group, version, resource, scope and component.",
+            &pairs,
+            *open as f64,
+        );
+    }
+    for (operation, kind, histogram) in &snapshot.store {
+        histogram_of(
+            e,
+            "etcd_request_duration_seconds",
+            "Etcd request latency in seconds for each operation and object type.",
+            &[("operation", operation), ("type", kind.as_str())],
+            histogram,
+        );
+    }
+}
+
+fn histogram_of(e: &mut Encoder, name: &str, help: &str, labels: &[(&str, &str)], h: &Histogram) {
+    let cumulative: Vec<(f64, u64)> = h.cumulative().collect();
+    e.histogram_buckets(name, help, labels, &cumulative, h.count, h.sum);
+}
