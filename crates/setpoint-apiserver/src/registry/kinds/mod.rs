@@ -38,6 +38,16 @@ kinds! {
     limit_range,
     controller_revision,
     pod_disruption_budget,
+    pod_template,
+    replication_controller,
+    resource_quota,
+    persistent_volume,
+    persistent_volume_claim,
+    endpoints,
+    stateful_set,
+    daemon_set,
+    job,
+    cron_job,
 }
 
 /// Subresources whose storage rules belong to one kind.
