@@ -48,11 +48,17 @@ kinds! {
     daemon_set,
     job,
     cron_job,
+    endpoint_slice,
+    ingress,
+    ingress_class,
+    network_policy,
+    priority_class,
 }
 
 /// Subresources whose storage rules belong to one kind.
 pub(crate) use namespace::finalize as finalize_namespace;
 pub(crate) use pod::{bind as bind_pod, evict as evict_pod};
+pub(crate) use priority_class::{system_class, SYSTEM_CLASSES as SYSTEM_PRIORITY_CLASSES};
 
 /// The resources of the kinds above, without CustomResourceDefinitions (the OpenAPI
 /// documents' typed schemas come from these).
