@@ -6,12 +6,16 @@
 pub(crate) mod apps_v1;
 pub(crate) mod autoscaling_v1;
 pub(crate) mod autoscaling_v2;
+pub(crate) mod batch_v1;
 pub(crate) mod coordination_v1;
 pub(crate) mod core_v1;
+pub(crate) mod discovery_v1;
 pub(crate) mod events_v1;
 pub(crate) mod meta_v1;
+pub(crate) mod networking_v1;
 pub(crate) mod policy_v1;
 pub(crate) mod policy_v1beta1;
+pub(crate) mod scheduling_v1;
 
 use super::schema::Message;
 
@@ -28,11 +32,26 @@ pub(crate) fn root(api_version: &str, kind: &str) -> Option<&'static Message> {
         ("v1", "Event") => &core_v1::EVENT,
         ("v1", "Binding") => &core_v1::BINDING,
         ("v1", "LimitRange") => &core_v1::LIMIT_RANGE,
+        ("v1", "PodTemplate") => &core_v1::POD_TEMPLATE,
+        ("v1", "ReplicationController") => &core_v1::REPLICATION_CONTROLLER,
+        ("v1", "ResourceQuota") => &core_v1::RESOURCE_QUOTA,
+        ("v1", "PersistentVolume") => &core_v1::PERSISTENT_VOLUME,
+        ("v1", "PersistentVolumeClaim") => &core_v1::PERSISTENT_VOLUME_CLAIM,
+        ("v1", "Endpoints") => &core_v1::ENDPOINTS,
         ("events.k8s.io/v1", "Event") => &events_v1::EVENT,
         ("coordination.k8s.io/v1", "Lease") => &coordination_v1::LEASE,
         ("apps/v1", "Deployment") => &apps_v1::DEPLOYMENT,
         ("apps/v1", "ReplicaSet") => &apps_v1::REPLICA_SET,
         ("apps/v1", "ControllerRevision") => &apps_v1::CONTROLLER_REVISION,
+        ("apps/v1", "StatefulSet") => &apps_v1::STATEFUL_SET,
+        ("apps/v1", "DaemonSet") => &apps_v1::DAEMON_SET,
+        ("batch/v1", "Job") => &batch_v1::JOB,
+        ("batch/v1", "CronJob") => &batch_v1::CRON_JOB,
+        ("discovery.k8s.io/v1", "EndpointSlice") => &discovery_v1::ENDPOINT_SLICE,
+        ("networking.k8s.io/v1", "Ingress") => &networking_v1::INGRESS,
+        ("networking.k8s.io/v1", "IngressClass") => &networking_v1::INGRESS_CLASS,
+        ("networking.k8s.io/v1", "NetworkPolicy") => &networking_v1::NETWORK_POLICY,
+        ("scheduling.k8s.io/v1", "PriorityClass") => &scheduling_v1::PRIORITY_CLASS,
         ("autoscaling/v1", "HorizontalPodAutoscaler") => &autoscaling_v1::HORIZONTAL_POD_AUTOSCALER,
         ("autoscaling/v1", "Scale") => &autoscaling_v1::SCALE,
         ("autoscaling/v2", "HorizontalPodAutoscaler") => &autoscaling_v2::HORIZONTAL_POD_AUTOSCALER,
