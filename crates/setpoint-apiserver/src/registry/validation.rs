@@ -198,23 +198,27 @@ pub(crate) fn at_least(object: &Value, pointer: &str, min: i64, causes: &mut Vec
 /// quantity, none negative.
 pub(crate) fn quantities(map: &Value, field: &str, causes: &mut Vec<Cause>) {
     for (name, written) in map.as_object().into_iter().flatten() {
-        let at = format!("{field}[{name}]");
-        match written
-            .as_str()
-            .and_then(setpoint_core::quantity::milli_value)
-        {
-            None => causes.push(Cause::invalid(
-                at,
-                written,
-                "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
-            )),
-            Some(v) if v < 0 => causes.push(Cause::invalid(
-                at,
-                written,
-                "must be greater than or equal to 0",
-            )),
-            Some(_) => {}
-        }
+        quantity(written, &format!("{field}[{name}]"), causes);
+    }
+}
+
+/// The problems of one quantity at `field`: it parses and is not negative.
+pub(crate) fn quantity(written: &Value, field: &str, causes: &mut Vec<Cause>) {
+    match written
+        .as_str()
+        .and_then(setpoint_core::quantity::milli_value)
+    {
+        None => causes.push(Cause::invalid(
+            field,
+            written,
+            "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+        )),
+        Some(v) if v < 0 => causes.push(Cause::invalid(
+            field,
+            written,
+            "must be greater than or equal to 0",
+        )),
+        Some(_) => {}
     }
 }
 

@@ -55,16 +55,6 @@ const NOT_YET_SERVED: &[(&str, &str)] = &[
     // Service IP ranges (MultiCIDRServiceAllocator, GA in 1.33).
     ("ipaddresses", "networking.k8s.io/v1"),
     ("servicecidrs", "networking.k8s.io/v1"),
-    ("runtimeclasses", "node.k8s.io/v1"),
-    ("clusterrolebindings", "rbac.authorization.k8s.io/v1"),
-    ("clusterroles", "rbac.authorization.k8s.io/v1"),
-    ("rolebindings", "rbac.authorization.k8s.io/v1"),
-    ("roles", "rbac.authorization.k8s.io/v1"),
-    ("csidrivers", "storage.k8s.io/v1"),
-    ("csinodes", "storage.k8s.io/v1"),
-    ("csistoragecapacities", "storage.k8s.io/v1"),
-    ("storageclasses", "storage.k8s.io/v1"),
-    ("volumeattachments", "storage.k8s.io/v1"),
 ];
 
 /// Each object of `every-kind.yaml` as `kubectl get` names it, with fields to check: one as
@@ -247,6 +237,70 @@ const OBJECTS: &[(&str, &str, &[(&str, &str)])] = &[
             ("/preemptionPolicy", r#""PreemptLowerPriority""#),
         ],
     ),
+    (
+        "storageclass",
+        "fast",
+        &[
+            ("/provisioner", r#""disk.example.com""#),
+            ("/reclaimPolicy", r#""Delete""#),
+            ("/volumeBindingMode", r#""Immediate""#),
+        ],
+    ),
+    (
+        "csidriver",
+        "disk.example.com",
+        &[
+            ("/spec/podInfoOnMount", "true"),
+            ("/spec/attachRequired", "true"),
+            ("/spec/volumeLifecycleModes", r#"["Persistent"]"#),
+        ],
+    ),
+    (
+        "csinode",
+        "node-1",
+        &[("/spec/drivers/0/nodeID", r#""node-1""#)],
+    ),
+    (
+        "csistoragecapacity",
+        "fast-zone-a",
+        &[("/capacity", r#""100Gi""#)],
+    ),
+    (
+        "volumeattachment",
+        "disk-on-node-1",
+        &[
+            ("/spec/nodeName", r#""node-1""#),
+            ("/status/attached", "false"),
+        ],
+    ),
+    ("runtimeclass", "sandboxed", &[("/handler", r#""runsc""#)]),
+    (
+        "role",
+        "pod-reader",
+        &[("/rules/0/verbs", r#"["get","list","watch"]"#)],
+    ),
+    (
+        "clusterrole",
+        "example:health",
+        &[("/rules/0/nonResourceURLs", r#"["/healthz"]"#)],
+    ),
+    (
+        "rolebinding",
+        "read-pods",
+        &[
+            ("/subjects/1/namespace", r#""kinds""#),
+            ("/roleRef/apiGroup", r#""rbac.authorization.k8s.io""#),
+            ("/subjects/0/apiGroup", r#""rbac.authorization.k8s.io""#),
+        ],
+    ),
+    (
+        "clusterrolebinding",
+        "health-for-all",
+        &[
+            ("/subjects/0/name", r#""system:authenticated""#),
+            ("/subjects/0/apiGroup", r#""rbac.authorization.k8s.io""#),
+        ],
+    ),
 ];
 
 /// The rows of a `kubectl api-resources` listing as `(name, shortnames, apiVersion,
@@ -397,6 +451,15 @@ fn tables_should_print_kube_apiserver_columns() {
         ("ingressclass", "NAME CONTROLLER PARAMETERS AGE", "nginx example.com/ingress-nginx <none> "),
         ("networkpolicy", "NAME POD-SELECTOR AGE", "deny app=web "),
         ("resourcequota", "NAME AGE REQUEST LIMIT", "quota "),
+        ("storageclass", "NAME PROVISIONER RECLAIMPOLICY VOLUMEBINDINGMODE ALLOWVOLUMEEXPANSION AGE", "fast (default) disk.example.com Delete Immediate false "),
+        ("csidriver", "NAME ATTACHREQUIRED PODINFOONMOUNT STORAGECAPACITY TOKENREQUESTS REQUIRESREPUBLISH MODES AGE", "disk.example.com true true false <unset> false Persistent "),
+        ("csinode", "NAME DRIVERS AGE", "node-1 1 "),
+        ("csistoragecapacity", "NAME STORAGECLASSNAME CAPACITY AGE", "fast-zone-a fast 100Gi "),
+        ("volumeattachment", "NAME ATTACHER PV NODE ATTACHED AGE", "disk-on-node-1 disk.example.com disk node-1 false "),
+        ("runtimeclass", "NAME HANDLER AGE", "sandboxed runsc "),
+        ("role", "NAME CREATED AT", "pod-reader 20"),
+        ("rolebinding", "NAME ROLE AGE", "read-pods Role/pod-reader "),
+        ("clusterrolebinding", "NAME ROLE AGE", "health-for-all ClusterRole/example:health "),
     ] {
         let mut args = vec![kind];
         args.extend_from_slice(&ns);
@@ -502,6 +565,32 @@ fn invalid_and_immutable_fields_should_be_refused_with_kube_field_paths() {
         err.contains("spec: Forbidden: spec is immutable after creation"),
         "{err}"
     );
+    let err = s.fails(&[
+        "patch",
+        "rolebinding",
+        "read-pods",
+        "-n",
+        "kinds",
+        "--type=merge",
+        "-p",
+        r#"{"roleRef":{"name":"other"}}"#,
+    ]);
+    assert!(
+        err.contains("roleRef: Invalid value: ") && err.contains("cannot change roleRef"),
+        "{err}"
+    );
+    let err = s.fails(&[
+        "patch",
+        "storageclass",
+        "fast",
+        "--type=merge",
+        "-p",
+        r#"{"provisioner":"x.example.com"}"#,
+    ]);
+    assert!(
+        err.contains("provisioner: Forbidden: updates to provisioner are forbidden."),
+        "{err}"
+    );
     let err = s.fails(&["create", "priorityclass", "system-mine", "--value=5"]);
     assert!(
         err.contains(
@@ -570,6 +659,45 @@ fn create_generators_should_make_the_new_kinds() {
     assert_eq!(
         get_json(&s, "job", "from-cron")["metadata"]["ownerReferences"][0]["name"],
         "tick"
+    );
+
+    run(&[
+        "create",
+        "role",
+        "reader",
+        "--verb=get,list",
+        "--resource=pods,deployments.apps",
+    ]);
+    let role = get_json(&s, "role", "reader");
+    assert_eq!(role["rules"][1]["apiGroups"], json!(["apps"]));
+    run(&[
+        "create",
+        "rolebinding",
+        "readers",
+        "--role=reader",
+        "--user=alice",
+        "--serviceaccount=kinds:robot",
+    ]);
+    let binding = get_json(&s, "rolebinding", "readers");
+    assert_eq!(binding["roleRef"]["kind"], "Role");
+    assert_eq!(binding["subjects"][1]["kind"], "ServiceAccount");
+    s.ok(&[
+        "create",
+        "clusterrole",
+        "watcher",
+        "--verb=watch",
+        "--resource=nodes",
+    ]);
+    s.ok(&[
+        "create",
+        "clusterrolebinding",
+        "watchers",
+        "--clusterrole=watcher",
+        "--group=ops",
+    ]);
+    assert_eq!(
+        get_json(&s, "clusterrolebinding", "watchers")["subjects"][0]["apiGroup"],
+        "rbac.authorization.k8s.io"
     );
 
     run(&["create", "quota", "q", "--hard=pods=3,services=2"]);

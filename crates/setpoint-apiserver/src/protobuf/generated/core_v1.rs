@@ -2333,6 +2333,25 @@ pub(crate) static TOLERATION: Message = Message {
     ],
 };
 
+/// `TopologySelectorLabelRequirement`.
+pub(crate) static TOPOLOGY_SELECTOR_LABEL_REQUIREMENT: Message = Message {
+    name: "TopologySelectorLabelRequirement",
+    fields: &[
+        kept(1, "key", Kind::String),
+        list(2, "values", Kind::String),
+    ],
+};
+
+/// `TopologySelectorTerm`.
+pub(crate) static TOPOLOGY_SELECTOR_TERM: Message = Message {
+    name: "TopologySelectorTerm",
+    fields: &[list(
+        1,
+        "matchLabelExpressions",
+        Kind::Message(&TOPOLOGY_SELECTOR_LABEL_REQUIREMENT),
+    )],
+};
+
 /// `TopologySpreadConstraint`.
 pub(crate) static TOPOLOGY_SPREAD_CONSTRAINT: Message = Message {
     name: "TopologySpreadConstraint",

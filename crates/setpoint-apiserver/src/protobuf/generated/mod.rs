@@ -13,9 +13,12 @@ pub(crate) mod discovery_v1;
 pub(crate) mod events_v1;
 pub(crate) mod meta_v1;
 pub(crate) mod networking_v1;
+pub(crate) mod node_v1;
 pub(crate) mod policy_v1;
 pub(crate) mod policy_v1beta1;
+pub(crate) mod rbac_v1;
 pub(crate) mod scheduling_v1;
+pub(crate) mod storage_v1;
 
 use super::schema::Message;
 
@@ -52,6 +55,16 @@ pub(crate) fn root(api_version: &str, kind: &str) -> Option<&'static Message> {
         ("networking.k8s.io/v1", "IngressClass") => &networking_v1::INGRESS_CLASS,
         ("networking.k8s.io/v1", "NetworkPolicy") => &networking_v1::NETWORK_POLICY,
         ("scheduling.k8s.io/v1", "PriorityClass") => &scheduling_v1::PRIORITY_CLASS,
+        ("storage.k8s.io/v1", "StorageClass") => &storage_v1::STORAGE_CLASS,
+        ("storage.k8s.io/v1", "CSIDriver") => &storage_v1::CSI_DRIVER,
+        ("storage.k8s.io/v1", "CSINode") => &storage_v1::CSI_NODE,
+        ("storage.k8s.io/v1", "CSIStorageCapacity") => &storage_v1::CSI_STORAGE_CAPACITY,
+        ("storage.k8s.io/v1", "VolumeAttachment") => &storage_v1::VOLUME_ATTACHMENT,
+        ("node.k8s.io/v1", "RuntimeClass") => &node_v1::RUNTIME_CLASS,
+        ("rbac.authorization.k8s.io/v1", "Role") => &rbac_v1::ROLE,
+        ("rbac.authorization.k8s.io/v1", "ClusterRole") => &rbac_v1::CLUSTER_ROLE,
+        ("rbac.authorization.k8s.io/v1", "RoleBinding") => &rbac_v1::ROLE_BINDING,
+        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => &rbac_v1::CLUSTER_ROLE_BINDING,
         ("autoscaling/v1", "HorizontalPodAutoscaler") => &autoscaling_v1::HORIZONTAL_POD_AUTOSCALER,
         ("autoscaling/v1", "Scale") => &autoscaling_v1::SCALE,
         ("autoscaling/v2", "HorizontalPodAutoscaler") => &autoscaling_v2::HORIZONTAL_POD_AUTOSCALER,

@@ -53,6 +53,13 @@ kinds! {
     ingress_class,
     network_policy,
     priority_class,
+    storage_class,
+    csi_driver,
+    csi_node,
+    csi_storage_capacity,
+    volume_attachment,
+    runtime_class,
+    rbac,
 }
 
 /// Subresources whose storage rules belong to one kind.
