@@ -1,4 +1,5 @@
-//! Subresources: `status` (spec and status written separately), `scale` (an
+//! Subresources: `status` (spec and status written separately; a CertificateSigningRequest's
+//! `approval` writes its status the same way), `scale` (an
 //! `autoscaling/v1 Scale` view of the replicas), `pods/binding` (what a scheduler posts),
 //! `namespaces/finalize`, `pods/log`, and `pods/eviction` (in `eviction.rs`). Each is decoded
 //! here and stored by the registry (`registry/store/scale.rs`, `registry/kinds/pod/`,
@@ -27,6 +28,13 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, sub: &str) -> Result<Response<Body>, A
         }
         ("status", Verb::Update) => update::update_scoped(ctx, Scope::Status).await,
         ("status", Verb::Patch) => update::patch_scoped(ctx, Scope::Status).await,
+        // A CertificateSigningRequest's approval conditions live in its status.
+        ("approval", Verb::Get) => {
+            let o = read_object(ctx).await?;
+            Ok(respond_object(ctx.def, &o, ctx.accept, StatusCode::OK))
+        }
+        ("approval", Verb::Update) => update::update_scoped(ctx, Scope::Status).await,
+        ("approval", Verb::Patch) => update::patch_scoped(ctx, Scope::Status).await,
         ("scale", Verb::Get) => {
             let scale = ctx
                 .store

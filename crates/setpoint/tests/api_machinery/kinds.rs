@@ -38,7 +38,6 @@ const NOT_YET_SERVED: &[(&str, &str)] = &[
         "validatingwebhookconfigurations",
         "admissionregistration.k8s.io/v1",
     ),
-    ("apiservices", "apiregistration.k8s.io/v1"),
     // The review resources, answered from authentication and authorization.
     ("selfsubjectreviews", "authentication.k8s.io/v1"),
     ("tokenreviews", "authentication.k8s.io/v1"),
@@ -46,12 +45,6 @@ const NOT_YET_SERVED: &[(&str, &str)] = &[
     ("selfsubjectaccessreviews", "authorization.k8s.io/v1"),
     ("selfsubjectrulesreviews", "authorization.k8s.io/v1"),
     ("subjectaccessreviews", "authorization.k8s.io/v1"),
-    ("certificatesigningrequests", "certificates.k8s.io/v1"),
-    ("flowschemas", "flowcontrol.apiserver.k8s.io/v1"),
-    (
-        "prioritylevelconfigurations",
-        "flowcontrol.apiserver.k8s.io/v1",
-    ),
     // Service IP ranges (MultiCIDRServiceAllocator, GA in 1.33).
     ("ipaddresses", "networking.k8s.io/v1"),
     ("servicecidrs", "networking.k8s.io/v1"),
@@ -301,6 +294,33 @@ const OBJECTS: &[(&str, &str, &[(&str, &str)])] = &[
             ("/subjects/0/apiGroup", r#""rbac.authorization.k8s.io""#),
         ],
     ),
+    (
+        "prioritylevelconfiguration",
+        "batch-jobs",
+        &[
+            ("/spec/limited/limitResponse/queuing/queues", "16"),
+            ("/spec/limited/nominalConcurrencyShares", "30"),
+            ("/spec/limited/limitResponse/queuing/handSize", "8"),
+        ],
+    ),
+    (
+        "flowschema",
+        "batch-users",
+        &[
+            ("/spec/distinguisherMethod/type", r#""ByUser""#),
+            ("/spec/matchingPrecedence", "1000"),
+        ],
+    ),
+    (
+        "certificatesigningrequest",
+        "alice",
+        &[("/spec/expirationSeconds", "86400")],
+    ),
+    (
+        "apiservice",
+        "v1beta1.metrics.example.com",
+        &[("/spec/service/port", "443")],
+    ),
 ];
 
 /// The rows of a `kubectl api-resources` listing as `(name, shortnames, apiVersion,
@@ -451,6 +471,10 @@ fn tables_should_print_kube_apiserver_columns() {
         ("ingressclass", "NAME CONTROLLER PARAMETERS AGE", "nginx example.com/ingress-nginx <none> "),
         ("networkpolicy", "NAME POD-SELECTOR AGE", "deny app=web "),
         ("resourcequota", "NAME AGE REQUEST LIMIT", "quota "),
+        ("flowschema", "NAME PRIORITYLEVEL MATCHINGPRECEDENCE DISTINGUISHERMETHOD AGE MISSINGPL", "batch-users batch-jobs 1000 ByUser "),
+        ("prioritylevelconfiguration", "NAME TYPE NOMINALCONCURRENCYSHARES QUEUES HANDSIZE QUEUELENGTHLIMIT AGE", "batch-jobs Limited 30 16 8 50 "),
+        ("certificatesigningrequest", "NAME AGE SIGNERNAME REQUESTOR REQUESTEDDURATION CONDITION", "alice "),
+        ("apiservice", "NAME SERVICE AVAILABLE AGE", "v1beta1.metrics.example.com kinds/metrics Unknown "),
         ("storageclass", "NAME PROVISIONER RECLAIMPOLICY VOLUMEBINDINGMODE ALLOWVOLUMEEXPANSION AGE", "fast (default) disk.example.com Delete Immediate false "),
         ("csidriver", "NAME ATTACHREQUIRED PODINFOONMOUNT STORAGECAPACITY TOKENREQUESTS REQUIRESREPUBLISH MODES AGE", "disk.example.com true true false <unset> false Persistent "),
         ("csinode", "NAME DRIVERS AGE", "node-1 1 "),
@@ -726,5 +750,41 @@ fn create_generators_should_make_the_new_kinds() {
     assert_eq!(
         get_json(&s, "priorityclass", "batch")["preemptionPolicy"],
         "Never"
+    );
+}
+
+#[test]
+fn certificate_approval_should_write_the_approved_condition() {
+    let s = Server::start_api_only();
+    let out = s.kubectl_stdin(&["apply", "-f", "-"], EVERY_KIND);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    s.ok(&["certificate", "approve", "alice"]);
+    let csr = get_json(&s, "csr", "alice");
+    assert_eq!(csr["status"]["conditions"][0]["type"], "Approved");
+    assert_eq!(csr["status"]["conditions"][0]["status"], "True");
+    let (_, row) = table(&s, &["csr", "alice"]);
+    assert!(
+        row.ends_with(" kubernetes.io/kube-apiserver-client 24h Approved"),
+        "{row}"
+    );
+    // kubectl refuses to deny an approved request itself; the server does too.
+    let deny =
+        r#"[{"op":"add","path":"/status/conditions/-","value":{"type":"Denied","status":"True"}}]"#;
+    let err = s.fails(&[
+        "patch",
+        "csr",
+        "alice",
+        "--subresource=status",
+        "--type=json",
+        "-p",
+        deny,
+    ]);
+    assert!(
+        err.contains("Approved and Denied conditions are mutually exclusive"),
+        "{err}"
     );
 }

@@ -7,10 +7,12 @@ pub(crate) mod apps_v1;
 pub(crate) mod autoscaling_v1;
 pub(crate) mod autoscaling_v2;
 pub(crate) mod batch_v1;
+pub(crate) mod certificates_v1;
 pub(crate) mod coordination_v1;
 pub(crate) mod core_v1;
 pub(crate) mod discovery_v1;
 pub(crate) mod events_v1;
+pub(crate) mod flowcontrol_v1;
 pub(crate) mod meta_v1;
 pub(crate) mod networking_v1;
 pub(crate) mod node_v1;
@@ -65,6 +67,13 @@ pub(crate) fn root(api_version: &str, kind: &str) -> Option<&'static Message> {
         ("rbac.authorization.k8s.io/v1", "ClusterRole") => &rbac_v1::CLUSTER_ROLE,
         ("rbac.authorization.k8s.io/v1", "RoleBinding") => &rbac_v1::ROLE_BINDING,
         ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => &rbac_v1::CLUSTER_ROLE_BINDING,
+        ("certificates.k8s.io/v1", "CertificateSigningRequest") => {
+            &certificates_v1::CERTIFICATE_SIGNING_REQUEST
+        }
+        ("flowcontrol.apiserver.k8s.io/v1", "FlowSchema") => &flowcontrol_v1::FLOW_SCHEMA,
+        ("flowcontrol.apiserver.k8s.io/v1", "PriorityLevelConfiguration") => {
+            &flowcontrol_v1::PRIORITY_LEVEL_CONFIGURATION
+        }
         ("autoscaling/v1", "HorizontalPodAutoscaler") => &autoscaling_v1::HORIZONTAL_POD_AUTOSCALER,
         ("autoscaling/v1", "Scale") => &autoscaling_v1::SCALE,
         ("autoscaling/v2", "HorizontalPodAutoscaler") => &autoscaling_v2::HORIZONTAL_POD_AUTOSCALER,

@@ -60,6 +60,9 @@ kinds! {
     volume_attachment,
     runtime_class,
     rbac,
+    flowcontrol,
+    certificate_signing_request,
+    api_service,
 }
 
 /// Subresources whose storage rules belong to one kind.
