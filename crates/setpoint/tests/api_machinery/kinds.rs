@@ -50,9 +50,12 @@ const NOT_YET_SERVED: &[(&str, &str)] = &[
     ("servicecidrs", "networking.k8s.io/v1"),
 ];
 
+/// A field of an object and its expected value: `(JSON pointer, JSON)`.
+type Check = (&'static str, &'static str);
+
 /// Each object of `every-kind.yaml` as `kubectl get` names it, with fields to check: one as
 /// written and (where the kind has any) one the server defaulted.
-const OBJECTS: &[(&str, &str, &[(&str, &str)])] = &[
+const OBJECTS: &[(&str, &str, &[Check])] = &[
     ("namespace", "kinds", &[("/status/phase", r#""Active""#)]),
     ("configmap", "cfg", &[("/data/color", r#""blue""#)]),
     (
