@@ -29,7 +29,7 @@ pub(crate) use kinds::{
     bind_pod, builtin_resources, evict_pod, finalize_namespace, registered_resources, system_class,
     SYSTEM_PRIORITY_CLASSES,
 };
-pub(crate) use strategy::{Peers, Propagation, ScaleView, Strategy};
+pub(crate) use strategy::{Asker, Peers, Propagation, ScaleView, Strategy};
 pub(crate) use validation::{finalizers as validate_finalizers, metadata as validate_metadata};
 pub(crate) use versions::compare_versions;
 

@@ -38,13 +38,8 @@ const NOT_YET_SERVED: &[(&str, &str)] = &[
         "validatingwebhookconfigurations",
         "admissionregistration.k8s.io/v1",
     ),
-    // The review resources, answered from authentication and authorization.
-    ("selfsubjectreviews", "authentication.k8s.io/v1"),
+    // TokenReview: the server's bearer token is not known where reviews are answered.
     ("tokenreviews", "authentication.k8s.io/v1"),
-    ("localsubjectaccessreviews", "authorization.k8s.io/v1"),
-    ("selfsubjectaccessreviews", "authorization.k8s.io/v1"),
-    ("selfsubjectrulesreviews", "authorization.k8s.io/v1"),
-    ("subjectaccessreviews", "authorization.k8s.io/v1"),
     // Service IP ranges (MultiCIDRServiceAllocator, GA in 1.33).
     ("ipaddresses", "networking.k8s.io/v1"),
     ("servicecidrs", "networking.k8s.io/v1"),
@@ -788,6 +783,71 @@ fn certificate_approval_should_write_the_approved_condition() {
     ]);
     assert!(
         err.contains("Approved and Denied conditions are mutually exclusive"),
+        "{err}"
+    );
+}
+
+#[test]
+fn reviews_should_answer_for_the_caller_from_setpoints_own_rules() {
+    let s = Server::start_api_only();
+    let who: Value = serde_json::from_str(&s.ok(&["auth", "whoami", "-o", "json"])).expect("JSON");
+    assert_eq!(who["kind"], "SelfSubjectReview");
+    let groups = &who["status"]["userInfo"]["groups"];
+    assert!(
+        groups
+            .as_array()
+            .is_some_and(|g| g.contains(&json!("system:authenticated"))),
+        "{who}"
+    );
+    assert!(
+        who["status"]["userInfo"]["username"]
+            .as_str()
+            .is_some_and(|u| !u.is_empty()),
+        "{who}"
+    );
+
+    assert_eq!(
+        s.ok(&["auth", "can-i", "create", "deployments.apps"])
+            .trim(),
+        "yes"
+    );
+    assert_eq!(s.ok(&["auth", "can-i", "get", "/healthz"]).trim(), "yes");
+    let rules = s.ok(&["auth", "can-i", "--list"]);
+    assert!(
+        rules
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some("*.*")),
+        "{rules}"
+    );
+
+    let review = |body: &str| -> Value {
+        let out = s.kubectl_stdin(&["create", "-f", "-", "-o", "json"], body);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("JSON")
+    };
+    let anonymous = review("apiVersion: authorization.k8s.io/v1\nkind: SubjectAccessReview\nspec:\n  user: system:anonymous\n  resourceAttributes: {verb: get, resource: pods}\n");
+    assert_eq!(anonymous["status"]["allowed"], false);
+    let local = review("apiVersion: authorization.k8s.io/v1\nkind: LocalSubjectAccessReview\nmetadata: {namespace: default}\nspec:\n  user: bob\n  resourceAttributes: {namespace: default, verb: list, resource: secrets}\n");
+    assert_eq!(local["status"]["allowed"], true);
+    assert_eq!(local["metadata"]["namespace"], "default");
+    // Nothing is stored: a review has no name to read back, and no list.
+    let err = s.fails(&["get", "subjectaccessreviews"]);
+    assert!(
+        err.contains("MethodNotAllowed") || err.contains("the server does not allow this method"),
+        "{err}"
+    );
+    let out = s.kubectl_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: authorization.k8s.io/v1\nkind: SelfSubjectAccessReview\nspec: {}\n",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("spec.resourceAttributes: Invalid value: null: exactly one of nonResourceAttributes or resourceAttributes must be specified"),
         "{err}"
     );
 }

@@ -63,6 +63,7 @@ kinds! {
     flowcontrol,
     certificate_signing_request,
     api_service,
+    review,
 }
 
 /// Subresources whose storage rules belong to one kind.
