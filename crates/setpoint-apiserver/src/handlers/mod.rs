@@ -141,6 +141,9 @@ impl Api {
         if r.verb == Verb::Create && def.strategy.reviews() {
             return review::create(&ctx, &user).await;
         }
+        if r.verb == Verb::Create && def.strategy.binds_pods() {
+            return subresource::bind_named(&ctx).await;
+        }
         let response = match r.verb {
             Verb::Get => read::get(&ctx).await,
             Verb::List => read::list(&ctx).await,

@@ -17,9 +17,7 @@ const EVERY_KIND: &str = include_str!("every-kind.yaml");
 /// version. This list only shrinks: a kind that lands leaves it (and the test fails while it
 /// is still here, so the list stays true).
 const NOT_YET_SERVED: &[(&str, &str)] = &[
-    // core/v1 create-only Binding (pods/binding is served) and the deprecated, read-only
-    // component statuses.
-    ("bindings", "v1"),
+    // The deprecated, read-only component statuses.
     ("componentstatuses", "v1"),
     // Admission configuration: another part of issue 16.
     (
@@ -848,6 +846,32 @@ fn reviews_should_answer_for_the_caller_from_setpoints_own_rules() {
     assert!(
         !out.status.success()
             && err.contains("spec.resourceAttributes: Invalid value: null: exactly one of nonResourceAttributes or resourceAttributes must be specified"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_binding_posted_to_bindings_should_assign_its_pod() {
+    let s = Server::start_api_only();
+    s.ok(&["create", "namespace", "kinds"]);
+    s.ok(&["run", "solo", "-n", "kinds", "--image=nginx:1.25"]);
+    let binding = "apiVersion: v1\nkind: Binding\nmetadata: {name: solo}\ntarget: {kind: Node, name: node-1}\n";
+    let out = s.kubectl_stdin(&["create", "-n", "kinds", "-f", "-"], binding);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pod = get_json(&s, "pod", "solo");
+    assert_eq!(pod["spec"]["nodeName"], "node-1");
+    // Once bound, a pod stays where it is.
+    let out = s.kubectl_stdin(
+        &["create", "-n", "kinds", "-f", "-"],
+        &binding.replace("node-1", "node-2"),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("is already assigned to node"),
         "{err}"
     );
 }

@@ -64,6 +64,7 @@ kinds! {
     certificate_signing_request,
     api_service,
     review,
+    binding,
 }
 
 /// Subresources whose storage rules belong to one kind.

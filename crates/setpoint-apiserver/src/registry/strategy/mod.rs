@@ -223,6 +223,12 @@ pub(crate) trait Strategy: std::any::Any + Send + Sync + std::fmt::Debug {
         false
     }
 
+    /// Whether creating an object of the kind binds the pod it names instead (core/v1
+    /// `bindings`, as `pods/binding` does).
+    fn binds_pods(&self) -> bool {
+        false
+    }
+
     /// Whether the kind is a create-only review (`SelfSubjectAccessReview`, …): a create is
     /// answered by [`Strategy::review`] and nothing is stored.
     fn reviews(&self) -> bool {
