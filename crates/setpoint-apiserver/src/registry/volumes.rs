@@ -1,5 +1,5 @@
 //! What PersistentVolumes and PersistentVolumeClaims share: access modes as kubectl abbreviates
-//! them (`RWO,ROX`), the volume modes, and a claim's or volume's initial status.
+//! them (`RWO,ROX`), the volume modes, and a volume's initial status.
 
 use chrono::{SecondsFormat, Utc};
 use serde_json::{json, Value};
@@ -28,8 +28,8 @@ pub(crate) fn access_modes_string(modes: &Value) -> String {
     .join(",")
 }
 
-/// The status a new volume or claim starts with: `Pending` since now.
-pub(crate) fn pending_status() -> Value {
+/// The status a new volume starts with: `Pending` since now.
+pub(crate) fn pending_volume_status() -> Value {
     json!({"phase": "Pending", "lastPhaseTransitionTime": Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)})
 }
 

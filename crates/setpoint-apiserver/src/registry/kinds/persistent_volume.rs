@@ -18,7 +18,7 @@ use crate::registry::strategy::{round_trip, schema_of, Strategy, TypedSchema};
 use crate::registry::table::{age_cell, name_cell, Column};
 use crate::registry::validation::{access_modes, object_meta, one_of, quantities, required};
 use crate::registry::volumes::{
-    access_modes_string, attributes_class, pending_status, VOLUME_MODES,
+    access_modes_string, attributes_class, pending_volume_status, VOLUME_MODES,
 };
 use crate::registry::ResourceDef;
 
@@ -90,7 +90,7 @@ impl Strategy for PersistentVolumes {
     }
 
     fn initialize(&self, object: &mut Value) {
-        set_status(object, pending_status());
+        set_status(object, pending_volume_status());
     }
 
     async fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<Cause> {
