@@ -409,6 +409,24 @@ fn every_kind_should_apply_and_read_back_with_its_defaults() {
             );
         }
     }
+    // Categories: `all` holds the workloads, `api-extensions` the API registrations.
+    let all = s.ok(&["get", "all", "-n", "kinds", "-o", "name"]);
+    for object in [
+        "statefulset.apps/db",
+        "daemonset.apps/agent",
+        "job.batch/pi",
+        "cronjob.batch/nightly",
+        "replicationcontroller/old-web",
+    ] {
+        assert!(all.lines().any(|l| l == object), "{object} not in:\n{all}");
+    }
+    let extensions = s.ok(&["get", "api-extensions", "-o", "name"]);
+    assert!(
+        extensions
+            .lines()
+            .any(|l| l == "apiservice.apiregistration.k8s.io/v1beta1.metrics.example.com"),
+        "{extensions}"
+    );
     // Applying the same manifest again succeeds (a list without a merge key whose items got
     // defaults, such as a StatefulSet's claim templates, is sent again, as kubectl does against
     // kube-apiserver) and leaves the others as they are.

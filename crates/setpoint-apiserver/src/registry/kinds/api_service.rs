@@ -27,7 +27,7 @@ pub(crate) fn resources() -> Vec<ResourceDef> {
         plural: "apiservices",
         singular: "apiservice",
         short_names: &[],
-        categories: &[],
+        categories: &["api-extensions"],
         namespaced: false,
         verbs: ALL_VERBS,
     }
