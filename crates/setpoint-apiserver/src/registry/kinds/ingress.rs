@@ -210,7 +210,7 @@ fn addresses(ingress: &Value) -> String {
         .collect();
     let text = all.join(",");
     if text.len() > 16 {
-        format!("{}...", &text[..13])
+        format!("{}...", text.chars().take(13).collect::<String>())
     } else {
         text
     }
