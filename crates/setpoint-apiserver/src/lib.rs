@@ -124,9 +124,11 @@ impl Api {
 impl Handler for Api {
     async fn handle(
         &self,
-        request: http::Request<bytes::Bytes>,
-        _user: User,
+        mut request: http::Request<bytes::Bytes>,
+        user: User,
     ) -> http::Response<Body> {
+        // Handlers that answer for the caller (review kinds) find the user here.
+        request.extensions_mut().insert(user);
         Api::handle(self, request).await
     }
 

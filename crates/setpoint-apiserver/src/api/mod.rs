@@ -13,7 +13,9 @@ use setpoint_store::Store;
 use crate::node_client::NodeClient;
 use crate::openapi::OpenApiDocs;
 use crate::registry::store::{store_error, RegistryStore};
-use crate::registry::{compare_versions, Registry, ResourceDef};
+use crate::registry::{
+    compare_versions, system_class, Registry, ResourceDef, SYSTEM_PRIORITY_CLASSES,
+};
 use crate::telemetry::{Telemetry, TimedStore};
 
 /// Namespaces that exist from the start.
@@ -190,27 +192,44 @@ impl Api {
         });
     }
 
+    /// Creates what a new cluster starts with and does not have yet: the initial namespaces
+    /// and the built-in priority classes.
     async fn bootstrap(&self) -> Result<(), ApiError> {
         let namespaces = self.registry_store_of("", "v1", "namespaces")?;
         for name in INITIAL_NAMESPACES {
-            let key = namespaces.def.key(None, name);
-            if self
-                .store
-                .get(key.as_bytes())
-                .await
-                .map_err(store_error)?
-                .is_some()
-            {
-                continue;
-            }
             let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-            match namespaces.create(None, ns, false).await {
-                Ok(_) => {}
-                Err(e) if e.reason == setpoint_core::Reason::AlreadyExists => {}
-                Err(e) => return Err(e),
-            }
+            self.create_missing(&namespaces, name, ns).await?;
+        }
+        let classes = self.registry_store_of("scheduling.k8s.io", "v1", "priorityclasses")?;
+        for (name, value, description) in SYSTEM_PRIORITY_CLASSES {
+            let class = system_class(name, value, description);
+            self.create_missing(&classes, name, class).await?;
         }
         Ok(())
+    }
+
+    /// Creates the cluster-scoped `object` named `name` through `store` unless it exists.
+    async fn create_missing(
+        &self,
+        store: &RegistryStore,
+        name: &str,
+        object: serde_json::Value,
+    ) -> Result<(), ApiError> {
+        let key = store.def.key(None, name);
+        if self
+            .store
+            .get(key.as_bytes())
+            .await
+            .map_err(store_error)?
+            .is_some()
+        {
+            return Ok(());
+        }
+        match store.create(None, object, false).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.reason == setpoint_core::Reason::AlreadyExists => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// Gives the API the client it calls node agents with (for `pods/log`). Only the first

@@ -10,6 +10,7 @@ mod params;
 mod pod_log;
 mod read;
 pub(crate) mod response;
+mod review;
 mod subresource;
 mod update;
 mod watch;
@@ -26,6 +27,7 @@ use http::{Method, Request, Response, StatusCode};
 use setpoint_core::{ApiError, GroupResource};
 
 use crate::api::Api;
+use crate::auth::User;
 use crate::registry::managed_fields::{field_manager_causes, manager_name, FieldManager};
 use crate::registry::store::RegistryStore;
 use crate::registry::ResourceDef;
@@ -119,6 +121,11 @@ impl Api {
         if r.namespace.is_some() && !def.namespaced {
             return Err(ApiError::no_such_path());
         }
+        let user = request
+            .extensions()
+            .get::<User>()
+            .cloned()
+            .unwrap_or_else(crate::auth::admin_user);
         let ctx = Ctx {
             api: self,
             store: &store,
@@ -159,6 +166,12 @@ impl Api {
             if let Some(e) = def.strategy.refuse_create() {
                 return Err(e);
             }
+        }
+        if r.verb == Verb::Create && def.strategy.reviews() {
+            return review::create(&ctx, &user).await;
+        }
+        if r.verb == Verb::Create && def.strategy.binds_pods() {
+            return subresource::bind_named(&ctx).await;
         }
         let response = match r.verb {
             Verb::Get => read::get(&ctx).await,

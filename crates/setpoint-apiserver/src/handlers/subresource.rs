@@ -1,5 +1,7 @@
-//! Subresources: `status` (spec and status written separately), `scale` (an
-//! `autoscaling/v1 Scale` view of the replicas), `pods/binding` (what a scheduler posts),
+//! Subresources: `status` (spec and status written separately; a CertificateSigningRequest's
+//! `approval` writes its status the same way), `scale` (an
+//! `autoscaling/v1 Scale` view of the replicas), `pods/binding` (what a scheduler posts; a
+//! core `Binding` posted to `bindings` does the same),
 //! `namespaces/finalize`, `pods/log`, and `pods/eviction` (in `eviction.rs`). Each is decoded
 //! here and stored by the registry (`registry/store/scale.rs`, `registry/kinds/pod/`,
 //! `registry/kinds/namespace/`).
@@ -11,7 +13,7 @@ use setpoint_core::{success_status, ApiError};
 use super::read::{read_object, respond_object};
 use super::response::{self, Body};
 use super::update::{self, respond_updated};
-use super::write::decode_body;
+use super::write::{decode_body, typed, FieldValidation};
 use super::Ctx;
 use crate::registry::store::{ScaleChange, Scope};
 use crate::registry::{bind_pod, finalize_namespace};
@@ -27,6 +29,13 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, sub: &str) -> Result<Response<Body>, A
         }
         ("status", Verb::Update) => update::update_scoped(ctx, Scope::Status).await,
         ("status", Verb::Patch) => update::patch_scoped(ctx, Scope::Status).await,
+        // A CertificateSigningRequest's approval conditions live in its status.
+        ("approval", Verb::Get) => {
+            let o = read_object(ctx).await?;
+            Ok(respond_object(ctx.def, &o, ctx.accept, StatusCode::OK))
+        }
+        ("approval", Verb::Update) => update::update_scoped(ctx, Scope::Status).await,
+        ("approval", Verb::Patch) => update::patch_scoped(ctx, Scope::Status).await,
         ("scale", Verb::Get) => {
             let scale = ctx
                 .store
@@ -86,6 +95,35 @@ async fn binding(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
     )
     .await?;
     let mut status = success_status(&ctx.gr(), ctx.name(), &uid);
+    status["code"] = json!(201);
+    Ok(response::json(StatusCode::CREATED, &status))
+}
+
+/// POST of a core/v1 `Binding` to `bindings`: binds the pod the binding names, as
+/// `pods/binding` does.
+pub(crate) async fn bind_named(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
+    if ctx.req.name.is_some() {
+        return Err(ApiError::method_not_supported(&ctx.gr(), "create"));
+    }
+    let (body, _) = typed(ctx.def, decode_body(ctx)?, FieldValidation::Ignore)?;
+    let name = body["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let causes = ctx.def.strategy.validate(&body, None).await;
+    if !causes.is_empty() {
+        return Err(ApiError::invalid("Binding", "", &name, causes));
+    }
+    let pods = ctx.api.registry_store_of("", "v1", "pods")?;
+    let uid = bind_pod(
+        &pods,
+        ctx.req.namespace.as_deref(),
+        &name,
+        &body,
+        ctx.dry_run()?,
+    )
+    .await?;
+    let mut status = success_status(&pods.def.group_resource(), &name, &uid);
     status["code"] = json!(201);
     Ok(response::json(StatusCode::CREATED, &status))
 }

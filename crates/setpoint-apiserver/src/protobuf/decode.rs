@@ -151,6 +151,7 @@ fn decode_value(
         Kind::RawJson => decode_raw_json(expect_len(message, field.number, value)?)?,
         Kind::IntOrString => decode_int_or_string(expect_len(message, field.number, value)?)?,
         Kind::Quantity => decode_quantity(expect_len(message, field.number, value)?)?,
+        Kind::StringList => decode_string_list(expect_len(message, field.number, value)?)?,
     };
     Ok(Some(v))
 }
@@ -273,6 +274,23 @@ static INT_OR_STRING: Message = Message {
     name: "IntOrString",
     fields: &[],
 };
+/// A named list of strings (`ExtraValue`): its items, as a JSON array.
+fn decode_string_list(bytes: &[u8]) -> Result<Value, ProtobufError> {
+    let mut items = Vec::new();
+    let mut reader = Reader::new(bytes);
+    while let Some((number, value)) = next(&mut reader, &STRING_LIST)? {
+        match number {
+            1 => items.push(Value::String(expect_string(&STRING_LIST, 1, value)?)),
+            _ => return Err(unsupported(&STRING_LIST, number)),
+        }
+    }
+    Ok(Value::Array(items))
+}
+
+static STRING_LIST: Message = Message {
+    name: "ExtraValue",
+    fields: &[],
+};
 static QUANTITY: Message = Message {
     name: "Quantity",
     fields: &[],
@@ -291,6 +309,7 @@ fn zero_value(kind: Kind) -> Value {
         Kind::Time | Kind::MicroTime => Value::Null,
         Kind::RawJson => Value::Object(Map::new()),
         Kind::Quantity => Value::String("0".to_owned()),
+        Kind::StringList => Value::Array(Vec::new()),
     }
 }
 

@@ -69,6 +69,9 @@ pub(crate) enum Kind {
     IntOrString,
     /// `api.resource.Quantity` {string = 1}: a JSON string.
     Quantity,
+    /// A named list of strings, which protobuf wraps as {items = 1 (repeated)}
+    /// (`ExtraValue`): a JSON array of strings.
+    StringList,
 }
 
 /// How many values a field holds.

@@ -17,3 +17,10 @@ pub(crate) fn object_at<'a>(v: &'a mut Value, path: &[&str]) -> Option<&'a mut M
     }
     cur.as_object_mut()
 }
+
+/// Sets `object.status` (a new object's initial status).
+pub(crate) fn set_status(object: &mut Value, status: Value) {
+    if let Some(map) = object.as_object_mut() {
+        map.insert("status".into(), status);
+    }
+}

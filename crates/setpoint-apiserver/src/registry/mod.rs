@@ -16,6 +16,7 @@ pub(crate) mod strategy;
 pub(crate) mod table;
 mod validation;
 mod versions;
+mod volumes;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -26,9 +27,10 @@ use setpoint_core::{Cause, GroupResource, GroupVersionKind, SelectableFields};
 pub(crate) use fields::{metadata_fields, metadata_labels};
 pub(crate) use identity::{ALL_VERBS, STATUS_VERBS};
 pub(crate) use kinds::{
-    bind_pod, builtin_resources, evict_pod, finalize_namespace, registered_resources,
+    bind_pod, builtin_resources, evict_pod, finalize_namespace, registered_resources, system_class,
+    SYSTEM_PRIORITY_CLASSES,
 };
-pub(crate) use strategy::{Peers, Propagation, ScaleView, Strategy};
+pub(crate) use strategy::{Asker, Peers, Propagation, ScaleView, Strategy};
 pub(crate) use validation::{finalizers as validate_finalizers, metadata as validate_metadata};
 pub(crate) use versions::compare_versions;
 

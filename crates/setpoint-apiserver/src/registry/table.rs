@@ -76,6 +76,35 @@ pub(crate) fn selector_string(selector: &Value) -> String {
     }
 }
 
+/// A label map as kubectl prints it (`app=web,tier=db`, keys sorted), or `<none>`.
+pub(crate) fn labels_string(labels: &Value) -> String {
+    let pairs: Vec<String> = labels
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+        .collect();
+    if pairs.is_empty() {
+        "<none>".into()
+    } else {
+        pairs.join(",")
+    }
+}
+
+/// The `Created At` column of kinds whose table has nothing else (kube-apiserver's default
+/// table).
+pub(crate) fn created_at_column() -> Column {
+    Column {
+        kind: "date".into(),
+        ..Column::new("Created At", 0)
+    }
+}
+
+/// The `Created At` cell.
+pub(crate) fn created_at_cell(o: &Value) -> Value {
+    o["metadata"]["creationTimestamp"].clone()
+}
+
 /// Age as kubectl prints it (`45s`, `3m12s`, `5h`, `2d3h`, …), from an RFC 3339 timestamp.
 pub(crate) fn age(ts: &Value, now: DateTime<Utc>) -> String {
     let Some(t) = ts

@@ -137,3 +137,110 @@ fn is_label_value(v: &str) -> bool {
             && v.as_bytes()[0].is_ascii_alphanumeric()
             && v.as_bytes()[v.len() - 1].is_ascii_alphanumeric())
 }
+
+/// The field path kube-apiserver writes for a JSON pointer (`/spec/selector` →
+/// `spec.selector`).
+fn field_of(pointer: &str) -> String {
+    pointer.trim_start_matches('/').replace('/', ".")
+}
+
+/// A `field is immutable` problem if the value at `pointer` changed from `old`.
+pub(crate) fn immutable(
+    object: &Value,
+    old: Option<&Value>,
+    pointer: &str,
+    causes: &mut Vec<Cause>,
+) {
+    let Some(old) = old else {
+        return;
+    };
+    let new = object.pointer(pointer).unwrap_or(&Value::Null);
+    if old.pointer(pointer).unwrap_or(&Value::Null) != new {
+        causes.push(Cause::invalid(field_of(pointer), new, "field is immutable"));
+    }
+}
+
+/// A `Required value` problem if the value at `pointer` is absent, null or empty.
+pub(crate) fn required(object: &Value, pointer: &str, causes: &mut Vec<Cause>) {
+    let empty = match object.pointer(pointer) {
+        None | Some(Value::Null) => true,
+        Some(Value::String(s)) => s.is_empty(),
+        Some(Value::Array(a)) => a.is_empty(),
+        Some(Value::Object(o)) => o.is_empty(),
+        Some(_) => false,
+    };
+    if empty {
+        causes.push(Cause::required(field_of(pointer)));
+    }
+}
+
+/// A `Not supported` problem if the value at `pointer` is set and not one of `supported`.
+pub(crate) fn one_of(object: &Value, pointer: &str, supported: &[&str], causes: &mut Vec<Cause>) {
+    let value = object.pointer(pointer).unwrap_or(&Value::Null);
+    if !value.is_null() && !value.as_str().is_some_and(|v| supported.contains(&v)) {
+        causes.push(Cause::not_supported(field_of(pointer), value, supported));
+    }
+}
+
+/// A problem if the integer at `pointer` is set and below `min`.
+pub(crate) fn at_least(object: &Value, pointer: &str, min: i64, causes: &mut Vec<Cause>) {
+    let value = object.pointer(pointer).unwrap_or(&Value::Null);
+    if value.as_i64().is_some_and(|v| v < min) {
+        causes.push(Cause::invalid(
+            field_of(pointer),
+            value,
+            &format!("must be greater than or equal to {min}"),
+        ));
+    }
+}
+
+/// The problems of a map of resource quantities at `field` (`spec.hard`): each value a
+/// quantity, none negative.
+pub(crate) fn quantities(map: &Value, field: &str, causes: &mut Vec<Cause>) {
+    for (name, written) in map.as_object().into_iter().flatten() {
+        quantity(written, &format!("{field}[{name}]"), causes);
+    }
+}
+
+/// The problems of one quantity at `field`: it parses and is not negative.
+pub(crate) fn quantity(written: &Value, field: &str, causes: &mut Vec<Cause>) {
+    match written
+        .as_str()
+        .and_then(setpoint_core::quantity::milli_value)
+    {
+        None => causes.push(Cause::invalid(
+            field,
+            written,
+            "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+        )),
+        Some(v) if v < 0 => causes.push(Cause::invalid(
+            field,
+            written,
+            "must be greater than or equal to 0",
+        )),
+        Some(_) => {}
+    }
+}
+
+/// The values a volume's or claim's `accessModes` may take.
+pub(crate) const ACCESS_MODES: &[&str] = &[
+    "ReadWriteOnce",
+    "ReadOnlyMany",
+    "ReadWriteMany",
+    "ReadWriteOncePod",
+];
+
+/// The problems of `accessModes` at `pointer`: at least one, each known.
+pub(crate) fn access_modes(object: &Value, pointer: &str, causes: &mut Vec<Cause>) {
+    required(object, pointer, causes);
+    let modes = object.pointer(pointer).and_then(Value::as_array);
+    for (i, mode) in modes.into_iter().flatten().enumerate() {
+        if !mode.as_str().is_some_and(|m| ACCESS_MODES.contains(&m)) {
+            causes.push(Cause::not_supported(
+                format!("{}[{i}]", field_of(pointer)),
+                mode,
+                ACCESS_MODES,
+            ));
+        }
+    }
+}

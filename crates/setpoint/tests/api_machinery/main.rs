@@ -1,5 +1,6 @@
 //! The API machinery operators rely on, driven by the real `kubectl` against a Setpoint
-//! server: server-side apply and field management (`apply`), `/metrics` (`metrics`).
+//! server, one module per topic: server-side apply and field management (`apply`), every
+//! built-in kind (`kinds`), `/metrics` and health checks (`metrics`).
 
 #![allow(clippy::unwrap_used)] // test helpers: a failure should panic
 
@@ -7,4 +8,5 @@
 mod common;
 
 mod apply;
+mod kinds;
 mod metrics;

@@ -18,6 +18,82 @@ pub(crate) static CONTROLLER_REVISION: Message = Message {
     ],
 };
 
+/// `DaemonSet`.
+pub(crate) static DAEMON_SET: Message = Message {
+    name: "DaemonSet",
+    fields: &[
+        field(1, "metadata", Kind::Message(&super::meta_v1::OBJECT_META)),
+        field(2, "spec", Kind::Message(&DAEMON_SET_SPEC)),
+        field(3, "status", Kind::Message(&DAEMON_SET_STATUS)),
+    ],
+};
+
+/// `DaemonSetCondition`.
+pub(crate) static DAEMON_SET_CONDITION: Message = Message {
+    name: "DaemonSetCondition",
+    fields: &[
+        kept(1, "type", Kind::String),
+        kept(2, "status", Kind::String),
+        field(3, "lastTransitionTime", Kind::Time),
+        field(4, "reason", Kind::String),
+        field(5, "message", Kind::String),
+    ],
+};
+
+/// `DaemonSetSpec`.
+pub(crate) static DAEMON_SET_SPEC: Message = Message {
+    name: "DaemonSetSpec",
+    fields: &[
+        kept(
+            1,
+            "selector",
+            Kind::Message(&super::meta_v1::LABEL_SELECTOR),
+        ),
+        kept(
+            2,
+            "template",
+            Kind::Message(&super::core_v1::POD_TEMPLATE_SPEC),
+        ),
+        field(
+            3,
+            "updateStrategy",
+            Kind::Message(&DAEMON_SET_UPDATE_STRATEGY),
+        ),
+        field(4, "minReadySeconds", Kind::Int32),
+        kept(6, "revisionHistoryLimit", Kind::Int32),
+    ],
+};
+
+/// `DaemonSetStatus`.
+pub(crate) static DAEMON_SET_STATUS: Message = Message {
+    name: "DaemonSetStatus",
+    fields: &[
+        kept(1, "currentNumberScheduled", Kind::Int32),
+        kept(2, "numberMisscheduled", Kind::Int32),
+        kept(3, "desiredNumberScheduled", Kind::Int32),
+        kept(4, "numberReady", Kind::Int32),
+        field(5, "observedGeneration", Kind::Int64),
+        field(6, "updatedNumberScheduled", Kind::Int32),
+        field(7, "numberAvailable", Kind::Int32),
+        field(8, "numberUnavailable", Kind::Int32),
+        kept(9, "collisionCount", Kind::Int32),
+        list(10, "conditions", Kind::Message(&DAEMON_SET_CONDITION)),
+    ],
+};
+
+/// `DaemonSetUpdateStrategy`.
+pub(crate) static DAEMON_SET_UPDATE_STRATEGY: Message = Message {
+    name: "DaemonSetUpdateStrategy",
+    fields: &[
+        field(1, "type", Kind::String),
+        kept(
+            2,
+            "rollingUpdate",
+            Kind::Message(&ROLLING_UPDATE_DAEMON_SET),
+        ),
+    ],
+};
+
 /// `Deployment`.
 pub(crate) static DEPLOYMENT: Message = Message {
     name: "Deployment",
@@ -148,11 +224,134 @@ pub(crate) static REPLICA_SET_STATUS: Message = Message {
     ],
 };
 
+/// `RollingUpdateDaemonSet`.
+pub(crate) static ROLLING_UPDATE_DAEMON_SET: Message = Message {
+    name: "RollingUpdateDaemonSet",
+    fields: &[
+        kept(1, "maxUnavailable", Kind::IntOrString),
+        kept(2, "maxSurge", Kind::IntOrString),
+    ],
+};
+
 /// `RollingUpdateDeployment`.
 pub(crate) static ROLLING_UPDATE_DEPLOYMENT: Message = Message {
     name: "RollingUpdateDeployment",
     fields: &[
         kept(1, "maxUnavailable", Kind::IntOrString),
         kept(2, "maxSurge", Kind::IntOrString),
+    ],
+};
+
+/// `RollingUpdateStatefulSetStrategy`.
+pub(crate) static ROLLING_UPDATE_STATEFUL_SET_STRATEGY: Message = Message {
+    name: "RollingUpdateStatefulSetStrategy",
+    fields: &[
+        kept(1, "partition", Kind::Int32),
+        kept(2, "maxUnavailable", Kind::IntOrString),
+    ],
+};
+
+/// `StatefulSet`.
+pub(crate) static STATEFUL_SET: Message = Message {
+    name: "StatefulSet",
+    fields: &[
+        field(1, "metadata", Kind::Message(&super::meta_v1::OBJECT_META)),
+        field(2, "spec", Kind::Message(&STATEFUL_SET_SPEC)),
+        field(3, "status", Kind::Message(&STATEFUL_SET_STATUS)),
+    ],
+};
+
+/// `StatefulSetCondition`.
+pub(crate) static STATEFUL_SET_CONDITION: Message = Message {
+    name: "StatefulSetCondition",
+    fields: &[
+        kept(1, "type", Kind::String),
+        kept(2, "status", Kind::String),
+        field(3, "lastTransitionTime", Kind::Time),
+        field(4, "reason", Kind::String),
+        field(5, "message", Kind::String),
+    ],
+};
+
+/// `StatefulSetOrdinals`.
+pub(crate) static STATEFUL_SET_ORDINALS: Message = Message {
+    name: "StatefulSetOrdinals",
+    fields: &[kept(1, "start", Kind::Int32)],
+};
+
+/// `StatefulSetPersistentVolumeClaimRetentionPolicy`.
+pub(crate) static STATEFUL_SET_PERSISTENT_VOLUME_CLAIM_RETENTION_POLICY: Message = Message {
+    name: "StatefulSetPersistentVolumeClaimRetentionPolicy",
+    fields: &[
+        field(1, "whenDeleted", Kind::String),
+        field(2, "whenScaled", Kind::String),
+    ],
+};
+
+/// `StatefulSetSpec`.
+pub(crate) static STATEFUL_SET_SPEC: Message = Message {
+    name: "StatefulSetSpec",
+    fields: &[
+        kept(1, "replicas", Kind::Int32),
+        kept(
+            2,
+            "selector",
+            Kind::Message(&super::meta_v1::LABEL_SELECTOR),
+        ),
+        kept(
+            3,
+            "template",
+            Kind::Message(&super::core_v1::POD_TEMPLATE_SPEC),
+        ),
+        list(
+            4,
+            "volumeClaimTemplates",
+            Kind::Message(&super::core_v1::PERSISTENT_VOLUME_CLAIM),
+        ),
+        kept(5, "serviceName", Kind::String),
+        field(6, "podManagementPolicy", Kind::String),
+        field(
+            7,
+            "updateStrategy",
+            Kind::Message(&STATEFUL_SET_UPDATE_STRATEGY),
+        ),
+        kept(8, "revisionHistoryLimit", Kind::Int32),
+        field(9, "minReadySeconds", Kind::Int32),
+        kept(
+            10,
+            "persistentVolumeClaimRetentionPolicy",
+            Kind::Message(&STATEFUL_SET_PERSISTENT_VOLUME_CLAIM_RETENTION_POLICY),
+        ),
+        kept(11, "ordinals", Kind::Message(&STATEFUL_SET_ORDINALS)),
+    ],
+};
+
+/// `StatefulSetStatus`.
+pub(crate) static STATEFUL_SET_STATUS: Message = Message {
+    name: "StatefulSetStatus",
+    fields: &[
+        field(1, "observedGeneration", Kind::Int64),
+        kept(2, "replicas", Kind::Int32),
+        field(3, "readyReplicas", Kind::Int32),
+        field(4, "currentReplicas", Kind::Int32),
+        field(5, "updatedReplicas", Kind::Int32),
+        field(6, "currentRevision", Kind::String),
+        field(7, "updateRevision", Kind::String),
+        kept(9, "collisionCount", Kind::Int32),
+        list(10, "conditions", Kind::Message(&STATEFUL_SET_CONDITION)),
+        kept(11, "availableReplicas", Kind::Int32),
+    ],
+};
+
+/// `StatefulSetUpdateStrategy`.
+pub(crate) static STATEFUL_SET_UPDATE_STRATEGY: Message = Message {
+    name: "StatefulSetUpdateStrategy",
+    fields: &[
+        field(1, "type", Kind::String),
+        kept(
+            2,
+            "rollingUpdate",
+            Kind::Message(&ROLLING_UPDATE_STATEFUL_SET_STRATEGY),
+        ),
     ],
 };

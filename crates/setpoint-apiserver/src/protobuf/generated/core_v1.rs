@@ -60,6 +60,17 @@ pub(crate) static AZURE_DISK_VOLUME_SOURCE: Message = Message {
     ],
 };
 
+/// `AzureFilePersistentVolumeSource`.
+pub(crate) static AZURE_FILE_PERSISTENT_VOLUME_SOURCE: Message = Message {
+    name: "AzureFilePersistentVolumeSource",
+    fields: &[
+        kept(1, "secretName", Kind::String),
+        kept(2, "shareName", Kind::String),
+        field(3, "readOnly", Kind::Bool),
+        kept(4, "secretNamespace", Kind::String),
+    ],
+};
+
 /// `AzureFileVolumeSource`.
 pub(crate) static AZURE_FILE_VOLUME_SOURCE: Message = Message {
     name: "AzureFileVolumeSource",
@@ -76,6 +87,31 @@ pub(crate) static BINDING: Message = Message {
     fields: &[
         field(1, "metadata", Kind::Message(&super::meta_v1::OBJECT_META)),
         kept(2, "target", Kind::Message(&OBJECT_REFERENCE)),
+    ],
+};
+
+/// `CSIPersistentVolumeSource`.
+pub(crate) static CSI_PERSISTENT_VOLUME_SOURCE: Message = Message {
+    name: "CSIPersistentVolumeSource",
+    fields: &[
+        kept(1, "driver", Kind::String),
+        kept(2, "volumeHandle", Kind::String),
+        field(3, "readOnly", Kind::Bool),
+        field(4, "fsType", Kind::String),
+        map(5, "volumeAttributes", Kind::String),
+        kept(
+            6,
+            "controllerPublishSecretRef",
+            Kind::Message(&SECRET_REFERENCE),
+        ),
+        kept(7, "nodeStageSecretRef", Kind::Message(&SECRET_REFERENCE)),
+        kept(8, "nodePublishSecretRef", Kind::Message(&SECRET_REFERENCE)),
+        kept(
+            9,
+            "controllerExpandSecretRef",
+            Kind::Message(&SECRET_REFERENCE),
+        ),
+        kept(10, "nodeExpandSecretRef", Kind::Message(&SECRET_REFERENCE)),
     ],
 };
 
@@ -101,6 +137,19 @@ pub(crate) static CAPABILITIES: Message = Message {
     fields: &[list(1, "add", Kind::String), list(2, "drop", Kind::String)],
 };
 
+/// `CephFSPersistentVolumeSource`.
+pub(crate) static CEPH_FS_PERSISTENT_VOLUME_SOURCE: Message = Message {
+    name: "CephFSPersistentVolumeSource",
+    fields: &[
+        list(1, "monitors", Kind::String),
+        field(2, "path", Kind::String),
+        field(3, "user", Kind::String),
+        field(4, "secretFile", Kind::String),
+        kept(5, "secretRef", Kind::Message(&SECRET_REFERENCE)),
+        field(6, "readOnly", Kind::Bool),
+    ],
+};
+
 /// `CephFSVolumeSource`.
 pub(crate) static CEPH_FS_VOLUME_SOURCE: Message = Message {
     name: "CephFSVolumeSource",
@@ -111,6 +160,17 @@ pub(crate) static CEPH_FS_VOLUME_SOURCE: Message = Message {
         field(4, "secretFile", Kind::String),
         kept(5, "secretRef", Kind::Message(&LOCAL_OBJECT_REFERENCE)),
         field(6, "readOnly", Kind::Bool),
+    ],
+};
+
+/// `CinderPersistentVolumeSource`.
+pub(crate) static CINDER_PERSISTENT_VOLUME_SOURCE: Message = Message {
+    name: "CinderPersistentVolumeSource",
+    fields: &[
+        kept(1, "volumeID", Kind::String),
+        field(2, "fsType", Kind::String),
+        field(3, "readOnly", Kind::Bool),
+        kept(4, "secretRef", Kind::Message(&SECRET_REFERENCE)),
     ],
 };
 
@@ -424,6 +484,47 @@ pub(crate) static EMPTY_DIR_VOLUME_SOURCE: Message = Message {
     ],
 };
 
+/// `EndpointAddress`.
+pub(crate) static ENDPOINT_ADDRESS: Message = Message {
+    name: "EndpointAddress",
+    fields: &[
+        kept(1, "ip", Kind::String),
+        kept(2, "targetRef", Kind::Message(&OBJECT_REFERENCE)),
+        field(3, "hostname", Kind::String),
+        kept(4, "nodeName", Kind::String),
+    ],
+};
+
+/// `EndpointPort`.
+pub(crate) static ENDPOINT_PORT: Message = Message {
+    name: "EndpointPort",
+    fields: &[
+        field(1, "name", Kind::String),
+        kept(2, "port", Kind::Int32),
+        field(3, "protocol", Kind::String),
+        kept(4, "appProtocol", Kind::String),
+    ],
+};
+
+/// `EndpointSubset`.
+pub(crate) static ENDPOINT_SUBSET: Message = Message {
+    name: "EndpointSubset",
+    fields: &[
+        list(1, "addresses", Kind::Message(&ENDPOINT_ADDRESS)),
+        list(2, "notReadyAddresses", Kind::Message(&ENDPOINT_ADDRESS)),
+        list(3, "ports", Kind::Message(&ENDPOINT_PORT)),
+    ],
+};
+
+/// `Endpoints`.
+pub(crate) static ENDPOINTS: Message = Message {
+    name: "Endpoints",
+    fields: &[
+        field(1, "metadata", Kind::Message(&super::meta_v1::OBJECT_META)),
+        list(2, "subsets", Kind::Message(&ENDPOINT_SUBSET)),
+    ],
+};
+
 /// `EnvFromSource`.
 pub(crate) static ENV_FROM_SOURCE: Message = Message {
     name: "EnvFromSource",
@@ -588,6 +689,18 @@ pub(crate) static FILE_KEY_SELECTOR: Message = Message {
     ],
 };
 
+/// `FlexPersistentVolumeSource`.
+pub(crate) static FLEX_PERSISTENT_VOLUME_SOURCE: Message = Message {
+    name: "FlexPersistentVolumeSource",
+    fields: &[
+        kept(1, "driver", Kind::String),
+        field(2, "fsType", Kind::String),
+        kept(3, "secretRef", Kind::Message(&SECRET_REFERENCE)),
+        field(4, "readOnly", Kind::Bool),
+        map(5, "options", Kind::String),
+    ],
+};
+
 /// `FlexVolumeSource`.
 pub(crate) static FLEX_VOLUME_SOURCE: Message = Message {
     name: "FlexVolumeSource",
@@ -636,6 +749,17 @@ pub(crate) static GIT_REPO_VOLUME_SOURCE: Message = Message {
         kept(1, "repository", Kind::String),
         field(2, "revision", Kind::String),
         field(3, "directory", Kind::String),
+    ],
+};
+
+/// `GlusterfsPersistentVolumeSource`.
+pub(crate) static GLUSTERFS_PERSISTENT_VOLUME_SOURCE: Message = Message {
+    name: "GlusterfsPersistentVolumeSource",
+    fields: &[
+        kept(1, "endpoints", Kind::String),
+        kept(2, "path", Kind::String),
+        field(3, "readOnly", Kind::Bool),
+        kept(4, "endpointsNamespace", Kind::String),
     ],
 };
 
@@ -689,6 +813,24 @@ pub(crate) static HOST_IP: Message = Message {
 pub(crate) static HOST_PATH_VOLUME_SOURCE: Message = Message {
     name: "HostPathVolumeSource",
     fields: &[kept(1, "path", Kind::String), kept(2, "type", Kind::String)],
+};
+
+/// `ISCSIPersistentVolumeSource`.
+pub(crate) static ISCSI_PERSISTENT_VOLUME_SOURCE: Message = Message {
+    name: "ISCSIPersistentVolumeSource",
+    fields: &[
+        kept(1, "targetPortal", Kind::String),
+        kept(2, "iqn", Kind::String),
+        kept(3, "lun", Kind::Int32),
+        field(4, "iscsiInterface", Kind::String),
+        field(5, "fsType", Kind::String),
+        field(6, "readOnly", Kind::Bool),
+        list(7, "portals", Kind::String),
+        field(8, "chapAuthDiscovery", Kind::Bool),
+        kept(10, "secretRef", Kind::Message(&SECRET_REFERENCE)),
+        field(11, "chapAuthSession", Kind::Bool),
+        kept(12, "initiatorName", Kind::String),
+    ],
 };
 
 /// `ISCSIVolumeSource`.
@@ -814,6 +956,24 @@ pub(crate) static LOAD_BALANCER_STATUS: Message = Message {
 pub(crate) static LOCAL_OBJECT_REFERENCE: Message = Message {
     name: "LocalObjectReference",
     fields: &[kept(1, "name", Kind::String)],
+};
+
+/// `LocalVolumeSource`.
+pub(crate) static LOCAL_VOLUME_SOURCE: Message = Message {
+    name: "LocalVolumeSource",
+    fields: &[
+        kept(1, "path", Kind::String),
+        kept(2, "fsType", Kind::String),
+    ],
+};
+
+/// `ModifyVolumeStatus`.
+pub(crate) static MODIFY_VOLUME_STATUS: Message = Message {
+    name: "ModifyVolumeStatus",
+    fields: &[
+        field(1, "targetVolumeAttributesClassName", Kind::String),
+        kept(2, "status", Kind::String),
+    ],
 };
 
 /// `NFSVolumeSource`.
@@ -1088,6 +1248,39 @@ pub(crate) static OBJECT_REFERENCE: Message = Message {
     ],
 };
 
+/// `PersistentVolume`.
+pub(crate) static PERSISTENT_VOLUME: Message = Message {
+    name: "PersistentVolume",
+    fields: &[
+        field(1, "metadata", Kind::Message(&super::meta_v1::OBJECT_META)),
+        field(2, "spec", Kind::Message(&PERSISTENT_VOLUME_SPEC)),
+        field(3, "status", Kind::Message(&PERSISTENT_VOLUME_STATUS)),
+    ],
+};
+
+/// `PersistentVolumeClaim`.
+pub(crate) static PERSISTENT_VOLUME_CLAIM: Message = Message {
+    name: "PersistentVolumeClaim",
+    fields: &[
+        field(1, "metadata", Kind::Message(&super::meta_v1::OBJECT_META)),
+        field(2, "spec", Kind::Message(&PERSISTENT_VOLUME_CLAIM_SPEC)),
+        field(3, "status", Kind::Message(&PERSISTENT_VOLUME_CLAIM_STATUS)),
+    ],
+};
+
+/// `PersistentVolumeClaimCondition`.
+pub(crate) static PERSISTENT_VOLUME_CLAIM_CONDITION: Message = Message {
+    name: "PersistentVolumeClaimCondition",
+    fields: &[
+        kept(1, "type", Kind::String),
+        kept(2, "status", Kind::String),
+        field(3, "lastProbeTime", Kind::Time),
+        field(4, "lastTransitionTime", Kind::Time),
+        field(5, "reason", Kind::String),
+        field(6, "message", Kind::String),
+    ],
+};
+
 /// `PersistentVolumeClaimSpec`.
 pub(crate) static PERSISTENT_VOLUME_CLAIM_SPEC: Message = Message {
     name: "PersistentVolumeClaimSpec",
@@ -1112,6 +1305,29 @@ pub(crate) static PERSISTENT_VOLUME_CLAIM_SPEC: Message = Message {
     ],
 };
 
+/// `PersistentVolumeClaimStatus`.
+pub(crate) static PERSISTENT_VOLUME_CLAIM_STATUS: Message = Message {
+    name: "PersistentVolumeClaimStatus",
+    fields: &[
+        field(1, "phase", Kind::String),
+        list(2, "accessModes", Kind::String),
+        map(3, "capacity", Kind::Quantity),
+        list(
+            4,
+            "conditions",
+            Kind::Message(&PERSISTENT_VOLUME_CLAIM_CONDITION),
+        ),
+        map(5, "allocatedResources", Kind::Quantity),
+        map(7, "allocatedResourceStatuses", Kind::String),
+        kept(8, "currentVolumeAttributesClassName", Kind::String),
+        kept(
+            9,
+            "modifyVolumeStatus",
+            Kind::Message(&MODIFY_VOLUME_STATUS),
+        ),
+    ],
+};
+
 /// `PersistentVolumeClaimTemplate`.
 pub(crate) static PERSISTENT_VOLUME_CLAIM_TEMPLATE: Message = Message {
     name: "PersistentVolumeClaimTemplate",
@@ -1127,6 +1343,103 @@ pub(crate) static PERSISTENT_VOLUME_CLAIM_VOLUME_SOURCE: Message = Message {
     fields: &[
         kept(1, "claimName", Kind::String),
         field(2, "readOnly", Kind::Bool),
+    ],
+};
+
+/// `PersistentVolumeSource`.
+pub(crate) static PERSISTENT_VOLUME_SOURCE: Message = Message {
+    name: "PersistentVolumeSource",
+    fields: &[
+        kept(
+            1,
+            "gcePersistentDisk",
+            Kind::Message(&GCE_PERSISTENT_DISK_VOLUME_SOURCE),
+        ),
+        kept(
+            2,
+            "awsElasticBlockStore",
+            Kind::Message(&AWS_ELASTIC_BLOCK_STORE_VOLUME_SOURCE),
+        ),
+        kept(3, "hostPath", Kind::Message(&HOST_PATH_VOLUME_SOURCE)),
+        kept(
+            4,
+            "glusterfs",
+            Kind::Message(&GLUSTERFS_PERSISTENT_VOLUME_SOURCE),
+        ),
+        kept(5, "nfs", Kind::Message(&NFS_VOLUME_SOURCE)),
+        kept(6, "rbd", Kind::Message(&RBD_PERSISTENT_VOLUME_SOURCE)),
+        kept(7, "iscsi", Kind::Message(&ISCSI_PERSISTENT_VOLUME_SOURCE)),
+        kept(8, "cinder", Kind::Message(&CINDER_PERSISTENT_VOLUME_SOURCE)),
+        kept(
+            9,
+            "cephfs",
+            Kind::Message(&CEPH_FS_PERSISTENT_VOLUME_SOURCE),
+        ),
+        kept(10, "fc", Kind::Message(&FC_VOLUME_SOURCE)),
+        kept(11, "flocker", Kind::Message(&FLOCKER_VOLUME_SOURCE)),
+        kept(
+            12,
+            "flexVolume",
+            Kind::Message(&FLEX_PERSISTENT_VOLUME_SOURCE),
+        ),
+        kept(
+            13,
+            "azureFile",
+            Kind::Message(&AZURE_FILE_PERSISTENT_VOLUME_SOURCE),
+        ),
+        kept(
+            14,
+            "vsphereVolume",
+            Kind::Message(&VSPHERE_VIRTUAL_DISK_VOLUME_SOURCE),
+        ),
+        kept(15, "quobyte", Kind::Message(&QUOBYTE_VOLUME_SOURCE)),
+        kept(16, "azureDisk", Kind::Message(&AZURE_DISK_VOLUME_SOURCE)),
+        kept(
+            17,
+            "photonPersistentDisk",
+            Kind::Message(&PHOTON_PERSISTENT_DISK_VOLUME_SOURCE),
+        ),
+        kept(18, "portworxVolume", Kind::Message(&PORTWORX_VOLUME_SOURCE)),
+        kept(
+            19,
+            "scaleIO",
+            Kind::Message(&SCALE_IO_PERSISTENT_VOLUME_SOURCE),
+        ),
+        kept(20, "local", Kind::Message(&LOCAL_VOLUME_SOURCE)),
+        kept(
+            21,
+            "storageos",
+            Kind::Message(&STORAGE_OS_PERSISTENT_VOLUME_SOURCE),
+        ),
+        kept(22, "csi", Kind::Message(&CSI_PERSISTENT_VOLUME_SOURCE)),
+    ],
+};
+
+/// `PersistentVolumeSpec`.
+pub(crate) static PERSISTENT_VOLUME_SPEC: Message = Message {
+    name: "PersistentVolumeSpec",
+    fields: &[
+        map(1, "capacity", Kind::Quantity),
+        inline(2, Kind::Message(&PERSISTENT_VOLUME_SOURCE)),
+        list(3, "accessModes", Kind::String),
+        kept(4, "claimRef", Kind::Message(&OBJECT_REFERENCE)),
+        field(5, "persistentVolumeReclaimPolicy", Kind::String),
+        field(6, "storageClassName", Kind::String),
+        list(7, "mountOptions", Kind::String),
+        kept(8, "volumeMode", Kind::String),
+        kept(9, "nodeAffinity", Kind::Message(&VOLUME_NODE_AFFINITY)),
+        kept(10, "volumeAttributesClassName", Kind::String),
+    ],
+};
+
+/// `PersistentVolumeStatus`.
+pub(crate) static PERSISTENT_VOLUME_STATUS: Message = Message {
+    name: "PersistentVolumeStatus",
+    fields: &[
+        field(1, "phase", Kind::String),
+        field(2, "message", Kind::String),
+        field(3, "reason", Kind::String),
+        kept(4, "lastPhaseTransitionTime", Kind::Time),
     ],
 };
 
@@ -1446,6 +1759,15 @@ pub(crate) static POD_STATUS: Message = Message {
     ],
 };
 
+/// `PodTemplate`.
+pub(crate) static POD_TEMPLATE: Message = Message {
+    name: "PodTemplate",
+    fields: &[
+        field(1, "metadata", Kind::Message(&super::meta_v1::OBJECT_META)),
+        field(2, "template", Kind::Message(&POD_TEMPLATE_SPEC)),
+    ],
+};
+
 /// `PodTemplateSpec`.
 pub(crate) static POD_TEMPLATE_SPEC: Message = Message {
     name: "PodTemplateSpec",
@@ -1531,6 +1853,21 @@ pub(crate) static QUOBYTE_VOLUME_SOURCE: Message = Message {
     ],
 };
 
+/// `RBDPersistentVolumeSource`.
+pub(crate) static RBD_PERSISTENT_VOLUME_SOURCE: Message = Message {
+    name: "RBDPersistentVolumeSource",
+    fields: &[
+        list(1, "monitors", Kind::String),
+        kept(2, "image", Kind::String),
+        field(3, "fsType", Kind::String),
+        field(4, "pool", Kind::String),
+        field(5, "user", Kind::String),
+        field(6, "keyring", Kind::String),
+        kept(7, "secretRef", Kind::Message(&SECRET_REFERENCE)),
+        field(8, "readOnly", Kind::Bool),
+    ],
+};
+
 /// `RBDVolumeSource`.
 pub(crate) static RBD_VOLUME_SOURCE: Message = Message {
     name: "RBDVolumeSource",
@@ -1543,6 +1880,56 @@ pub(crate) static RBD_VOLUME_SOURCE: Message = Message {
         field(6, "keyring", Kind::String),
         kept(7, "secretRef", Kind::Message(&LOCAL_OBJECT_REFERENCE)),
         field(8, "readOnly", Kind::Bool),
+    ],
+};
+
+/// `ReplicationController`.
+pub(crate) static REPLICATION_CONTROLLER: Message = Message {
+    name: "ReplicationController",
+    fields: &[
+        field(1, "metadata", Kind::Message(&super::meta_v1::OBJECT_META)),
+        field(2, "spec", Kind::Message(&REPLICATION_CONTROLLER_SPEC)),
+        field(3, "status", Kind::Message(&REPLICATION_CONTROLLER_STATUS)),
+    ],
+};
+
+/// `ReplicationControllerCondition`.
+pub(crate) static REPLICATION_CONTROLLER_CONDITION: Message = Message {
+    name: "ReplicationControllerCondition",
+    fields: &[
+        kept(1, "type", Kind::String),
+        kept(2, "status", Kind::String),
+        field(3, "lastTransitionTime", Kind::Time),
+        field(4, "reason", Kind::String),
+        field(5, "message", Kind::String),
+    ],
+};
+
+/// `ReplicationControllerSpec`.
+pub(crate) static REPLICATION_CONTROLLER_SPEC: Message = Message {
+    name: "ReplicationControllerSpec",
+    fields: &[
+        kept(1, "replicas", Kind::Int32),
+        map(2, "selector", Kind::String),
+        kept(3, "template", Kind::Message(&POD_TEMPLATE_SPEC)),
+        field(4, "minReadySeconds", Kind::Int32),
+    ],
+};
+
+/// `ReplicationControllerStatus`.
+pub(crate) static REPLICATION_CONTROLLER_STATUS: Message = Message {
+    name: "ReplicationControllerStatus",
+    fields: &[
+        kept(1, "replicas", Kind::Int32),
+        field(2, "fullyLabeledReplicas", Kind::Int32),
+        field(3, "observedGeneration", Kind::Int64),
+        field(4, "readyReplicas", Kind::Int32),
+        field(5, "availableReplicas", Kind::Int32),
+        list(
+            6,
+            "conditions",
+            Kind::Message(&REPLICATION_CONTROLLER_CONDITION),
+        ),
     ],
 };
 
@@ -1572,6 +1959,35 @@ pub(crate) static RESOURCE_HEALTH: Message = Message {
         kept(1, "resourceID", Kind::String),
         field(2, "health", Kind::String),
         kept(6, "message", Kind::String),
+    ],
+};
+
+/// `ResourceQuota`.
+pub(crate) static RESOURCE_QUOTA: Message = Message {
+    name: "ResourceQuota",
+    fields: &[
+        field(1, "metadata", Kind::Message(&super::meta_v1::OBJECT_META)),
+        field(2, "spec", Kind::Message(&RESOURCE_QUOTA_SPEC)),
+        field(3, "status", Kind::Message(&RESOURCE_QUOTA_STATUS)),
+    ],
+};
+
+/// `ResourceQuotaSpec`.
+pub(crate) static RESOURCE_QUOTA_SPEC: Message = Message {
+    name: "ResourceQuotaSpec",
+    fields: &[
+        map(1, "hard", Kind::Quantity),
+        list(2, "scopes", Kind::String),
+        kept(3, "scopeSelector", Kind::Message(&SCOPE_SELECTOR)),
+    ],
+};
+
+/// `ResourceQuotaStatus`.
+pub(crate) static RESOURCE_QUOTA_STATUS: Message = Message {
+    name: "ResourceQuotaStatus",
+    fields: &[
+        map(1, "hard", Kind::Quantity),
+        map(2, "used", Kind::Quantity),
     ],
 };
 
@@ -1605,6 +2021,23 @@ pub(crate) static SE_LINUX_OPTIONS: Message = Message {
     ],
 };
 
+/// `ScaleIOPersistentVolumeSource`.
+pub(crate) static SCALE_IO_PERSISTENT_VOLUME_SOURCE: Message = Message {
+    name: "ScaleIOPersistentVolumeSource",
+    fields: &[
+        kept(1, "gateway", Kind::String),
+        kept(2, "system", Kind::String),
+        kept(3, "secretRef", Kind::Message(&SECRET_REFERENCE)),
+        field(4, "sslEnabled", Kind::Bool),
+        field(5, "protectionDomain", Kind::String),
+        field(6, "storagePool", Kind::String),
+        field(7, "storageMode", Kind::String),
+        field(8, "volumeName", Kind::String),
+        field(9, "fsType", Kind::String),
+        field(10, "readOnly", Kind::Bool),
+    ],
+};
+
 /// `ScaleIOVolumeSource`.
 pub(crate) static SCALE_IO_VOLUME_SOURCE: Message = Message {
     name: "ScaleIOVolumeSource",
@@ -1619,6 +2052,26 @@ pub(crate) static SCALE_IO_VOLUME_SOURCE: Message = Message {
         field(8, "volumeName", Kind::String),
         field(9, "fsType", Kind::String),
         field(10, "readOnly", Kind::Bool),
+    ],
+};
+
+/// `ScopeSelector`.
+pub(crate) static SCOPE_SELECTOR: Message = Message {
+    name: "ScopeSelector",
+    fields: &[list(
+        1,
+        "matchExpressions",
+        Kind::Message(&SCOPED_RESOURCE_SELECTOR_REQUIREMENT),
+    )],
+};
+
+/// `ScopedResourceSelectorRequirement`.
+pub(crate) static SCOPED_RESOURCE_SELECTOR_REQUIREMENT: Message = Message {
+    name: "ScopedResourceSelectorRequirement",
+    fields: &[
+        kept(1, "scopeName", Kind::String),
+        kept(2, "operator", Kind::String),
+        list(3, "values", Kind::String),
     ],
 };
 
@@ -1669,6 +2122,15 @@ pub(crate) static SECRET_PROJECTION: Message = Message {
         inline(1, Kind::Message(&LOCAL_OBJECT_REFERENCE)),
         list(2, "items", Kind::Message(&KEY_TO_PATH)),
         kept(4, "optional", Kind::Bool),
+    ],
+};
+
+/// `SecretReference`.
+pub(crate) static SECRET_REFERENCE: Message = Message {
+    name: "SecretReference",
+    fields: &[
+        field(1, "name", Kind::String),
+        field(2, "namespace", Kind::String),
     ],
 };
 
@@ -1806,6 +2268,18 @@ pub(crate) static SLEEP_ACTION: Message = Message {
     fields: &[kept(1, "seconds", Kind::Int64)],
 };
 
+/// `StorageOSPersistentVolumeSource`.
+pub(crate) static STORAGE_OS_PERSISTENT_VOLUME_SOURCE: Message = Message {
+    name: "StorageOSPersistentVolumeSource",
+    fields: &[
+        field(1, "volumeName", Kind::String),
+        field(2, "volumeNamespace", Kind::String),
+        field(3, "fsType", Kind::String),
+        field(4, "readOnly", Kind::Bool),
+        kept(5, "secretRef", Kind::Message(&OBJECT_REFERENCE)),
+    ],
+};
+
 /// `StorageOSVolumeSource`.
 pub(crate) static STORAGE_OS_VOLUME_SOURCE: Message = Message {
     name: "StorageOSVolumeSource",
@@ -1857,6 +2331,25 @@ pub(crate) static TOLERATION: Message = Message {
         field(4, "effect", Kind::String),
         kept(5, "tolerationSeconds", Kind::Int64),
     ],
+};
+
+/// `TopologySelectorLabelRequirement`.
+pub(crate) static TOPOLOGY_SELECTOR_LABEL_REQUIREMENT: Message = Message {
+    name: "TopologySelectorLabelRequirement",
+    fields: &[
+        kept(1, "key", Kind::String),
+        list(2, "values", Kind::String),
+    ],
+};
+
+/// `TopologySelectorTerm`.
+pub(crate) static TOPOLOGY_SELECTOR_TERM: Message = Message {
+    name: "TopologySelectorTerm",
+    fields: &[list(
+        1,
+        "matchLabelExpressions",
+        Kind::Message(&TOPOLOGY_SELECTOR_LABEL_REQUIREMENT),
+    )],
 };
 
 /// `TopologySpreadConstraint`.
@@ -1941,6 +2434,12 @@ pub(crate) static VOLUME_MOUNT_STATUS: Message = Message {
         kept(4, "recursiveReadOnly", Kind::String),
         kept(5, "volumeStatus", Kind::Message(&VOLUME_STATUS)),
     ],
+};
+
+/// `VolumeNodeAffinity`.
+pub(crate) static VOLUME_NODE_AFFINITY: Message = Message {
+    name: "VolumeNodeAffinity",
+    fields: &[kept(1, "required", Kind::Message(&NODE_SELECTOR))],
 };
 
 /// `VolumeProjection`.

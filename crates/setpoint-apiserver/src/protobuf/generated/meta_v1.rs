@@ -38,6 +38,16 @@ pub(crate) static DELETE_OPTIONS: Message = Message {
     ],
 };
 
+/// `FieldSelectorRequirement`.
+pub(crate) static FIELD_SELECTOR_REQUIREMENT: Message = Message {
+    name: "FieldSelectorRequirement",
+    fields: &[
+        kept(1, "key", Kind::String),
+        kept(2, "operator", Kind::String),
+        list(3, "values", Kind::String),
+    ],
+};
+
 /// `LabelSelector`.
 pub(crate) static LABEL_SELECTOR: Message = Message {
     name: "LabelSelector",

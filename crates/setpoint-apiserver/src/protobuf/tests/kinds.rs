@@ -247,3 +247,26 @@ fn pod_should_decode_a_kubectl_run_pod() {
                "status": {}})
     );
 }
+
+#[test]
+fn a_signing_request_should_decode_extra_values_as_lists() {
+    let extra = Enc::new()
+        .str(1, "scopes")
+        .msg(2, Enc::new().str(1, "a").str(1, "b"));
+    let spec = Enc::new()
+        .bytes(1, b"PEM")
+        .str(5, "client auth")
+        .msg(6, extra)
+        .str(7, "example.com/signer");
+    let raw = Enc::new().msg(1, object_meta("c", &[])).msg(2, spec);
+    assert_eq!(
+        decoded(&body(
+            "certificates.k8s.io/v1",
+            "CertificateSigningRequest",
+            raw
+        )),
+        json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+               "metadata": {"name": "c"}, "spec": {"request": "UEVN", "usages": ["client auth"],
+               "extra": {"scopes": ["a", "b"]}, "signerName": "example.com/signer"}})
+    );
+}

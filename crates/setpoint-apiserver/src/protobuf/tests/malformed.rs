@@ -30,7 +30,11 @@ fn an_unknown_field_should_be_an_error_naming_field_and_message() {
 
 #[test]
 fn a_kind_without_tables_should_be_unsupported_media_type() {
-    let err = decode_err(&body("batch/v1", "Job", Enc::new()));
+    let err = decode_err(&body(
+        "resource.k8s.io/v1beta1",
+        "ResourceClaim",
+        Enc::new(),
+    ));
     assert!(matches!(err, ProtobufError::UnsupportedKind { .. }));
     let api = ApiError::from(err);
     assert_eq!(api.code(), 415);

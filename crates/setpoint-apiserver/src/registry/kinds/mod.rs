@@ -38,11 +38,39 @@ kinds! {
     limit_range,
     controller_revision,
     pod_disruption_budget,
+    pod_template,
+    replication_controller,
+    resource_quota,
+    persistent_volume,
+    persistent_volume_claim,
+    endpoints,
+    stateful_set,
+    daemon_set,
+    job,
+    cron_job,
+    endpoint_slice,
+    ingress,
+    ingress_class,
+    network_policy,
+    priority_class,
+    storage_class,
+    csi_driver,
+    csi_node,
+    csi_storage_capacity,
+    volume_attachment,
+    runtime_class,
+    rbac,
+    flowcontrol,
+    certificate_signing_request,
+    api_service,
+    review,
+    binding,
 }
 
 /// Subresources whose storage rules belong to one kind.
 pub(crate) use namespace::finalize as finalize_namespace;
 pub(crate) use pod::{bind as bind_pod, evict as evict_pod};
+pub(crate) use priority_class::{system_class, SYSTEM_CLASSES as SYSTEM_PRIORITY_CLASSES};
 
 /// The resources of the kinds above, without CustomResourceDefinitions (the OpenAPI
 /// documents' typed schemas come from these).

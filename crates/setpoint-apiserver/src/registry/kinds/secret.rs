@@ -1,10 +1,13 @@
-//! core/v1 Secret: `type` defaults to `Opaque` and never changes; its keys and total size are
-//! validated; field selectors may use `type`.
+//! core/v1 Secret: `type` defaults to `Opaque` and never changes; `stringData` is written into
+//! `data` (base64, its keys winning) and never stored, as kube-apiserver's conversion does; its
+//! keys and total size are validated; field selectors may use `type`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Secret;
 use serde_json::{json, Value};
@@ -52,6 +55,15 @@ impl Strategy for Secrets {
     fn apply_defaults(&self, object: &mut Value) {
         if let Some(map) = object.as_object_mut() {
             default(map, "type", json!("Opaque"));
+            if let Some(Value::Object(strings)) = map.remove("stringData") {
+                default(map, "data", json!({}));
+                if let Some(data) = map.get_mut("data").and_then(Value::as_object_mut) {
+                    for (key, value) in strings {
+                        let text = value.as_str().unwrap_or_default();
+                        data.insert(key, json!(STANDARD.encode(text)));
+                    }
+                }
+            }
         }
     }
 
@@ -96,5 +108,17 @@ impl Strategy for Secrets {
 
     fn field_set(&self, object: &Value) -> BTreeMap<String, String> {
         fields::field_set(FIELDS, object)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn string_data_should_be_encoded_into_data_and_win() {
+        let mut s = json!({"data": {"a": "eA==", "b": "eQ=="}, "stringData": {"b": "admin"}});
+        Secrets.apply_defaults(&mut s);
+        assert_eq!(s, json!({"type": "Opaque", "data": {"a": "eA==", "b": "YWRtaW4="}}));
     }
 }

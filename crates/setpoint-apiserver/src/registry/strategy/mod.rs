@@ -222,6 +222,31 @@ pub(crate) trait Strategy: std::any::Any + Send + Sync + std::fmt::Debug {
     fn delete_returns_object(&self) -> bool {
         false
     }
+
+    /// Whether creating an object of the kind binds the pod it names instead (core/v1
+    /// `bindings`, as `pods/binding` does).
+    fn binds_pods(&self) -> bool {
+        false
+    }
+
+    /// Whether the kind is a create-only review (`SelfSubjectAccessReview`, …): a create is
+    /// answered by [`Strategy::review`] and nothing is stored.
+    fn reviews(&self) -> bool {
+        false
+    }
+
+    /// A review kind's answer to a valid `object` asked by `asker`, in the request's
+    /// `namespace`: the object with its `status`.
+    fn review(&self, object: Value, _asker: &Asker, _namespace: Option<&str>) -> Value {
+        object
+    }
+}
+
+/// Who sends a request, as a review kind sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Asker {
+    pub(crate) name: String,
+    pub(crate) groups: Vec<String>,
 }
 
 /// Adds a type's schema (and those it references) to a generator and returns a `$ref` to it.

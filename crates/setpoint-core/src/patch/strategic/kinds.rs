@@ -2,7 +2,7 @@
 //!
 //! Every field of these kinds that has an `x-kubernetes-patch-strategy` in the Kubernetes
 //! 1.27–1.33 OpenAPI schemas (generated from the `patchStrategy`/`patchMergeKey` struct tags in
-//! `k8s.io/api` `core/v1`, `apps/v1`, `meta/v1`; walked from each kind's root through every
+//! `k8s.io/api`; walked from each kind's root through every
 //! `$ref`). Fields added after 1.27 are included: a field an object does not have never
 //! matters. Notably *not* merged (no tag, so replaced whole): `spec.tolerations`,
 //! `spec.taints` (Node), `spec.readinessGates`, `status.containerStatuses`, container
@@ -127,6 +127,36 @@ const KINDS: &[(&str, &str)] = &[
     ("apps/v1", "ReplicaSet"),
     ("autoscaling/v1", "Scale"),
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+    ("v1", "PodTemplate"),
+    ("v1", "ReplicationController"),
+    ("v1", "ResourceQuota"),
+    ("v1", "LimitRange"),
+    ("v1", "PersistentVolume"),
+    ("v1", "PersistentVolumeClaim"),
+    ("v1", "Endpoints"),
+    ("apps/v1", "StatefulSet"),
+    ("apps/v1", "DaemonSet"),
+    ("apps/v1", "ControllerRevision"),
+    ("batch/v1", "Job"),
+    ("batch/v1", "CronJob"),
+    ("autoscaling/v1", "HorizontalPodAutoscaler"),
+    ("autoscaling/v2", "HorizontalPodAutoscaler"),
+    ("policy/v1", "PodDisruptionBudget"),
+    ("discovery.k8s.io/v1", "EndpointSlice"),
+    ("networking.k8s.io/v1", "Ingress"),
+    ("networking.k8s.io/v1", "IngressClass"),
+    ("networking.k8s.io/v1", "NetworkPolicy"),
+    ("scheduling.k8s.io/v1", "PriorityClass"),
+    ("storage.k8s.io/v1", "StorageClass"),
+    ("storage.k8s.io/v1", "CSIDriver"),
+    ("storage.k8s.io/v1", "CSINode"),
+    ("storage.k8s.io/v1", "CSIStorageCapacity"),
+    ("storage.k8s.io/v1", "VolumeAttachment"),
+    ("node.k8s.io/v1", "RuntimeClass"),
+    ("rbac.authorization.k8s.io/v1", "Role"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
 ];
 
 fn table(api_version: &str, kind: &str) -> Table {
@@ -165,8 +195,37 @@ fn table(api_version: &str, kind: &str) -> Table {
             t.metadata("spec.template").pod_spec("spec.template.spec");
             t.mount("status", &[("conditions", FieldStrategy::by("type"))]);
         }
-        // ConfigMap, Secret, both Events, Lease, Scale, CustomResourceDefinition: only their
-        // metadata has tags.
+        ("v1", "PodTemplate") => {
+            t.metadata("template").pod_spec("template.spec");
+        }
+        ("v1", "ReplicationController") | ("apps/v1", "DaemonSet") | ("batch/v1", "Job") => {
+            t.metadata("spec.template").pod_spec("spec.template.spec");
+            t.mount("status", &[("conditions", FieldStrategy::by("type"))]);
+        }
+        ("apps/v1", "StatefulSet") => {
+            t.metadata("spec.template").pod_spec("spec.template.spec");
+            t.metadata("spec.volumeClaimTemplates");
+            t.mount(
+                "spec.volumeClaimTemplates.status",
+                &[("conditions", FieldStrategy::by("type"))],
+            );
+            t.mount("status", &[("conditions", FieldStrategy::by("type"))]);
+        }
+        ("batch/v1", "CronJob") => {
+            t.metadata("spec.jobTemplate");
+            t.metadata("spec.jobTemplate.spec.template")
+                .pod_spec("spec.jobTemplate.spec.template.spec");
+        }
+        ("v1", "PersistentVolumeClaim")
+        | ("autoscaling/v2", "HorizontalPodAutoscaler")
+        | ("policy/v1", "PodDisruptionBudget") => {
+            t.mount("status", &[("conditions", FieldStrategy::by("type"))]);
+        }
+        ("storage.k8s.io/v1", "CSINode") => {
+            t.mount("spec", &[("drivers", FieldStrategy::by("name"))]);
+        }
+        // ConfigMap, Secret, both Events, Lease, Scale, CustomResourceDefinition, and the
+        // other kinds listed: only their metadata has tags.
         _ => {}
     }
     t
@@ -241,6 +300,27 @@ mod tests {
             assert_eq!(at("tolerations"), None);
             assert_eq!(at("containers.envFrom"), None);
         }
+    }
+
+    #[test]
+    fn every_pod_template_should_merge_containers_by_name() {
+        for (v, k, prefix) in [
+            ("v1", "PodTemplate", "template.spec"),
+            ("v1", "ReplicationController", "spec.template.spec"),
+            ("apps/v1", "StatefulSet", "spec.template.spec"),
+            ("apps/v1", "DaemonSet", "spec.template.spec"),
+            ("batch/v1", "Job", "spec.template.spec"),
+            ("batch/v1", "CronJob", "spec.jobTemplate.spec.template.spec"),
+        ] {
+            let at = |p: &str| strategy(v, k, &format!("{prefix}.{p}"));
+            assert_eq!(at("containers"), Some(FieldStrategy::by("name")), "{k}");
+            assert_eq!(at("containers.env"), Some(FieldStrategy::by("name")), "{k}");
+        }
+        assert_eq!(
+            strategy("batch/v1", "Job", "status.conditions"),
+            Some(FieldStrategy::by("type"))
+        );
+        assert_eq!(strategy("v1", "Endpoints", "subsets"), None);
     }
 
     #[test]

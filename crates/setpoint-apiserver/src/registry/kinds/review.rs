@@ -1,0 +1,210 @@
+//! The create-only review kinds, answered from what Setpoint really does and never stored:
+//! authentication.k8s.io/v1 SelfSubjectReview (who the caller is), and authorization.k8s.io/v1
+//! SelfSubjectAccessReview, SubjectAccessReview, LocalSubjectAccessReview and
+//! SelfSubjectRulesReview. Setpoint has no authorizer: every authenticated user may do
+//! everything, and anonymous requests are refused with 401. So an access review allows any
+//! request of an authenticated user and none of `system:anonymous` (or of the
+//! `system:unauthenticated` group), and a rules review lists every verb on everything.
+//! (TokenReview is not served: the server's bearer token is not known here.)
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use k8s_openapi::api::authorization::v1::{
+    LocalSubjectAccessReview, SelfSubjectAccessReview, SelfSubjectRulesReview, SubjectAccessReview,
+};
+use serde_json::{json, Value};
+use setpoint_core::Cause;
+
+use crate::registry::identity::Identity;
+use crate::registry::strategy::{round_trip, schema_of, Asker, Strategy, TypedSchema};
+use crate::registry::table::{name_cell, Column};
+use crate::registry::ResourceDef;
+
+/// The only verb of a review.
+const CREATE: &[&str] = &["create"];
+
+/// Why an authenticated user is allowed.
+const ALLOWED: &str = "Setpoint allows every authenticated user every request";
+
+/// Why an anonymous one is not.
+const DENIED: &str = "Setpoint refuses anonymous requests";
+
+/// The review kinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Review {
+    SelfSubject,
+    SelfSubjectAccess,
+    SubjectAccess,
+    LocalSubjectAccess,
+    SelfSubjectRules,
+}
+
+pub(crate) fn resources() -> Vec<ResourceDef> {
+    [
+        ("authentication.k8s.io", "SelfSubjectReview", "selfsubjectreviews", false, Review::SelfSubject),
+        ("authorization.k8s.io", "LocalSubjectAccessReview", "localsubjectaccessreviews", true, Review::LocalSubjectAccess),
+        ("authorization.k8s.io", "SelfSubjectAccessReview", "selfsubjectaccessreviews", false, Review::SelfSubjectAccess),
+        ("authorization.k8s.io", "SelfSubjectRulesReview", "selfsubjectrulesreviews", false, Review::SelfSubjectRules),
+        ("authorization.k8s.io", "SubjectAccessReview", "subjectaccessreviews", false, Review::SubjectAccess),
+    ]
+    .into_iter()
+    .map(|(group, kind, plural, namespaced, review)| {
+        Identity {
+            group,
+            version: "v1",
+            kind,
+            plural,
+            singular: &plural[..plural.len() - 1],
+            short_names: &[],
+            categories: &[],
+            namespaced,
+            verbs: CREATE,
+        }
+        .build(Arc::new(review), |_| vec![])
+    })
+    .collect()
+}
+
+/// Whether a user named `name` in `groups` is one Setpoint would let in.
+fn authenticated(name: &str, groups: &[Value]) -> bool {
+    name != "system:anonymous" && !groups.iter().any(|g| g == "system:unauthenticated")
+}
+
+#[async_trait]
+impl Strategy for Review {
+    fn normalize(&self, object: &Value) -> Result<Value, String> {
+        match self {
+            Review::SelfSubject => round_trip::<SelfSubjectReview>(object),
+            Review::SelfSubjectAccess => round_trip::<SelfSubjectAccessReview>(object),
+            Review::SubjectAccess => round_trip::<SubjectAccessReview>(object),
+            Review::LocalSubjectAccess => round_trip::<LocalSubjectAccessReview>(object),
+            Review::SelfSubjectRules => round_trip::<SelfSubjectRulesReview>(object),
+        }
+    }
+
+    fn typed_schema(&self) -> Option<TypedSchema> {
+        match self {
+            Review::SelfSubject => schema_of::<SelfSubjectReview>(),
+            Review::SelfSubjectAccess => schema_of::<SelfSubjectAccessReview>(),
+            Review::SubjectAccess => schema_of::<SubjectAccessReview>(),
+            Review::LocalSubjectAccess => schema_of::<LocalSubjectAccessReview>(),
+            Review::SelfSubjectRules => schema_of::<SelfSubjectRulesReview>(),
+        }
+    }
+
+    fn reviews(&self) -> bool {
+        true
+    }
+
+    async fn validate(&self, object: &Value, _old: Option<&Value>) -> Vec<Cause> {
+        let spec = &object["spec"];
+        let mut causes = Vec::new();
+        let access = matches!(
+            self,
+            Review::SelfSubjectAccess | Review::SubjectAccess | Review::LocalSubjectAccess
+        );
+        if access && spec["resourceAttributes"].is_null() == spec["nonResourceAttributes"].is_null() {
+            causes.push(Cause::invalid(
+                "spec.resourceAttributes",
+                &spec["resourceAttributes"],
+                "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+            ));
+        }
+        if *self == Review::SubjectAccess
+            && spec["user"].as_str().is_none_or(str::is_empty)
+            && spec["groups"].as_array().is_none_or(Vec::is_empty)
+        {
+            causes.push(Cause::invalid("spec.user", &json!(""), "at least one of user or group must be specified"));
+        }
+        if *self == Review::LocalSubjectAccess && !spec["nonResourceAttributes"].is_null() {
+            causes.push(Cause::invalid(
+                "spec.nonResourceAttributes",
+                &spec["nonResourceAttributes"],
+                "disallowed on this kind of request",
+            ));
+        }
+        causes
+    }
+
+    fn review(&self, mut object: Value, asker: &Asker, namespace: Option<&str>) -> Value {
+        let status = match self {
+            Review::SelfSubject => {
+                json!({"userInfo": {"username": asker.name, "groups": asker.groups}})
+            }
+            Review::SelfSubjectAccess => json!({"allowed": true, "reason": ALLOWED}),
+            Review::SubjectAccess | Review::LocalSubjectAccess => {
+                let spec = &object["spec"];
+                let groups = spec["groups"].as_array().map(Vec::as_slice).unwrap_or_default();
+                if authenticated(spec["user"].as_str().unwrap_or_default(), groups) {
+                    json!({"allowed": true, "reason": ALLOWED})
+                } else {
+                    json!({"allowed": false, "reason": DENIED})
+                }
+            }
+            Review::SelfSubjectRules => json!({
+                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+                "incomplete": false,
+            }),
+        };
+        let mut meta = json!({"creationTimestamp": null});
+        if let Some(ns) = namespace {
+            meta["namespace"] = json!(ns);
+        }
+        if let Some(name) = object["metadata"]["name"].as_str() {
+            meta["name"] = json!(name);
+        }
+        object["metadata"] = meta;
+        object["status"] = status;
+        object
+    }
+
+    fn columns(&self) -> Vec<Column> {
+        vec![Column::name()]
+    }
+
+    fn cells(&self, o: &Value, _now: DateTime<Utc>) -> Vec<Value> {
+        vec![name_cell(o)]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asker() -> Asker {
+        Asker { name: "alice".into(), groups: vec!["dev".into(), "system:authenticated".into()] }
+    }
+
+    fn fields(review: Review, spec: Value) -> Vec<String> {
+        futures::executor::block_on(review.validate(&json!({"spec": spec}), None))
+            .into_iter()
+            .map(|c| c.field)
+            .collect()
+    }
+
+    #[test]
+    fn a_self_subject_review_should_name_the_asker() {
+        let answer = Review::SelfSubject.review(json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}), &asker(), None);
+        assert_eq!(answer["status"]["userInfo"], json!({"username": "alice", "groups": ["dev", "system:authenticated"]}));
+        assert_eq!(answer["metadata"], json!({"creationTimestamp": null}));
+    }
+
+    #[test]
+    fn access_reviews_should_allow_authenticated_users_only() {
+        let ask = |spec: Value| Review::SubjectAccess.review(json!({"spec": spec}), &asker(), None)["status"]["allowed"].clone();
+        let attrs = json!({"verb": "get", "resource": "pods"});
+        assert_eq!(ask(json!({"user": "bob", "resourceAttributes": attrs})), true);
+        assert_eq!(ask(json!({"user": "system:anonymous", "resourceAttributes": attrs})), false);
+        assert_eq!(ask(json!({"groups": ["system:unauthenticated"], "resourceAttributes": attrs})), false);
+        assert_eq!(fields(Review::SubjectAccess, json!({"resourceAttributes": attrs})), ["spec.user"]);
+        assert_eq!(fields(Review::SelfSubjectAccess, json!({})), ["spec.resourceAttributes"]);
+        assert_eq!(
+            fields(Review::LocalSubjectAccess, json!({"nonResourceAttributes": {"path": "/", "verb": "get"}})),
+            ["spec.nonResourceAttributes"]
+        );
+    }
+}
