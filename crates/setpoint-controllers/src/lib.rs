@@ -10,6 +10,7 @@ mod garbage_collector;
 mod hpa;
 mod loops;
 mod namespace;
+mod namespace_defaults;
 mod node_lifecycle;
 mod pid_autoscaler;
 mod replicaset;

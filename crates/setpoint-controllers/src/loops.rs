@@ -27,6 +27,10 @@ pub enum Loop {
     HorizontalPodAutoscaler,
     /// Scales the targets of PIDAutoscalers with a PID law (installs their CRD).
     PidAutoscaler,
+    /// Creates the `default` ServiceAccount in every namespace.
+    ServiceAccount,
+    /// Publishes the cluster CA bundle as `kube-root-ca.crt` in every namespace.
+    RootCaPublisher,
 }
 
 impl Loop {
@@ -40,6 +44,8 @@ impl Loop {
         Loop::NodeLifecycle,
         Loop::HorizontalPodAutoscaler,
         Loop::PidAutoscaler,
+        Loop::ServiceAccount,
+        Loop::RootCaPublisher,
     ];
 
     /// The loop's name on the command line and in logs.
@@ -53,6 +59,8 @@ impl Loop {
             Loop::NodeLifecycle => "node-lifecycle",
             Loop::HorizontalPodAutoscaler => "horizontal-pod-autoscaler",
             Loop::PidAutoscaler => "pid-autoscaler",
+            Loop::ServiceAccount => "serviceaccount",
+            Loop::RootCaPublisher => "root-ca-cert-publisher",
         }
     }
 
@@ -70,6 +78,10 @@ impl Loop {
             Loop::NodeLifecycle => crate::node_lifecycle::run(ctx, shutdown).await,
             Loop::HorizontalPodAutoscaler => crate::hpa::run(ctx, shutdown).await,
             Loop::PidAutoscaler => crate::pid_autoscaler::run(ctx, shutdown).await,
+            Loop::ServiceAccount => {
+                crate::namespace_defaults::service_account::run(ctx, shutdown).await
+            }
+            Loop::RootCaPublisher => crate::namespace_defaults::root_ca::run(ctx, shutdown).await,
         }
     }
 }

@@ -11,6 +11,9 @@ pub struct LoopSettings {
     /// How often each HorizontalPodAutoscaler (and PIDAutoscaler) is evaluated
     /// (`--horizontal-pod-autoscaler-sync-period`, 15 s).
     pub hpa_sync_period: Duration,
+    /// The CA bundle (PEM) that verifies the API server, published in every namespace as
+    /// `kube-root-ca.crt` (`--root-ca-file`); none publishes nothing.
+    pub root_ca: Option<String>,
 }
 
 impl Default for LoopSettings {
@@ -18,6 +21,7 @@ impl Default for LoopSettings {
         LoopSettings {
             node_monitor_grace_period: Duration::from_secs(40),
             hpa_sync_period: Duration::from_secs(15),
+            root_ca: None,
         }
     }
 }

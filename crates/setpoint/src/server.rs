@@ -60,6 +60,7 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
     let settings = LoopSettings {
         node_monitor_grace_period: args.node_monitor_grace_period,
         hpa_sync_period: args.hpa_sync_period,
+        root_ca: cluster_ca(data_dir.as_deref(), args.kubeconfig.as_deref()),
     };
     let loops = crate::roles::start_loops(
         &args.roles,
@@ -153,7 +154,28 @@ async fn start_api(
         let api = api.clone();
         async move { api.handle(request).await }
     });
+    crate::kubernetes_service::start(client.clone(), running.local_addr(), shutdown.clone());
     Ok((client, running, embedded))
+}
+
+/// The cluster CA bundle (PEM) the root CA publisher hands out: the API server's own CA in
+/// `DATA_DIR/pki/ca.crt`, else the one the kubeconfig trusts (`certificate-authority-data` or
+/// `certificate-authority` of its first cluster); `None` if neither is readable.
+fn cluster_ca(data_dir: Option<&Path>, kubeconfig: Option<&Path>) -> Option<String> {
+    if let Some(pem) = data_dir.and_then(|d| std::fs::read_to_string(d.join("pki/ca.crt")).ok()) {
+        return Some(pem);
+    }
+    let text = std::fs::read_to_string(kubeconfig?).ok()?;
+    let config: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).ok()?;
+    let cluster = &config["clusters"][0]["cluster"];
+    if let Some(data) = cluster["certificate-authority-data"].as_str() {
+        use base64::Engine as _;
+        let pem = base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .ok()?;
+        return String::from_utf8(pem).ok();
+    }
+    std::fs::read_to_string(cluster["certificate-authority"].as_str()?).ok()
 }
 
 /// Creates the data directory with mode 0700, or tightens an existing one that group or

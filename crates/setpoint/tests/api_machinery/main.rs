@@ -1,6 +1,6 @@
 //! The API machinery operators rely on, driven by the real `kubectl` against a Setpoint
-//! server, one module per topic: server-side apply and field management (`apply`), every
-//! built-in kind (`kinds`), `/metrics` and health checks (`metrics`).
+//! server, one module per topic: server-side apply and field management (`apply`), the
+//! objects clients assume (`defaults`), every built-in kind (`kinds`), `/metrics` and health checks (`metrics`).
 
 #![allow(clippy::unwrap_used)] // test helpers: a failure should panic
 
@@ -8,5 +8,6 @@
 mod common;
 
 mod apply;
+mod defaults;
 mod kinds;
 mod metrics;
