@@ -53,6 +53,7 @@
 //! # }
 //! ```
 
+mod admission;
 mod api;
 mod auth;
 mod crd;
@@ -110,9 +111,11 @@ impl Api {
 impl Handler for Api {
     async fn handle(
         &self,
-        request: http::Request<bytes::Bytes>,
-        _user: User,
+        mut request: http::Request<bytes::Bytes>,
+        user: User,
     ) -> http::Response<Body> {
+        // Admission webhooks are told who asked.
+        request.extensions_mut().insert(user);
         Api::handle(self, request).await
     }
 

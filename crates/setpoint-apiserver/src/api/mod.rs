@@ -62,6 +62,9 @@ pub struct Api {
     pub(crate) registration: tokio::sync::Mutex<()>,
     /// How `pods/log` and `metrics.k8s.io` reach node agents; unset until credentials are given.
     pub(crate) node_client: std::sync::OnceLock<NodeClient>,
+    /// Admission's state (compiled webhook configurations, connections to webhooks), of a
+    /// type `admission/` owns and creates on first use.
+    pub(crate) admission_state: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Api {
@@ -97,6 +100,7 @@ impl Api {
             window,
             registration: tokio::sync::Mutex::new(()),
             node_client: std::sync::OnceLock::new(),
+            admission_state: std::sync::OnceLock::new(),
         });
         api.bootstrap().await?;
         Ok(api)

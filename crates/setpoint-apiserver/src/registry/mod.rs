@@ -15,6 +15,7 @@ pub(crate) mod strategy;
 pub(crate) mod table;
 mod validation;
 mod versions;
+pub(crate) mod webhooks;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

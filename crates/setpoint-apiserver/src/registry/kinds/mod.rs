@@ -38,6 +38,8 @@ kinds! {
     limit_range,
     controller_revision,
     pod_disruption_budget,
+    validating_webhook_configuration,
+    mutating_webhook_configuration,
 }
 
 /// Subresources whose storage rules belong to one kind.
