@@ -192,7 +192,7 @@ async fn connect(
         .map_err(|e| format!("invalid server name {:?}: {e}", target.server_name))?;
     let tcp = TcpStream::connect(target.address)
         .await
-        .map_err(|e| format!("dial tcp {}: {e}", target.address))?;
+        .map_err(|e| format!("dial tcp {}: {}", target.address, dial_error(&e)))?;
     let _ = tcp.set_nodelay(true);
     let stream = tokio_rustls::TlsConnector::from(tls.clone())
         .connect(name, tcp)
@@ -207,4 +207,14 @@ async fn connect(
         }
     });
     Ok(sender)
+}
+
+/// A connection error as Go words it (what users of kube-apiserver search for).
+fn dial_error(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::ConnectionRefused => "connect: connection refused".to_owned(),
+        std::io::ErrorKind::TimedOut => "i/o timeout".to_owned(),
+        std::io::ErrorKind::AddrNotAvailable => "connect: cannot assign requested address".to_owned(),
+        _ => format!("connect: {e}"),
+    }
 }
