@@ -297,3 +297,78 @@ fn selectors_and_match_conditions_should_keep_requests_from_a_webhook() {
         .collect();
     assert_eq!(sent, ["guarded/bad-1"]);
 }
+
+#[test]
+fn subresources_should_be_sent_with_their_own_kind_and_name() {
+    let hooks = Webhooks::start();
+    let server = Server::start_api_only();
+    let rules = json!({"rules": [{"operations": ["UPDATE"], "apiGroups": ["apps"],
+        "apiVersions": ["v1"], "resources": ["deployments/scale", "deployments/status"]}]});
+    install(
+        &server,
+        "Validating",
+        "scale-guard",
+        vec![hook("scale.setpoint.test", &hooks.url("/deny"), &hooks, rules)],
+    );
+    for name in ["web", "bad-web"] {
+        let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}});
+        let out = server.kubectl_stdin(&["create", "-f", "-"], &deployment.to_string());
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    assert!(hooks.requests("/deny").is_empty(), "the main resource is not covered");
+
+    server.ok(&["scale", "deployment", "web", "--replicas=3"]);
+    let scale = hooks.requests("/deny")[0].clone();
+    assert_eq!(scale["subResource"], "scale");
+    assert_eq!(scale["kind"], json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}));
+    assert_eq!(scale["resource"]["resource"], "deployments");
+    assert_eq!(scale["object"]["spec"]["replicas"], 3);
+    assert_eq!(scale["oldObject"]["spec"]["replicas"], 1);
+    let denied = server.fails(&["scale", "deployment", "bad-web", "--replicas=3"]);
+    assert!(denied.contains("scale bad-web is not welcome"), "{denied}");
+    let replicas = server.ok(&["get", "deployment", "bad-web", "-o", "jsonpath={.spec.replicas}"]);
+    assert_eq!(replicas, "1");
+
+    server.ok(&[
+        "patch", "deployment", "web", "--subresource=status", "--type=merge",
+        "-p", r#"{"status": {"observedGeneration": 1}}"#,
+    ]);
+    let status = hooks.requests("/deny").last().cloned().unwrap();
+    assert_eq!(status["subResource"], "status");
+    assert_eq!(status["kind"]["kind"], "Deployment");
+    assert_eq!(status["object"]["status"]["observedGeneration"], 1);
+}
+
+#[test]
+fn a_webhook_asking_for_reinvocation_should_see_a_later_webhooks_change() {
+    let hooks = Webhooks::start();
+    let server = Server::start_api_only();
+    // Configurations run in name order: `a-first` before `b-labeler`.
+    install(
+        &server,
+        "Mutating",
+        "a-first",
+        vec![hook(
+            "first.setpoint.test",
+            &hooks.url("/allow"),
+            &hooks,
+            json!({"reinvocationPolicy": "IfNeeded"}),
+        )],
+    );
+    install(
+        &server,
+        "Mutating",
+        "b-labeler",
+        vec![hook("label.setpoint.test", &hooks.url("/label"), &hooks, json!({}))],
+    );
+    server.ok(&["create", "configmap", "r1"]);
+    let first = hooks.requests("/allow");
+    assert_eq!(first.len(), 2, "called again after the labeler changed the object");
+    assert_eq!(first[0]["object"]["metadata"]["labels"], Value::Null);
+    assert_eq!(first[1]["object"]["metadata"]["labels"]["admitted"], "yes");
+    assert_eq!(hooks.requests("/label").len(), 1);
+}

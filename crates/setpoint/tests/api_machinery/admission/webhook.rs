@@ -3,7 +3,8 @@
 //! (connections are kept alive, as the API server reuses them). Each path behaves one way:
 //!
 //! - `/allow`: allows;
-//! - `/deny`: denies objects whose name starts with `bad` (code 403, a message naming it);
+//! - `/deny`: denies objects whose name starts with `bad` (code 403, `<kind> <name> is not
+//!   welcome`);
 //! - `/label`: allows, patching in the label `admitted: "yes"`;
 //! - `/warn`: allows with a warning;
 //! - `/slow`: answers after 5 s;
@@ -165,10 +166,11 @@ fn answer(path: &str, review: &Value) -> String {
         &request["object"]
     };
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    let kind = request["kind"]["kind"].as_str().unwrap_or("object").to_lowercase();
     let response = match path {
         "/deny" if name.starts_with("bad") => json!({
             "uid": uid, "allowed": false,
-            "status": {"code": 403, "message": format!("configmap {name} is not welcome")},
+            "status": {"code": 403, "message": format!("{kind} {name} is not welcome")},
         }),
         "/label" => {
             let patch = if object["metadata"]["labels"].is_object() {
