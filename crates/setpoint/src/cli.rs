@@ -293,17 +293,20 @@ pub(crate) enum ApiBench {
     List,
     /// 100 watchers following concurrent writers.
     Watch,
+    /// ConfigMap creates from 32 clients through one no-op validating webhook over HTTPS.
+    Webhook,
     /// The server's resident memory after start and after the other benchmarks.
     Idle,
 }
 
 impl ApiBench {
     /// Every benchmark, in the order they run.
-    pub(crate) const ALL: [ApiBench; 5] = [
+    pub(crate) const ALL: [ApiBench; 6] = [
         ApiBench::Creates,
         ApiBench::Gets,
         ApiBench::List,
         ApiBench::Watch,
+        ApiBench::Webhook,
         ApiBench::Idle,
     ];
 }
