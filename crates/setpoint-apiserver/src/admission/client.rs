@@ -31,7 +31,9 @@ pub(crate) enum CallError {
     Transport { url: String, message: String },
     #[error("Post {url:?}: context deadline exceeded")]
     Timeout { url: String },
-    #[error("the server responded with the status code {code} but did not return more information")]
+    #[error(
+        "the server responded with the status code {code} but did not return more information"
+    )]
     Status { code: u16 },
     #[error("the response body is too large (over {MAX_RESPONSE_BYTES} bytes)")]
     TooLarge,
@@ -214,7 +216,9 @@ fn dial_error(e: &std::io::Error) -> String {
     match e.kind() {
         std::io::ErrorKind::ConnectionRefused => "connect: connection refused".to_owned(),
         std::io::ErrorKind::TimedOut => "i/o timeout".to_owned(),
-        std::io::ErrorKind::AddrNotAvailable => "connect: cannot assign requested address".to_owned(),
+        std::io::ErrorKind::AddrNotAvailable => {
+            "connect: cannot assign requested address".to_owned()
+        }
         _ => format!("connect: {e}"),
     }
 }

@@ -47,7 +47,14 @@ impl Admit for RequestAdmission {
         let mut called = Vec::new();
         for (i, webhook) in self.mutating.iter().enumerate() {
             let outcome = self
-                .call(webhook, operation, view.as_mut(), old_view.as_ref(), dry_run, true)
+                .call(
+                    webhook,
+                    operation,
+                    view.as_mut(),
+                    old_view.as_ref(),
+                    dry_run,
+                    true,
+                )
                 .await?;
             if let Outcome::Called { changed } = outcome {
                 version += u32::from(changed);
@@ -60,8 +67,15 @@ impl Admit for RequestAdmission {
         for (i, seen) in called {
             let webhook = &self.mutating[i];
             if webhook.reinvoke && seen < version {
-                self.call(webhook, operation, view.as_mut(), old_view.as_ref(), dry_run, true)
-                    .await?;
+                self.call(
+                    webhook,
+                    operation,
+                    view.as_mut(),
+                    old_view.as_ref(),
+                    dry_run,
+                    true,
+                )
+                .await?;
             }
         }
         if let (Some(object), Some(view)) = (object, view) {
@@ -84,8 +98,15 @@ impl Admit for RequestAdmission {
         let mut view = object.map(|o| self.view(o));
         let old_view = old.map(|o| self.view(o));
         for webhook in self.validating.iter() {
-            self.call(webhook, operation, view.as_mut(), old_view.as_ref(), dry_run, false)
-                .await?;
+            self.call(
+                webhook,
+                operation,
+                view.as_mut(),
+                old_view.as_ref(),
+                dry_run,
+                false,
+            )
+            .await?;
         }
         Ok(())
     }
@@ -198,7 +219,9 @@ impl RequestAdmission {
             return Ok(Outcome::Skipped);
         };
         if needs_namespace(&webhook.namespace_selector) {
-            let labels = self.namespace_labels(&namespace, object.as_deref(), old).await?;
+            let labels = self
+                .namespace_labels(&namespace, object.as_deref(), old)
+                .await?;
             if !webhook.namespace_matches(labels.as_ref()) {
                 return Ok(Outcome::Skipped);
             }
@@ -255,7 +278,10 @@ impl RequestAdmission {
                     return Err(ApiError::forbidden_object(
                         &self.def.group_resource(),
                         &name,
-                        &format!("failed to evaluate the match conditions of admission webhook {:?}: {e}", webhook.name),
+                        &format!(
+                        "failed to evaluate the match conditions of admission webhook {:?}: {e}",
+                        webhook.name
+                    ),
                     ))
                 }
             }

@@ -140,7 +140,11 @@ async fn ready_endpoints(
         let mut found = Vec::new();
         for (key, object) in objects.iter() {
             if !key.starts_with(prefix.as_bytes())
-                || object.labels.get("kubernetes.io/service-name").map(String::as_str) != Some(name)
+                || object
+                    .labels
+                    .get("kubernetes.io/service-name")
+                    .map(String::as_str)
+                    != Some(name)
             {
                 continue;
             }
@@ -210,7 +214,9 @@ mod tests {
 
     #[tokio::test]
     async fn urls_should_resolve_with_the_timeout_in_the_path() {
-        let d = resolve_url("https://127.0.0.1:8443/validate", 10).await.unwrap();
+        let d = resolve_url("https://127.0.0.1:8443/validate", 10)
+            .await
+            .unwrap();
         assert_eq!(d.address, "127.0.0.1:8443".parse().unwrap());
         assert_eq!(d.server_name, "127.0.0.1");
         assert_eq!(d.host, "127.0.0.1:8443");

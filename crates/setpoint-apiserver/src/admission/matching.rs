@@ -100,7 +100,10 @@ impl Webhook {
 
     /// Whether `namespace_labels` (the request's namespace's labels; `None` for a
     /// cluster-scoped object other than a namespace) pass the namespace selector.
-    pub(crate) fn namespace_matches(&self, namespace_labels: Option<&BTreeMap<String, String>>) -> bool {
+    pub(crate) fn namespace_matches(
+        &self,
+        namespace_labels: Option<&BTreeMap<String, String>>,
+    ) -> bool {
         match namespace_labels {
             None => true,
             Some(labels) => self.namespace_selector.matches(labels),
@@ -255,8 +258,10 @@ mod tests {
 
     #[test]
     fn equivalent_versions_should_match_unless_the_policy_is_exact() {
-        let w = webhook(json!({"rules": [{"operations": ["*"], "apiGroups": ["example.com"],
-            "apiVersions": ["v1beta1"], "resources": ["widgets"]}]}));
+        let w = webhook(
+            json!({"rules": [{"operations": ["*"], "apiGroups": ["example.com"],
+            "apiVersions": ["v1beta1"], "resources": ["widgets"]}]}),
+        );
         let a = Attributes {
             group: "example.com",
             ..attributes("CREATE", "widgets", "")
@@ -268,8 +273,10 @@ mod tests {
                 version: "v1beta1".into()
             })
         );
-        let exact = webhook(json!({"matchPolicy": "Exact", "rules": [{"operations": ["*"],
-            "apiGroups": ["example.com"], "apiVersions": ["v1beta1"], "resources": ["widgets"]}]}));
+        let exact = webhook(
+            json!({"matchPolicy": "Exact", "rules": [{"operations": ["*"],
+            "apiGroups": ["example.com"], "apiVersions": ["v1beta1"], "resources": ["widgets"]}]}),
+        );
         assert_eq!(exact.matching_version(&a, &versions), None);
     }
 
@@ -282,7 +289,10 @@ mod tests {
         let on: BTreeMap<String, String> = [("admission".into(), "on".into())].into();
         assert!(w.namespace_matches(Some(&on)));
         assert!(!w.namespace_matches(Some(&BTreeMap::new())));
-        assert!(w.namespace_matches(None), "cluster-scoped objects always match");
+        assert!(
+            w.namespace_matches(None),
+            "cluster-scoped objects always match"
+        );
         let plain = json!({"metadata": {"name": "a"}});
         let skipped = json!({"metadata": {"name": "a", "labels": {"skip": "yes"}}});
         assert!(w.object_matches(Some(&plain), None));
@@ -304,17 +314,32 @@ mod tests {
         let kube_system = request("kube-system");
         let default = request("default");
         assert_eq!(
-            w.conditions_hold(&[("object", &object), ("oldObject", &Value::Null), ("request", &kube_system)]),
+            w.conditions_hold(&[
+                ("object", &object),
+                ("oldObject", &Value::Null),
+                ("request", &kube_system)
+            ]),
             Ok(false),
             "a false condition wins over an error"
         );
-        let failed = w.conditions_hold(&[("object", &object), ("oldObject", &Value::Null), ("request", &default)]);
-        assert!(failed.as_ref().is_err_and(|e| e.contains("broken")), "{failed:?}");
+        let failed = w.conditions_hold(&[
+            ("object", &object),
+            ("oldObject", &Value::Null),
+            ("request", &default),
+        ]);
+        assert!(
+            failed.as_ref().is_err_and(|e| e.contains("broken")),
+            "{failed:?}"
+        );
         let mut ignore = conditions;
         ignore["failurePolicy"] = json!("Ignore");
         let w = webhook(ignore);
         assert_eq!(
-            w.conditions_hold(&[("object", &object), ("oldObject", &Value::Null), ("request", &default)]),
+            w.conditions_hold(&[
+                ("object", &object),
+                ("oldObject", &Value::Null),
+                ("request", &default)
+            ]),
             Ok(false)
         );
     }

@@ -81,7 +81,8 @@ pub(crate) struct Verdict {
 /// Reads a webhook's answer to the review with `uid`; the error says why it is unusable (the
 /// text follows `received invalid webhook response: `).
 pub(crate) fn read_response(body: &[u8], uid: &str, mutating: bool) -> Result<Verdict, String> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {e}"))?;
+    let v: Value =
+        serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {e}"))?;
     let (api_version, kind) = (
         v["apiVersion"].as_str().unwrap_or_default(),
         v["kind"].as_str().unwrap_or_default(),
@@ -108,7 +109,9 @@ pub(crate) fn read_response(body: &[u8], uid: &str, mutating: bool) -> Result<Ve
         Some(encoded) => {
             match response["patchType"].as_str() {
                 None | Some("") => {
-                    return Err("webhook returned response.patch but not response.patchType".to_owned())
+                    return Err(
+                        "webhook returned response.patch but not response.patchType".to_owned()
+                    )
                 }
                 Some("JSONPatch") => {}
                 Some(other) => {
@@ -172,10 +175,7 @@ pub(crate) fn denial(name: &str, status: &Value) -> ApiError {
         (None, Some(r)) => format!("{denied_by}: {r}"),
         (None, None) => format!("{denied_by} without explanation"),
     };
-    let code = status["code"]
-        .as_u64()
-        .filter(|c| *c >= 400)
-        .unwrap_or(400);
+    let code = status["code"].as_u64().filter(|c| *c >= 400).unwrap_or(400);
     let reason = reason_for(reason_text, code);
     let mut error = ApiError::new(reason, message);
     if let Some(details) = status["details"].as_object() {
@@ -273,17 +273,26 @@ mod tests {
 
     #[test]
     fn answers_should_be_checked_as_kube_apiserver_checks_them() {
-        let ok = read_response(&answer(json!({"uid": "u", "allowed": true, "warnings": ["a\nb", " "]})), "u", false).unwrap();
+        let ok = read_response(
+            &answer(json!({"uid": "u", "allowed": true, "warnings": ["a\nb", " "]})),
+            "u",
+            false,
+        )
+        .unwrap();
         assert!(ok.allowed);
         assert_eq!(ok.warnings, ["a b"]);
         let wrong_uid = read_response(&answer(json!({"uid": "x", "allowed": true})), "u", false);
-        assert_eq!(wrong_uid, Err("expected response.uid=\"u\", got \"x\"".to_owned()));
+        assert_eq!(
+            wrong_uid,
+            Err("expected response.uid=\"u\", got \"x\"".to_owned())
+        );
         assert!(read_response(b"garbage", "u", false).is_err());
         assert!(read_response(br#"{"apiVersion":"v1","kind":"Status"}"#, "u", false).is_err());
         let patch = base64::engine::general_purpose::STANDARD
             .encode(br#"[{"op":"add","path":"/metadata/labels","value":{"a":"b"}}]"#);
         let r = json!({"uid": "u", "allowed": true, "patch": patch, "patchType": "JSONPatch"});
-        assert!(read_response(&answer(r.clone()), "u", false).is_err_and(|e| e.contains("validating webhook")));
+        assert!(read_response(&answer(r.clone()), "u", false)
+            .is_err_and(|e| e.contains("validating webhook")));
         let v = read_response(&answer(r), "u", true).unwrap();
         assert_eq!(v.patch.unwrap()[0]["op"], "add");
         let untyped = json!({"uid": "u", "allowed": true, "patch": patch});
@@ -292,14 +301,26 @@ mod tests {
 
     #[test]
     fn denials_should_read_as_kube_apiservers() {
-        let e = denial("deny.example.com", &json!({"message": "no thanks", "code": 403}));
-        assert_eq!(e.message, "admission webhook \"deny.example.com\" denied the request: no thanks");
+        let e = denial(
+            "deny.example.com",
+            &json!({"message": "no thanks", "code": 403}),
+        );
+        assert_eq!(
+            e.message,
+            "admission webhook \"deny.example.com\" denied the request: no thanks"
+        );
         assert_eq!(e.code(), 403);
         let e = denial("deny.example.com", &json!({"code": 200}));
-        assert_eq!(e.message, "admission webhook \"deny.example.com\" denied the request without explanation");
+        assert_eq!(
+            e.message,
+            "admission webhook \"deny.example.com\" denied the request without explanation"
+        );
         assert_eq!(e.code(), 400);
         let e = denial("d.example.com", &json!({"reason": "Invalid", "code": 422}));
         assert_eq!(e.reason, Reason::Invalid);
-        assert_eq!(e.message, "admission webhook \"d.example.com\" denied the request: Invalid");
+        assert_eq!(
+            e.message,
+            "admission webhook \"d.example.com\" denied the request: Invalid"
+        );
     }
 }

@@ -83,7 +83,12 @@ pub(crate) fn validate(object: &Value, kind: WebhookKind) -> Vec<Cause> {
 }
 
 fn validate_webhook(webhook: &Value, path: &str, kind: WebhookKind, causes: &mut Vec<Cause>) {
-    for (i, rule) in webhook["rules"].as_array().into_iter().flatten().enumerate() {
+    for (i, rule) in webhook["rules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
         validate_rule(rule, &format!("{path}.rules[{i}]"), causes);
     }
     one_of(
@@ -142,7 +147,11 @@ fn validate_webhook(webhook: &Value, path: &str, kind: WebhookKind, causes: &mut
         }
     }
     validate_review_versions(webhook, path, causes);
-    validate_client_config(&webhook["clientConfig"], &format!("{path}.clientConfig"), causes);
+    validate_client_config(
+        &webhook["clientConfig"],
+        &format!("{path}.clientConfig"),
+        causes,
+    );
     validate_match_conditions(webhook, path, causes);
 }
 
@@ -159,7 +168,11 @@ fn one_of(
         None if required => causes.push(Cause::required(format!("{path}.{field}"))),
         None => {}
         Some(v) if allowed.contains(&v) => {}
-        Some(v) => causes.push(Cause::not_supported(format!("{path}.{field}"), &json!(v), allowed)),
+        Some(v) => causes.push(Cause::not_supported(
+            format!("{path}.{field}"),
+            &json!(v),
+            allowed,
+        )),
     }
 }
 
@@ -273,7 +286,10 @@ fn validate_resources(resources: &[&str], path: &str, causes: &mut Vec<Cause>) {
     }
     for r in resources {
         if let Some((res, sub)) = r.split_once('/') {
-            if sub != "*" && (subresource_wild.contains(res) || (res != "*" && seen.contains(&*format!("*/{sub}")))) {
+            if sub != "*"
+                && (subresource_wild.contains(res)
+                    || (res != "*" && seen.contains(&*format!("*/{sub}"))))
+            {
                 causes.push(Cause::invalid(
                     path.to_owned(),
                     &json!(r),
@@ -440,7 +456,10 @@ fn validate_match_conditions(webhook: &Value, path: &str, causes: &mut Vec<Cause
                 }
             }
         }
-        match condition["expression"].as_str().filter(|e| !e.trim().is_empty()) {
+        match condition["expression"]
+            .as_str()
+            .filter(|e| !e.trim().is_empty())
+        {
             None => causes.push(Cause::required(format!("{at}.expression"))),
             Some(expression) => {
                 if let Err(e) = cel::Program::compile(expression) {
@@ -463,7 +482,8 @@ fn is_fully_qualified(name: &str) -> bool {
         && labels.iter().all(|l| {
             !l.is_empty()
                 && l.len() <= 63
-                && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && l.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
                 && !l.starts_with('-')
                 && !l.ends_with('-')
         })

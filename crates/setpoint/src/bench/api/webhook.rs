@@ -48,18 +48,27 @@ pub(super) async fn bench_webhook(harness: &mut Harness) -> Result<Vec<Row>> {
     load::create_namespace(&mut admin, NAMESPACE).await?;
     let configurations = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations";
     admin
-        .call(Call::post_json(configurations, hook.configuration().to_string()))
+        .call(Call::post_json(
+            configurations,
+            hook.configuration().to_string(),
+        ))
         .await
         .context("registering the webhook")?;
     tokio::time::sleep(SETTLE).await;
 
     let connections = load::clients(&harness.client, Protocol::Http1, CLIENTS).await?;
     let path = load::configmaps(NAMESPACE);
-    let make: MakeCall =
-        Arc::new(move |i| Call::post_json(path.clone(), load::configmap(&load::name("cm-wh", i), 0)));
+    let make: MakeCall = Arc::new(move |i| {
+        Call::post_json(path.clone(), load::configmap(&load::name("cm-wh", i), 0))
+    });
     let sizes = harness.sizes;
     let meter = Meter::start(harness.server.pid())?;
-    let ran = load::run(connections, Budget::new(sizes.creates, sizes.run_time), make).await?;
+    let ran = load::run(
+        connections,
+        Budget::new(sizes.creates, sizes.run_time),
+        make,
+    )
+    .await?;
     let cpu = meter.stop()?;
     let reviews = hook.reviews.load(Ordering::Relaxed);
 
@@ -73,7 +82,11 @@ pub(super) async fn bench_webhook(harness: &mut Harness) -> Result<Vec<Row>> {
         .await
         .context("deleting the webhook's configuration")?;
     tokio::time::sleep(SETTLE).await;
-    ensure!(ran.ops > 0, "no create finished within {:?}", sizes.run_time);
+    ensure!(
+        ran.ops > 0,
+        "no create finished within {:?}",
+        sizes.run_time
+    );
     ensure!(
         reviews >= ran.ops,
         "the webhook answered {reviews} reviews for {} creates: not every create was admitted by it",
@@ -125,7 +138,8 @@ impl NoopWebhook {
         let chain = CertificateDer::pem_slice_iter(&pem("server.crt")?)
             .collect::<Result<Vec<_>, _>>()
             .context("the webhook's certificate")?;
-        let key = PrivateKeyDer::from_pem_slice(&pem("server.key")?).context("the webhook's key")?;
+        let key =
+            PrivateKeyDer::from_pem_slice(&pem("server.key")?).context("the webhook's key")?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?
@@ -143,9 +157,8 @@ impl NoopWebhook {
                     let Ok(tls) = acceptor.accept(tcp).await else {
                         return;
                     };
-                    let service = hyper::service::service_fn(move |request| {
-                        answer(request, counter.clone())
-                    });
+                    let service =
+                        hyper::service::service_fn(move |request| answer(request, counter.clone()));
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(TokioIo::new(tls), service)
                         .await;

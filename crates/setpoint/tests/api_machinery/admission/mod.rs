@@ -66,7 +66,12 @@ fn a_validating_webhook_should_allow_deny_and_be_told_the_request() {
         &server,
         "Validating",
         "deny-bad",
-        vec![hook("deny.setpoint.test", &hooks.url("/deny"), &hooks, json!({}))],
+        vec![hook(
+            "deny.setpoint.test",
+            &hooks.url("/deny"),
+            &hooks,
+            json!({}),
+        )],
     );
 
     server.ok(&["create", "configmap", "good-1", "--from-literal=a=1"]);
@@ -83,8 +88,14 @@ fn a_validating_webhook_should_allow_deny_and_be_told_the_request() {
 
     let create = hooks.requests("/deny")[0].clone();
     assert_eq!(create["operation"], "CREATE");
-    assert_eq!(create["kind"], json!({"group": "", "version": "v1", "kind": "ConfigMap"}));
-    assert_eq!(create["resource"], json!({"group": "", "version": "v1", "resource": "configmaps"}));
+    assert_eq!(
+        create["kind"],
+        json!({"group": "", "version": "v1", "kind": "ConfigMap"})
+    );
+    assert_eq!(
+        create["resource"],
+        json!({"group": "", "version": "v1", "resource": "configmaps"})
+    );
     assert_eq!(create["requestKind"], create["kind"]);
     assert_eq!(create["namespace"], "default");
     assert_eq!(create["name"], "good-1");
@@ -93,7 +104,9 @@ fn a_validating_webhook_should_allow_deny_and_be_told_the_request() {
     assert_eq!(create["dryRun"], false);
     assert_eq!(create["options"]["kind"], "CreateOptions");
     assert!(
-        create["userInfo"]["username"].as_str().is_some_and(|u| !u.is_empty()),
+        create["userInfo"]["username"]
+            .as_str()
+            .is_some_and(|u| !u.is_empty()),
         "{create}"
     );
     assert!(create["uid"].as_str().is_some_and(|u| !u.is_empty()));
@@ -135,17 +148,33 @@ fn a_mutating_webhook_should_patch_what_is_stored_before_validation() {
         &server,
         "Mutating",
         "labeler",
-        vec![hook("label.setpoint.test", &hooks.url("/label"), &hooks, json!({}))],
+        vec![hook(
+            "label.setpoint.test",
+            &hooks.url("/label"),
+            &hooks,
+            json!({}),
+        )],
     );
     install(
         &server,
         "Validating",
         "observer",
-        vec![hook("observe.setpoint.test", &hooks.url("/allow"), &hooks, json!({}))],
+        vec![hook(
+            "observe.setpoint.test",
+            &hooks.url("/allow"),
+            &hooks,
+            json!({}),
+        )],
     );
 
     server.ok(&["create", "configmap", "m1", "--from-literal=a=1"]);
-    let label = server.ok(&["get", "configmap", "m1", "-o", "jsonpath={.metadata.labels.admitted}"]);
+    let label = server.ok(&[
+        "get",
+        "configmap",
+        "m1",
+        "-o",
+        "jsonpath={.metadata.labels.admitted}",
+    ]);
     assert_eq!(label, "yes");
     // Validating webhooks see the object as mutated.
     let seen = hooks.requests("/allow")[0].clone();
@@ -155,11 +184,23 @@ fn a_mutating_webhook_should_patch_what_is_stored_before_validation() {
     let manifest = r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "m2", "labels": {"app": "x"}}}"#;
     let out = server.kubectl_stdin(&["create", "-f", "-"], manifest);
     assert!(out.status.success(), "{}", stderr(&out));
-    let labels = server.ok(&["get", "configmap", "m2", "-o", "jsonpath={.metadata.labels}"]);
+    let labels = server.ok(&[
+        "get",
+        "configmap",
+        "m2",
+        "-o",
+        "jsonpath={.metadata.labels}",
+    ]);
     let labels: Value = serde_json::from_str(&labels).unwrap();
     assert_eq!(labels, json!({"app": "x", "admitted": "yes"}));
     server.ok(&["label", "configmap", "m2", "admitted-"]);
-    let label = server.ok(&["get", "configmap", "m2", "-o", "jsonpath={.metadata.labels.admitted}"]);
+    let label = server.ok(&[
+        "get",
+        "configmap",
+        "m2",
+        "-o",
+        "jsonpath={.metadata.labels.admitted}",
+    ]);
     assert_eq!(label, "yes", "the update was patched again");
 }
 
@@ -176,7 +217,12 @@ fn a_webhook_that_is_down_or_answers_garbage_should_follow_the_failure_policy() 
         &server,
         "Validating",
         "down-fail",
-        vec![hook("down.setpoint.test", &down, &hooks, json!({"failurePolicy": "Fail"}))],
+        vec![hook(
+            "down.setpoint.test",
+            &down,
+            &hooks,
+            json!({"failurePolicy": "Fail"}),
+        )],
     );
     let out = server.kubectl_stdin(&["create", "-f", "-"], &configmap("c1"));
     assert!(!out.status.success());
@@ -194,7 +240,12 @@ fn a_webhook_that_is_down_or_answers_garbage_should_follow_the_failure_policy() 
         &server,
         "Validating",
         "down-ignore",
-        vec![hook("down.setpoint.test", &down, &hooks, json!({"failurePolicy": "Ignore"}))],
+        vec![hook(
+            "down.setpoint.test",
+            &down,
+            &hooks,
+            json!({"failurePolicy": "Ignore"}),
+        )],
     );
     server.ok(&["create", "configmap", "c1"]);
     server.ok(&["delete", "validatingwebhookconfiguration", "down-ignore"]);
@@ -203,11 +254,18 @@ fn a_webhook_that_is_down_or_answers_garbage_should_follow_the_failure_policy() 
         &server,
         "Mutating",
         "garbage",
-        vec![hook("garbage.setpoint.test", &hooks.url("/garbage"), &hooks, json!({}))],
+        vec![hook(
+            "garbage.setpoint.test",
+            &hooks.url("/garbage"),
+            &hooks,
+            json!({}),
+        )],
     );
     let garbage = server.fails(&["create", "configmap", "c2"]);
     assert!(
-        garbage.contains("failed calling webhook \"garbage.setpoint.test\": received invalid webhook response"),
+        garbage.contains(
+            "failed calling webhook \"garbage.setpoint.test\": received invalid webhook response"
+        ),
         "{garbage}"
     );
 }
@@ -227,7 +285,11 @@ fn a_slow_webhook_should_time_out_quickly_per_its_policy() {
     install(&server, "Validating", "slow-fail", vec![slow("Fail")]);
     let started = Instant::now();
     let refused = server.fails(&["create", "configmap", "t1"]);
-    assert!(started.elapsed() < Duration::from_secs(4), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "took {:?}",
+        started.elapsed()
+    );
     assert!(
         refused.contains("failed calling webhook \"slow-fail.setpoint.test\"")
             && refused.contains("context deadline exceeded")
@@ -239,7 +301,11 @@ fn a_slow_webhook_should_time_out_quickly_per_its_policy() {
     install(&server, "Validating", "slow-ignore", vec![slow("Ignore")]);
     let started = Instant::now();
     server.ok(&["create", "configmap", "t1"]);
-    assert!(started.elapsed() < Duration::from_secs(4), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "took {:?}",
+        started.elapsed()
+    );
 }
 
 #[test]
@@ -250,11 +316,20 @@ fn a_webhooks_warning_should_reach_kubectl() {
         &server,
         "Validating",
         "warner",
-        vec![hook("warn.setpoint.test", &hooks.url("/warn"), &hooks, json!({}))],
+        vec![hook(
+            "warn.setpoint.test",
+            &hooks.url("/warn"),
+            &hooks,
+            json!({}),
+        )],
     );
     let out = server.kubectl(&["create", "configmap", "w1"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stderr(&out).contains(&format!("Warning: {WARNING}")), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("Warning: {WARNING}")),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -283,7 +358,10 @@ fn selectors_and_match_conditions_should_keep_requests_from_a_webhook() {
     // Not in a selected namespace: never sent.
     server.ok(&["create", "configmap", "bad-1", "-n", "plain"]);
     let denied = server.fails(&["create", "configmap", "bad-1", "-n", "guarded"]);
-    assert!(denied.contains("configmap bad-1 is not welcome"), "{denied}");
+    assert!(
+        denied.contains("configmap bad-1 is not welcome"),
+        "{denied}"
+    );
     // Excluded by the object selector.
     let skipped = r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bad-2", "namespace": "guarded", "labels": {"skip": "yes"}}}"#;
     let out = server.kubectl_stdin(&["create", "-f", "-"], skipped);
@@ -293,7 +371,13 @@ fn selectors_and_match_conditions_should_keep_requests_from_a_webhook() {
     let sent: Vec<String> = hooks
         .requests("/deny")
         .iter()
-        .map(|r| format!("{}/{}", r["namespace"].as_str().unwrap(), r["name"].as_str().unwrap()))
+        .map(|r| {
+            format!(
+                "{}/{}",
+                r["namespace"].as_str().unwrap(),
+                r["name"].as_str().unwrap()
+            )
+        })
         .collect();
     assert_eq!(sent, ["guarded/bad-1"]);
 }
@@ -308,7 +392,12 @@ fn subresources_should_be_sent_with_their_own_kind_and_name() {
         &server,
         "Validating",
         "scale-guard",
-        vec![hook("scale.setpoint.test", &hooks.url("/deny"), &hooks, rules)],
+        vec![hook(
+            "scale.setpoint.test",
+            &hooks.url("/deny"),
+            &hooks,
+            rules,
+        )],
     );
     for name in ["web", "bad-web"] {
         let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
@@ -319,23 +408,40 @@ fn subresources_should_be_sent_with_their_own_kind_and_name() {
         let out = server.kubectl_stdin(&["create", "-f", "-"], &deployment.to_string());
         assert!(out.status.success(), "{}", stderr(&out));
     }
-    assert!(hooks.requests("/deny").is_empty(), "the main resource is not covered");
+    assert!(
+        hooks.requests("/deny").is_empty(),
+        "the main resource is not covered"
+    );
 
     server.ok(&["scale", "deployment", "web", "--replicas=3"]);
     let scale = hooks.requests("/deny")[0].clone();
     assert_eq!(scale["subResource"], "scale");
-    assert_eq!(scale["kind"], json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}));
+    assert_eq!(
+        scale["kind"],
+        json!({"group": "autoscaling", "version": "v1", "kind": "Scale"})
+    );
     assert_eq!(scale["resource"]["resource"], "deployments");
     assert_eq!(scale["object"]["spec"]["replicas"], 3);
     assert_eq!(scale["oldObject"]["spec"]["replicas"], 1);
     let denied = server.fails(&["scale", "deployment", "bad-web", "--replicas=3"]);
     assert!(denied.contains("scale bad-web is not welcome"), "{denied}");
-    let replicas = server.ok(&["get", "deployment", "bad-web", "-o", "jsonpath={.spec.replicas}"]);
+    let replicas = server.ok(&[
+        "get",
+        "deployment",
+        "bad-web",
+        "-o",
+        "jsonpath={.spec.replicas}",
+    ]);
     assert_eq!(replicas, "1");
 
     server.ok(&[
-        "patch", "deployment", "web", "--subresource=status", "--type=merge",
-        "-p", r#"{"status": {"observedGeneration": 1}}"#,
+        "patch",
+        "deployment",
+        "web",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status": {"observedGeneration": 1}}"#,
     ]);
     let status = hooks.requests("/deny").last().cloned().unwrap();
     assert_eq!(status["subResource"], "status");
@@ -363,11 +469,20 @@ fn a_webhook_asking_for_reinvocation_should_see_a_later_webhooks_change() {
         &server,
         "Mutating",
         "b-labeler",
-        vec![hook("label.setpoint.test", &hooks.url("/label"), &hooks, json!({}))],
+        vec![hook(
+            "label.setpoint.test",
+            &hooks.url("/label"),
+            &hooks,
+            json!({}),
+        )],
     );
     server.ok(&["create", "configmap", "r1"]);
     let first = hooks.requests("/allow");
-    assert_eq!(first.len(), 2, "called again after the labeler changed the object");
+    assert_eq!(
+        first.len(),
+        2,
+        "called again after the labeler changed the object"
+    );
     assert_eq!(first[0]["object"]["metadata"]["labels"], Value::Null);
     assert_eq!(first[1]["object"]["metadata"]["labels"]["admitted"], "yes");
     assert_eq!(hooks.requests("/label").len(), 1);

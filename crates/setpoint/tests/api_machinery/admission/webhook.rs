@@ -41,7 +41,8 @@ impl Webhooks {
     pub(super) fn start() -> Webhooks {
         let ca = TestCa::new();
         let identity = ca.server_identity(&["127.0.0.1"]);
-        let chain = vec![CertificateDer::from_pem_slice(identity.certificate_pem.as_bytes()).unwrap()];
+        let chain =
+            vec![CertificateDer::from_pem_slice(identity.certificate_pem.as_bytes()).unwrap()];
         let key = PrivateKeyDer::from_pem_slice(identity.key_pem.as_bytes()).unwrap();
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ServerConfig::builder_with_provider(provider)
@@ -141,7 +142,10 @@ fn serve(stream: TcpStream, config: Arc<rustls::ServerConfig>, received: Receive
             return;
         }
         let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        received.lock().unwrap().push((path.clone(), review.clone()));
+        received
+            .lock()
+            .unwrap()
+            .push((path.clone(), review.clone()));
         let answer = answer(&path, &review);
         let head = format!(
             "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
@@ -166,7 +170,10 @@ fn answer(path: &str, review: &Value) -> String {
         &request["object"]
     };
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
-    let kind = request["kind"]["kind"].as_str().unwrap_or("object").to_lowercase();
+    let kind = request["kind"]["kind"]
+        .as_str()
+        .unwrap_or("object")
+        .to_lowercase();
     let response = match path {
         "/deny" if name.starts_with("bad") => json!({
             "uid": uid, "allowed": false,
