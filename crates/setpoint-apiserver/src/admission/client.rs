@@ -86,7 +86,9 @@ pub(crate) struct Target<'a> {
     pub(crate) url: &'a str,
 }
 
-type PoolKey = (SocketAddr, String, usize);
+/// Connections are shared by webhooks with the same address, server name and trust roots
+/// (a fingerprint of their `caBundle`), so recompiling a configuration keeps them.
+type PoolKey = (SocketAddr, String, u64);
 
 /// Connections to webhooks, kept for reuse. Cheap to share.
 #[derive(Default)]
@@ -100,11 +102,12 @@ impl Client {
     pub(crate) async fn post(
         &self,
         tls: &Arc<rustls::ClientConfig>,
+        tls_key: u64,
         target: &Target<'_>,
         body: Bytes,
         timeout: Duration,
     ) -> Result<Bytes, CallError> {
-        match tokio::time::timeout(timeout, self.exchange(tls, target, body)).await {
+        match tokio::time::timeout(timeout, self.exchange(tls, tls_key, target, body)).await {
             Ok(result) => result,
             Err(_) => Err(CallError::Timeout {
                 url: target.url.to_owned(),
@@ -115,6 +118,7 @@ impl Client {
     async fn exchange(
         &self,
         tls: &Arc<rustls::ClientConfig>,
+        tls_key: u64,
         target: &Target<'_>,
         body: Bytes,
     ) -> Result<Bytes, CallError> {
@@ -122,11 +126,7 @@ impl Client {
             url: target.url.to_owned(),
             message,
         };
-        let key: PoolKey = (
-            target.address,
-            target.server_name.to_owned(),
-            Arc::as_ptr(tls) as usize,
-        );
+        let key: PoolKey = (target.address, target.server_name.to_owned(), tls_key);
         let mut sender = match self.take_idle(&key) {
             Some(sender) => sender,
             None => connect(tls, target).await.map_err(transport)?,

@@ -74,6 +74,8 @@ pub(crate) struct Webhook {
     pub(crate) endpoint: Endpoint,
     /// The TLS settings from `caBundle`, or why they are unusable.
     pub(crate) tls: Result<Arc<rustls::ClientConfig>, String>,
+    /// A fingerprint of `caBundle`: webhooks with the same one share connections.
+    pub(crate) tls_key: u64,
 }
 
 impl Webhook {
@@ -129,6 +131,12 @@ impl Webhook {
                     .unwrap_or(443),
             },
         };
+        let tls_key = {
+            use std::hash::{Hash as _, Hasher as _};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            config["caBundle"].as_str().hash(&mut hasher);
+            hasher.finish()
+        };
         let ca = config["caBundle"].as_str().map(|b| {
             use base64::Engine as _;
             base64::engine::general_purpose::STANDARD
@@ -170,6 +178,7 @@ impl Webhook {
                 .collect(),
             endpoint,
             tls,
+            tls_key,
         }
     }
 }

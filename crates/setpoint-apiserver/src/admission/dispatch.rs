@@ -351,9 +351,16 @@ impl RequestAdmission {
             .as_ref()
             .map_err(|e| format!("failed to call webhook: {e}"))?;
         let timeout = webhook.timeout;
-        let destination = endpoints::resolve(&self.served, &webhook.endpoint, timeout.as_secs())
-            .await
-            .map_err(|e| format!("failed to call webhook: {e}"))?;
+        let started = tokio::time::Instant::now();
+        // Looking the destination up (DNS, a Service's endpoints) counts against the timeout.
+        let destination = tokio::time::timeout(
+            timeout,
+            endpoints::resolve(&self.served, &webhook.endpoint, timeout.as_secs()),
+        )
+        .await
+        .map_err(|_| "failed to call webhook: context deadline exceeded".to_owned())?
+        .map_err(|e| format!("failed to call webhook: {e}"))?;
+        let timeout = timeout.saturating_sub(started.elapsed());
         let body = serde_json::to_vec(&review)
             .map(Bytes::from)
             .map_err(|e| format!("failed to encode the review: {e}"))?;
@@ -367,7 +374,7 @@ impl RequestAdmission {
         let answer = self
             .state
             .client
-            .post(tls, &target, body, timeout)
+            .post(tls, webhook.tls_key, &target, body, timeout)
             .await
             .map_err(|e| format!("failed to call webhook: {e}"))?;
         read_response(&answer, &self.uid, mutating)
