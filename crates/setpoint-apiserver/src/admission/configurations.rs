@@ -1,8 +1,6 @@
-//! The webhook configurations in force, compiled: every webhook of the stored
-//! ValidatingWebhookConfigurations (or MutatingWebhookConfigurations), in configuration name
-//! order then list order, with its selectors, match conditions (CEL) and TLS settings ready
-//! to use. Read from the kind's watch cache, which follows the store within milliseconds, and
-//! compiled again only when a configuration changed.
+//! The webhooks of ValidatingWebhookConfigurations and MutatingWebhookConfigurations,
+//! compiled: rules, selectors, match conditions (CEL) and TLS settings ready to use. (`cache.rs`
+//! keeps them compiled while the configurations do not change.)
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +10,6 @@ use setpoint_core::LabelSelector;
 
 use super::client;
 use crate::crd::cel::Expression;
-use crate::watchcache::{CachedObject, WatchCache};
 
 /// `failurePolicy`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,6 +36,28 @@ pub(crate) struct Rule {
     pub(crate) resources: Vec<String>,
     /// `*`, `Cluster` or `Namespaced`.
     pub(crate) scope: String,
+}
+
+impl Rule {
+    /// A rule as the API writes it (`operations`, `apiGroups`, `apiVersions`, `resources`,
+    /// `scope`).
+    pub(crate) fn from_json(r: &Value) -> Rule {
+        let strings = |v: &Value| -> Vec<String> {
+            v.as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        };
+        Rule {
+            operations: strings(&r["operations"]),
+            groups: strings(&r["apiGroups"]),
+            versions: strings(&r["apiVersions"]),
+            resources: strings(&r["resources"]),
+            scope: r["scope"].as_str().unwrap_or("*").to_owned(),
+        }
+    }
 }
 
 /// Where a webhook is.
@@ -81,25 +100,11 @@ pub(crate) struct Webhook {
 impl Webhook {
     /// Compiles one entry of a configuration's `webhooks`.
     pub(crate) fn compile(configuration: &str, w: &Value) -> Webhook {
-        let strings = |v: &Value| -> Vec<String> {
-            v.as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        };
         let rules = w["rules"]
             .as_array()
             .into_iter()
             .flatten()
-            .map(|r| Rule {
-                operations: strings(&r["operations"]),
-                groups: strings(&r["apiGroups"]),
-                versions: strings(&r["apiVersions"]),
-                resources: strings(&r["resources"]),
-                scope: r["scope"].as_str().unwrap_or("*").to_owned(),
-            })
+            .map(Rule::from_json)
             .collect();
         // A selector that does not parse (validation refuses those) selects nothing.
         let selector = |v: &Value| {
@@ -183,48 +188,15 @@ impl Webhook {
     }
 }
 
-/// The webhooks of one configuration kind as last compiled, with the cached objects they were
-/// compiled from (held, so that comparing pointers tells whether anything changed).
-#[derive(Default)]
-struct Compiled {
-    from: Vec<Arc<CachedObject>>,
-    webhooks: Arc<Vec<Arc<Webhook>>>,
-}
-
-/// The compiled webhooks of one configuration kind.
-#[derive(Default)]
-pub(crate) struct Configurations {
-    compiled: parking_lot::Mutex<Compiled>,
-}
-
-impl Configurations {
-    /// The webhooks of the configurations in `cache` now, in the order they are called.
-    pub(crate) fn webhooks(&self, cache: &WatchCache) -> Arc<Vec<Arc<Webhook>>> {
-        let (objects, _) = cache.snapshot();
-        let mut compiled = self.compiled.lock();
-        let unchanged = compiled.from.len() == objects.len()
-            && compiled
-                .from
-                .iter()
-                .zip(objects.values())
-                .all(|(a, b)| Arc::ptr_eq(a, b));
-        if unchanged {
-            return compiled.webhooks.clone();
-        }
-        let mut webhooks = Vec::new();
-        for object in objects.values() {
-            let Ok(value) = serde_json::from_slice::<Value>(&object.json) else {
-                continue;
-            };
-            let name = value["metadata"]["name"].as_str().unwrap_or_default();
-            for w in value["webhooks"].as_array().into_iter().flatten() {
-                webhooks.push(Arc::new(Webhook::compile(name, w)));
-            }
-        }
-        *compiled = Compiled {
-            from: objects.values().cloned().collect(),
-            webhooks: Arc::new(webhooks),
-        };
-        compiled.webhooks.clone()
-    }
+/// The webhooks of a configuration object, in list order.
+pub(crate) fn webhooks_of(configuration: &Value) -> Vec<Arc<Webhook>> {
+    let name = configuration["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default();
+    configuration["webhooks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|w| Arc::new(Webhook::compile(name, w)))
+        .collect()
 }

@@ -92,11 +92,13 @@ impl Admit for RequestAdmission {
         old: Option<&Value>,
         dry_run: bool,
     ) -> Result<(), ApiError> {
-        if !self.covers(def) || self.validating.is_empty() {
+        if !self.covers(def) || (self.validating.is_empty() && self.bindings.is_empty()) {
             return Ok(());
         }
         let mut view = object.map(|o| self.view(o));
         let old_view = old.map(|o| self.view(o));
+        self.check_policies(operation, view.as_ref(), old_view.as_ref(), dry_run)
+            .await?;
         for webhook in self.validating.iter() {
             self.call(
                 webhook,
@@ -124,7 +126,7 @@ impl RequestAdmission {
     }
 
     /// The object as webhooks see it: a `Scale` for the scale subresource, else itself.
-    fn view(&self, object: &Value) -> Value {
+    pub(super) fn view(&self, object: &Value) -> Value {
         match self.def.strategy.scale() {
             Some(scale) if self.scale_request() => scale.scale_of(object),
             _ => object.clone(),
@@ -156,7 +158,7 @@ impl RequestAdmission {
     }
 
     /// The namespace as rules see it: a namespace's own name for requests on namespaces.
-    fn rule_namespace(&self, object: Option<&Value>, old: Option<&Value>) -> String {
+    pub(super) fn rule_namespace(&self, object: Option<&Value>, old: Option<&Value>) -> String {
         if self.is_namespace_resource() {
             let named = object.or(old).and_then(|o| o["metadata"]["name"].as_str());
             return named.unwrap_or(&self.name).to_owned();
@@ -164,13 +166,13 @@ impl RequestAdmission {
         self.namespace.clone().unwrap_or_default()
     }
 
-    fn is_namespace_resource(&self) -> bool {
+    pub(super) fn is_namespace_resource(&self) -> bool {
         self.def.gvk.group.is_empty() && self.def.plural == "namespaces"
     }
 
     /// The labels the namespace selector is matched against; `None` for cluster-scoped
     /// objects other than namespaces (which always match).
-    async fn namespace_labels(
+    pub(super) async fn namespace_labels(
         &self,
         namespace: &str,
         object: Option<&Value>,
@@ -193,6 +195,36 @@ impl RequestAdmission {
             ))
         })?;
         Ok(Some(labels_of(&ns)))
+    }
+
+    /// The review's `request` for objects at `version` (what CEL expressions see as `request`).
+    pub(super) fn request_json(
+        &self,
+        version: &str,
+        operation: Operation,
+        name: &str,
+        namespace: &str,
+        (object, old): (Option<&Value>, Option<&Value>),
+        dry_run: bool,
+    ) -> Value {
+        let options = self.options(operation.as_str(), dry_run);
+        ReviewRequest {
+            uid: &self.uid,
+            kind: self.kind_at(version),
+            resource: self.resource_at(version),
+            subresource: &self.subresource,
+            request_kind: self.kind_at(&self.def.gvk.version),
+            request_resource: self.resource_at(&self.def.gvk.version),
+            name,
+            namespace,
+            operation: operation.as_str(),
+            user_info: &self.user_info,
+            object,
+            old_object: old,
+            dry_run,
+            options: &options,
+        }
+        .to_json()
     }
 
     /// Calls `webhook` if it applies to the request; applies its patch to `object` when
@@ -246,24 +278,14 @@ impl RequestAdmission {
             .and_then(|o| o["metadata"]["name"].as_str())
             .unwrap_or(&self.name)
             .to_owned();
-        let options = self.options(operation.as_str(), dry_run);
-        let request = ReviewRequest {
-            uid: &self.uid,
-            kind: self.kind_at(&invocation.version),
-            resource: self.resource_at(&invocation.version),
-            subresource: &self.subresource,
-            request_kind: self.kind_at(&self.def.gvk.version),
-            request_resource: self.resource_at(&self.def.gvk.version),
-            name: &name,
-            namespace: &namespace,
-            operation: operation.as_str(),
-            user_info: &self.user_info,
-            object: sent_object.as_ref(),
-            old_object: sent_old.as_ref(),
+        let request = self.request_json(
+            &invocation.version,
+            operation,
+            &name,
+            &namespace,
+            (sent_object.as_ref(), sent_old.as_ref()),
             dry_run,
-            options: &options,
-        }
-        .to_json();
+        );
         if !webhook.conditions.is_empty() {
             let null = Value::Null;
             let holds = webhook.conditions_hold(&[

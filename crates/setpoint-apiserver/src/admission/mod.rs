@@ -1,6 +1,6 @@
-//! Dynamic admission control: the webhooks of ValidatingWebhookConfigurations and
-//! MutatingWebhookConfigurations (`admissionregistration.k8s.io/v1`), called as
-//! kube-apiserver 1.33 calls them.
+//! Dynamic admission control as kube-apiserver 1.33 does it: the webhooks of
+//! ValidatingWebhookConfigurations and MutatingWebhookConfigurations, and
+//! ValidatingAdmissionPolicies with their bindings (`admissionregistration.k8s.io/v1`).
 //!
 //! - **When**: the handlers ask [`for_request`] for a request's admission and run the
 //!   registry-store call inside it (`registry/store/admission.rs`). The registry store calls
@@ -8,12 +8,13 @@
 //!   webhooks after validation, just before the write; on CREATE, UPDATE (PUT and every
 //!   PATCH), DELETE (`oldObject` set, `object` null) and the `status` and `scale`
 //!   subresources (a `scale` request's objects are `autoscaling/v1 Scale`s). Requests on the
-//!   webhook configurations themselves are never sent to webhooks.
+//!   webhook configurations and policies themselves are never admitted.
 //! - **Which** ([`matching`]): rules, `matchPolicy`, namespace and object selectors, then
 //!   `matchConditions` (CEL).
 //! - **In what order** ([`dispatch`]): mutating webhooks by configuration name, then list
 //!   order; one with `reinvocationPolicy: IfNeeded` is called once more if a later webhook
-//!   changed the object. Validating webhooks one after the other in the same order
+//!   changed the object. Then the bound ValidatingAdmissionPolicies ([`policy_check`]), then
+//!   validating webhooks one after the other in the same order
 //!   (kube-apiserver calls them in parallel; the outcome is the same, the latency the sum).
 //! - **How** ([`client`], [`endpoints`], [`review`]): an `AdmissionReview` v1 over HTTPS,
 //!   trusting `caBundle`, within `timeoutSeconds`; a webhook that cannot be reached, is too
@@ -27,11 +28,14 @@
 //! only when one changed ([`configurations`]), so a new configuration applies to the
 //! requests that follow it within the watch's delay (milliseconds).
 
+mod cache;
 mod client;
 mod configurations;
 mod dispatch;
 mod endpoints;
 mod matching;
+mod policies;
+mod policy_check;
 mod review;
 
 use std::any::Any;
@@ -43,19 +47,25 @@ use serde_json::{json, Value};
 use crate::api::{Api, Served};
 use crate::registry::ResourceDef;
 use crate::User;
+use cache::Compiled;
 use client::Client;
-use configurations::{Configurations, Webhook};
+use configurations::{webhooks_of, Webhook};
+use policies::{binding_of, policy_of, Binding, Policy};
 
 const GROUP: &str = "admissionregistration.k8s.io";
 const VALIDATING: &str = "validatingwebhookconfigurations";
 const MUTATING: &str = "mutatingwebhookconfigurations";
+const POLICIES: &str = "validatingadmissionpolicies";
+const BINDINGS: &str = "validatingadmissionpolicybindings";
 
 /// Admission's state for one API server: the compiled configurations and the connections to
 /// webhooks. Kept in [`Api::admission_state`].
 #[derive(Default)]
 struct State {
-    validating: Configurations,
-    mutating: Configurations,
+    validating: Compiled<Arc<Webhook>>,
+    mutating: Compiled<Arc<Webhook>>,
+    policies: Compiled<Policy>,
+    bindings: Compiled<Binding>,
     client: Client,
 }
 
@@ -87,21 +97,29 @@ pub(crate) struct RequestFacts<'a> {
 /// configurations themselves.
 pub(crate) fn for_request(api: &Api, facts: RequestFacts<'_>) -> Option<Arc<RequestAdmission>> {
     if facts.def.gvk.group == GROUP
-        && (facts.def.plural == VALIDATING || facts.def.plural == MUTATING)
+        && [VALIDATING, MUTATING, POLICIES, BINDINGS].contains(&facts.def.plural.as_str())
     {
         return None;
     }
     let served = api.served();
     let state = state(api);
-    let list = |plural: &str, configurations: &Configurations| {
+    let list = |plural: &str, configurations: &Compiled<Arc<Webhook>>| {
         served
             .store(GROUP, "v1", plural)
-            .map(|s| configurations.webhooks(s.cache()))
+            .map(|s| configurations.get(s.cache(), webhooks_of))
             .unwrap_or_default()
     };
     let validating = list(VALIDATING, &state.validating);
     let mutating = list(MUTATING, &state.mutating);
-    if validating.is_empty() && mutating.is_empty() {
+    let compiled = |plural: &str| served.store(GROUP, "v1", plural).map(|s| s.cache().clone());
+    let bindings = compiled(BINDINGS)
+        .map(|c| state.bindings.get(&c, binding_of))
+        .unwrap_or_default();
+    let policies = match compiled(POLICIES) {
+        Some(c) if !bindings.is_empty() => state.policies.get(&c, policy_of),
+        _ => Arc::default(),
+    };
+    if validating.is_empty() && mutating.is_empty() && bindings.is_empty() {
         return None;
     }
     let user_info = match facts.user {
@@ -128,6 +146,8 @@ pub(crate) fn for_request(api: &Api, facts: RequestFacts<'_>) -> Option<Arc<Requ
         equivalents,
         validating,
         mutating,
+        policies,
+        bindings,
         warnings: parking_lot::Mutex::new(Vec::new()),
     }))
 }
@@ -150,6 +170,9 @@ pub(crate) struct RequestAdmission {
     equivalents: Vec<String>,
     validating: Arc<Vec<Arc<Webhook>>>,
     mutating: Arc<Vec<Arc<Webhook>>>,
+    /// The ValidatingAdmissionPolicies and their bindings.
+    policies: Arc<Vec<Policy>>,
+    bindings: Arc<Vec<Binding>>,
     /// Warnings the webhooks returned, for the response's `Warning` headers.
     warnings: parking_lot::Mutex<Vec<String>>,
 }

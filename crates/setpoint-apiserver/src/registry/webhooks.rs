@@ -176,7 +176,7 @@ fn one_of(
     }
 }
 
-fn validate_rule(rule: &Value, path: &str, causes: &mut Vec<Cause>) {
+pub(crate) fn validate_rule(rule: &Value, path: &str, causes: &mut Vec<Cause>) {
     const OPERATIONS: [&str; 5] = ["*", "CONNECT", "CREATE", "DELETE", "UPDATE"];
     let list = |field: &str| -> Vec<&str> {
         rule[field]
@@ -419,7 +419,7 @@ fn validate_service(service: &Map<String, Value>, path: &str, causes: &mut Vec<C
     }
 }
 
-fn validate_match_conditions(webhook: &Value, path: &str, causes: &mut Vec<Cause>) {
+pub(crate) fn validate_match_conditions(webhook: &Value, path: &str, causes: &mut Vec<Cause>) {
     let Some(conditions) = webhook["matchConditions"].as_array() else {
         return;
     };

@@ -37,10 +37,22 @@ impl Expression {
     /// fails when a value does not convert, the evaluation fails, or it costs more than the
     /// per-call limit.
     pub(crate) fn evaluate(&self, variables: &[(&str, &Value)]) -> Result<cel::Value, String> {
+        let values = variables
+            .iter()
+            .map(|(name, value)| Ok((*name, to_cel(value)?)))
+            .collect::<Result<Vec<_>, String>>()?;
+        self.evaluate_values(values)
+    }
+
+    /// Like [`Expression::evaluate`], with the variables already CEL values (results of other
+    /// expressions, say).
+    pub(crate) fn evaluate_values(
+        &self,
+        variables: Vec<(&str, cel::Value)>,
+    ) -> Result<cel::Value, String> {
         let mut context = cel::Context::with_env(super::env());
         for (name, value) in variables {
-            let value = cel::to_value(value).map_err(|e| e.to_string())?;
-            context.add_variable_from_value(*name, value);
+            context.add_variable_from_value(name, value);
         }
         let run = self.program.run(context, PER_CALL_LIMIT);
         if run.over_limit {
@@ -59,6 +71,11 @@ impl Expression {
             )),
         }
     }
+}
+
+/// A JSON value as CEL sees it.
+pub(crate) fn to_cel(value: &Value) -> Result<cel::Value, String> {
+    cel::to_value(value).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -40,6 +40,8 @@ kinds! {
     pod_disruption_budget,
     validating_webhook_configuration,
     mutating_webhook_configuration,
+    validating_admission_policy,
+    validating_admission_policy_binding,
 }
 
 /// Subresources whose storage rules belong to one kind.

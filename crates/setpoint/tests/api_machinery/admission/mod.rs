@@ -4,6 +4,7 @@
 //! webhook that is down or slow under each failure policy, selectors and match conditions
 //! that keep requests away from a webhook, dry runs — and what the webhook is sent.
 
+mod policy;
 mod webhook;
 
 use std::time::{Duration, Instant};
