@@ -12,13 +12,22 @@ use crate::watchcache::{CachedObject, WatchCache};
 
 /// The values compiled from one kind's objects, in name order.
 pub(crate) struct Compiled<T> {
-    last: parking_lot::Mutex<(Vec<Arc<CachedObject>>, Arc<Vec<T>>)>,
+    last: parking_lot::Mutex<Last<T>>,
+}
+
+/// The values last compiled and the objects they were compiled from.
+struct Last<T> {
+    from: Vec<Arc<CachedObject>>,
+    values: Arc<Vec<T>>,
 }
 
 impl<T> Default for Compiled<T> {
     fn default() -> Self {
         Compiled {
-            last: parking_lot::Mutex::new((Vec::new(), Arc::new(Vec::new()))),
+            last: parking_lot::Mutex::new(Last {
+                from: Vec::new(),
+                values: Arc::new(Vec::new()),
+            }),
         }
     }
 }
@@ -33,9 +42,9 @@ impl<T> Compiled<T> {
     ) -> Arc<Vec<T>> {
         let (objects, _) = cache.snapshot();
         let mut last = self.last.lock();
-        let unchanged = last.0.len() == objects.len()
+        let unchanged = last.from.len() == objects.len()
             && last
-                .0
+                .from
                 .iter()
                 .zip(objects.values())
                 .all(|(a, b)| Arc::ptr_eq(a, b));
@@ -45,8 +54,11 @@ impl<T> Compiled<T> {
                 .filter_map(|o| serde_json::from_slice::<Value>(&o.json).ok())
                 .flat_map(|v| compile(&v))
                 .collect();
-            *last = (objects.values().cloned().collect(), Arc::new(values));
+            *last = Last {
+                from: objects.values().cloned().collect(),
+                values: Arc::new(values),
+            };
         }
-        last.1.clone()
+        last.values.clone()
     }
 }
