@@ -488,3 +488,69 @@ fn a_webhook_asking_for_reinvocation_should_see_a_later_webhooks_change() {
     assert_eq!(first[1]["object"]["metadata"]["labels"]["admitted"], "yes");
     assert_eq!(hooks.requests("/label").len(), 1);
 }
+
+#[test]
+fn a_webhook_behind_a_service_should_be_reached_through_its_endpoints() {
+    let hooks = Webhooks::start();
+    let server = Server::start_api_only();
+    server.ok(&["create", "service", "clusterip", "hook", "--tcp=443:9443"]);
+    let service = |policy: &str| {
+        json!({
+            "name": "svc.setpoint.test",
+            "clientConfig": {"service": {"namespace": "default", "name": "hook", "path": "/deny"},
+                "caBundle": hooks.ca_bundle()},
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                "resources": ["configmaps"]}],
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "failurePolicy": policy,
+        })
+    };
+    // No endpoints yet: the failure policy decides.
+    install(&server, "Validating", "svc-fail", vec![service("Fail")]);
+    let refused = server.fails(&["create", "configmap", "bad-1"]);
+    assert!(
+        refused.contains("failed calling webhook \"svc.setpoint.test\"")
+            && refused.contains("no endpoints available for service \"default/hook\""),
+        "{refused}"
+    );
+    // An EndpointSlice routes the Service to the webhook (`kubectl create service` names the
+    // port `443-9443`, and so does the slice, as the EndpointSlice controller would). Where
+    // this server does not serve EndpointSlices yet, a CRD of the same group and kind does.
+    let discovery = server.ok(&["api-resources", "-o", "name"]);
+    if !discovery
+        .lines()
+        .any(|l| l == "endpointslices.discovery.k8s.io")
+    {
+        let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "endpointslices.discovery.k8s.io",
+                "annotations": {"api-approved.kubernetes.io": "unapproved, test only"}},
+            "spec": {"group": "discovery.k8s.io", "scope": "Namespaced",
+                "names": {"plural": "endpointslices", "singular": "endpointslice", "kind": "EndpointSlice",
+                    "listKind": "EndpointSliceList"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
+        let out = server.kubectl_stdin(&["create", "-f", "-"], &crd.to_string());
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "hook-1", "labels": {"kubernetes.io/service-name": "hook"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}],
+        "ports": [{"name": "443-9443", "port": hooks.port(), "protocol": "TCP"}]});
+    let out = server.kubectl_stdin(&["create", "-f", "-"], &slice.to_string());
+    assert!(out.status.success(), "{}", stderr(&out));
+    std::thread::sleep(Duration::from_millis(300));
+    let denied = server.fails(&["create", "configmap", "bad-1"]);
+    assert!(
+        denied.contains("configmap bad-1 is not welcome"),
+        "{denied}"
+    );
+    server.ok(&["create", "configmap", "good-1"]);
+    let sent = hooks.requests("/deny");
+    assert_eq!(
+        sent.len(),
+        2,
+        "both creates went through the Service's endpoint"
+    );
+}

@@ -40,7 +40,8 @@ pub(super) struct Webhooks {
 impl Webhooks {
     pub(super) fn start() -> Webhooks {
         let ca = TestCa::new();
-        let identity = ca.server_identity(&["127.0.0.1"]);
+        // Also valid for the Service the tests put in front of it (`hook` in `default`).
+        let identity = ca.server_identity(&["127.0.0.1", "hook.default.svc"]);
         let chain =
             vec![CertificateDer::from_pem_slice(identity.certificate_pem.as_bytes()).unwrap()];
         let key = PrivateKeyDer::from_pem_slice(identity.key_pem.as_bytes()).unwrap();
@@ -75,6 +76,11 @@ impl Webhooks {
             received,
             stop,
         }
+    }
+
+    /// The port it listens on.
+    pub(super) fn port(&self) -> u16 {
+        self.address.port()
     }
 
     /// The URL of `path` on this server.
