@@ -160,7 +160,7 @@ impl Api {
 
 /// The admission of a write (`admission/`): for creates, updates, patches and deletes of a
 /// resource and writes of its `status` and `scale`; `None` for everything else, and when no
-/// webhook is configured.
+/// webhook or policy binding is configured.
 fn admission_of(
     ctx: &Ctx<'_>,
     user: Option<&crate::User>,
@@ -192,8 +192,8 @@ fn admission_of(
     )
 }
 
-/// Runs a handler under `admission` (if any) and adds the webhooks' warnings to its answer,
-/// error or not.
+/// Runs a handler under `admission` (if any) and adds the warnings of webhooks and policies to
+/// its answer, error or not.
 async fn admitted(
     admission: Option<Arc<crate::admission::RequestAdmission>>,
     handler: impl std::future::Future<Output = Result<Response<Body>, ApiError>>,
