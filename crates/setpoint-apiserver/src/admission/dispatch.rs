@@ -4,6 +4,7 @@
 //! `reinvocationPolicy: IfNeeded` once more if a later one changed the object; validating
 //! webhooks one after the other on the final object.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
@@ -14,7 +15,7 @@ use super::client::Target;
 use super::configurations::{FailurePolicy, SideEffects, Webhook};
 use super::endpoints;
 use super::matching::{labels_of, needs_namespace, Attributes};
-use super::review::{denial, read_response, review, ReviewRequest};
+use super::review::{denial, read_response, ReviewRequest};
 use super::RequestAdmission;
 use crate::registry::store::{Admit, Operation};
 use crate::registry::ResourceDef;
@@ -197,17 +198,16 @@ impl RequestAdmission {
         Ok(Some(labels_of(&ns)))
     }
 
-    /// The review's `request` for objects at `version` (what CEL expressions see as `request`).
-    pub(super) fn request_json(
-        &self,
+    /// The review's `request` for objects at `version`.
+    pub(super) fn review_request<'a>(
+        &'a self,
         version: &str,
         operation: Operation,
-        name: &str,
-        namespace: &str,
-        (object, old): (Option<&Value>, Option<&Value>),
+        name: &'a str,
+        namespace: &'a str,
+        (object, old): (Option<&'a Value>, Option<&'a Value>),
         dry_run: bool,
-    ) -> Value {
-        let options = self.options(operation.as_str(), dry_run);
+    ) -> ReviewRequest<'a> {
         ReviewRequest {
             uid: &self.uid,
             kind: self.kind_at(version),
@@ -222,9 +222,21 @@ impl RequestAdmission {
             object,
             old_object: old,
             dry_run,
-            options: &options,
+            options: self.options(operation.as_str(), dry_run),
         }
-        .to_json()
+    }
+
+    /// An object as sent at `api_version` (a copy only when its `apiVersion` differs).
+    fn at_version<'a>(&self, object: &'a Value, api_version: &str) -> Cow<'a, Value> {
+        let differs = object
+            .get("apiVersion")
+            .is_some_and(|v| v.as_str() != Some(api_version));
+        if self.scale_request() || !differs {
+            return Cow::Borrowed(object);
+        }
+        let mut copy = object.clone();
+        copy["apiVersion"] = json!(api_version);
+        Cow::Owned(copy)
     }
 
     /// Calls `webhook` if it applies to the request; applies its patch to `object` when
@@ -263,58 +275,56 @@ impl RequestAdmission {
         }
         // Sent at the version the webhook matched (custom resources' versions share a schema).
         let api_version = setpoint_core::api_version(&self.def.gvk.group, &invocation.version);
-        let at_version = |o: &Value| {
-            let mut o = o.clone();
-            if !self.scale_request() && o.get("apiVersion").is_some() {
-                o["apiVersion"] = json!(api_version);
-            }
-            o
-        };
-        let sent_object = object.as_deref().map(at_version);
-        let sent_old = old.map(at_version);
+        let sent_object = object.as_deref().map(|o| self.at_version(o, &api_version));
+        let sent_old = old.map(|o| self.at_version(o, &api_version));
         let name = object
             .as_deref()
             .or(old)
             .and_then(|o| o["metadata"]["name"].as_str())
             .unwrap_or(&self.name)
             .to_owned();
-        let request = self.request_json(
-            &invocation.version,
-            operation,
-            &name,
-            &namespace,
-            (sent_object.as_ref(), sent_old.as_ref()),
-            dry_run,
-        );
-        if !webhook.conditions.is_empty() {
-            let null = Value::Null;
-            let holds = webhook.conditions_hold(&[
-                ("object", sent_object.as_ref().unwrap_or(&null)),
-                ("oldObject", sent_old.as_ref().unwrap_or(&null)),
-                ("request", &request),
-            ]);
-            match holds {
-                Ok(true) => {}
-                Ok(false) => return Ok(Outcome::Skipped),
-                Err(e) => {
-                    return Err(ApiError::forbidden_object(
-                        &self.def.group_resource(),
-                        &name,
-                        &format!(
-                        "failed to evaluate the match conditions of admission webhook {:?}: {e}",
-                        webhook.name
-                    ),
-                    ))
+        let body = {
+            let review = self.review_request(
+                &invocation.version,
+                operation,
+                &name,
+                &namespace,
+                (sent_object.as_deref(), sent_old.as_deref()),
+                dry_run,
+            );
+            if !webhook.conditions.is_empty() {
+                let null = Value::Null;
+                let holds = webhook.conditions_hold(&[
+                    ("object", review.object.unwrap_or(&null)),
+                    ("oldObject", review.old_object.unwrap_or(&null)),
+                    ("request", &review.to_json()),
+                ]);
+                match holds {
+                    Ok(true) => {}
+                    Ok(false) => return Ok(Outcome::Skipped),
+                    Err(e) => {
+                        return Err(ApiError::forbidden_object(
+                            &self.def.group_resource(),
+                            &name,
+                            &format!(
+                                "failed to evaluate the match conditions of admission webhook {:?}: {e}",
+                                webhook.name
+                            ),
+                        ))
+                    }
                 }
             }
-        }
+            review
+                .review_bytes()
+                .map_err(|e| ApiError::internal(format!("encoding the admission review: {e}")))?
+        };
         if dry_run && webhook.side_effects == SideEffects::Unsafe {
             return Err(ApiError::bad_request(format!(
                 "admission webhook {:?} does not support dry run",
                 webhook.name
             )));
         }
-        let verdict = match self.exchange(webhook, review(request), mutating).await {
+        let verdict = match self.exchange(webhook, Bytes::from(body), mutating).await {
             Ok(verdict) => verdict,
             Err(reason) => {
                 return match webhook.failure_policy {
@@ -333,10 +343,13 @@ impl RequestAdmission {
         if !verdict.allowed {
             return Err(denial(&webhook.name, &verdict.status));
         }
-        let (Some(patch), Some(object)) = (verdict.patch, object) else {
+        let Some(patch) = verdict.patch else {
             return Ok(Outcome::Called { changed: false });
         };
-        let base = sent_object.unwrap_or(Value::Null);
+        let base = sent_object.map_or(Value::Null, Cow::into_owned);
+        let Some(object) = object else {
+            return Ok(Outcome::Called { changed: false });
+        };
         let mut patched = setpoint_core::json_patch(base.clone(), patch).map_err(|e| {
             ApiError::internal(format!(
                 "the patch of admission webhook {:?} does not apply: {e}",
@@ -365,7 +378,7 @@ impl RequestAdmission {
     async fn exchange(
         &self,
         webhook: &Webhook,
-        review: Value,
+        body: Bytes,
         mutating: bool,
     ) -> Result<super::review::Verdict, String> {
         let tls = webhook
@@ -383,9 +396,6 @@ impl RequestAdmission {
         .map_err(|_| "failed to call webhook: context deadline exceeded".to_owned())?
         .map_err(|e| format!("failed to call webhook: {e}"))?;
         let timeout = timeout.saturating_sub(started.elapsed());
-        let body = serde_json::to_vec(&review)
-            .map(Bytes::from)
-            .map_err(|e| format!("failed to encode the review: {e}"))?;
         let target = Target {
             address: destination.address,
             server_name: &destination.server_name,

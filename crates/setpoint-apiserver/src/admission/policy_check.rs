@@ -83,14 +83,16 @@ impl RequestAdmission {
             let context = match &mut context {
                 Some(c) => &*c,
                 None => {
-                    let request_json = self.request_json(
-                        &self.def.gvk.version,
-                        operation,
-                        &name,
-                        &namespace,
-                        (object, old),
-                        dry_run,
-                    );
+                    let request_json = self
+                        .review_request(
+                            &self.def.gvk.version,
+                            operation,
+                            &name,
+                            &namespace,
+                            (object, old),
+                            dry_run,
+                        )
+                        .to_json();
                     let namespace_object = self.namespace_object(&namespace).await;
                     &*context.insert(Context::new(object, old, &request_json, &namespace_object)?)
                 }

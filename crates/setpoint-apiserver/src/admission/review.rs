@@ -5,10 +5,11 @@
 //! (at least 400).
 
 use base64::Engine as _;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 use setpoint_core::{ApiError, Details, Reason};
 
-/// What a webhook is asked about (`request` of the review).
+/// What a webhook is asked about (`request` of the review), borrowing the objects.
 #[derive(Debug)]
 pub(crate) struct ReviewRequest<'a> {
     pub(crate) uid: &'a str,
@@ -27,44 +28,77 @@ pub(crate) struct ReviewRequest<'a> {
     pub(crate) object: Option<&'a Value>,
     pub(crate) old_object: Option<&'a Value>,
     pub(crate) dry_run: bool,
-    pub(crate) options: &'a Value,
+    pub(crate) options: Value,
+}
+
+/// The `request` of a review as it is written: empty strings left out, absent objects `null`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Wire<'a> {
+    uid: &'a str,
+    kind: &'a Value,
+    resource: &'a Value,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    sub_resource: &'a str,
+    request_kind: &'a Value,
+    request_resource: &'a Value,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    request_sub_resource: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    name: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    namespace: &'a str,
+    operation: &'a str,
+    user_info: &'a Value,
+    object: Option<&'a Value>,
+    old_object: Option<&'a Value>,
+    dry_run: bool,
+    options: &'a Value,
+}
+
+/// The whole review.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Review<'a> {
+    kind: &'static str,
+    api_version: &'static str,
+    request: Wire<'a>,
 }
 
 impl ReviewRequest<'_> {
-    /// The `request` object (what match conditions see as `request`, too).
-    pub(crate) fn to_json(&self) -> Value {
-        let mut r = json!({
-            "uid": self.uid,
-            "kind": self.kind,
-            "resource": self.resource,
-            "requestKind": self.request_kind,
-            "requestResource": self.request_resource,
-            "operation": self.operation,
-            "userInfo": self.user_info,
-            "object": self.object.cloned().unwrap_or(Value::Null),
-            "oldObject": self.old_object.cloned().unwrap_or(Value::Null),
-            "dryRun": self.dry_run,
-            "options": self.options,
-        });
-        if let Some(map) = r.as_object_mut() {
-            if !self.subresource.is_empty() {
-                map.insert("subResource".into(), json!(self.subresource));
-                map.insert("requestSubResource".into(), json!(self.subresource));
-            }
-            if !self.name.is_empty() {
-                map.insert("name".into(), json!(self.name));
-            }
-            if !self.namespace.is_empty() {
-                map.insert("namespace".into(), json!(self.namespace));
-            }
+    fn wire(&self) -> Wire<'_> {
+        Wire {
+            uid: self.uid,
+            kind: &self.kind,
+            resource: &self.resource,
+            sub_resource: self.subresource,
+            request_kind: &self.request_kind,
+            request_resource: &self.request_resource,
+            request_sub_resource: self.subresource,
+            name: self.name,
+            namespace: self.namespace,
+            operation: self.operation,
+            user_info: self.user_info,
+            object: self.object,
+            old_object: self.old_object,
+            dry_run: self.dry_run,
+            options: &self.options,
         }
-        r
     }
-}
 
-/// The whole review sent to a webhook, for a `request` built by [`ReviewRequest::to_json`].
-pub(crate) fn review(request: Value) -> Value {
-    json!({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": request})
+    /// The `request` object (what CEL expressions see as `request`).
+    pub(crate) fn to_json(&self) -> Value {
+        serde_json::to_value(self.wire()).unwrap_or(Value::Null)
+    }
+
+    /// The whole `AdmissionReview` sent to a webhook, serialized.
+    pub(crate) fn review_bytes(&self) -> Result<Vec<u8>, serde_json::Error> {
+        serde_json::to_vec(&Review {
+            kind: "AdmissionReview",
+            api_version: "admission.k8s.io/v1",
+            request: self.wire(),
+        })
+    }
 }
 
 /// A webhook's answer, checked.
@@ -232,6 +266,8 @@ fn reason_for(reason: Option<&str>, code: u64) -> Reason {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn answer(response: Value) -> Vec<u8> {
@@ -243,7 +279,7 @@ mod tests {
         let user = json!({"username": "alice", "groups": ["system:authenticated"]});
         let object = json!({"metadata": {"name": "a"}});
         let options = json!({"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"});
-        let r = ReviewRequest {
+        let review = ReviewRequest {
             uid: "u1",
             kind: json!({"group": "", "version": "v1", "kind": "Pod"}),
             resource: json!({"group": "", "version": "v1", "resource": "pods"}),
@@ -257,18 +293,29 @@ mod tests {
             object: Some(&object),
             old_object: None,
             dry_run: true,
-            options: &options,
-        }
-        .to_json();
+            options,
+        };
+        let r = review.to_json();
         assert_eq!(r["subResource"], "status");
         assert_eq!(r["requestSubResource"], "status");
         assert_eq!(r["namespace"], "default");
         assert_eq!(r["oldObject"], Value::Null);
         assert_eq!(r["dryRun"], true);
         assert_eq!(r["userInfo"]["username"], "alice");
-        let whole = review(r);
+        assert_eq!(r["name"], "a");
+        assert!(r.get("requestSubResource").is_some());
+        let whole: Value = serde_json::from_slice(&review.review_bytes().unwrap()).unwrap();
+        assert_eq!(whole["kind"], "AdmissionReview");
         assert_eq!(whole["apiVersion"], "admission.k8s.io/v1");
-        assert_eq!(whole["request"]["uid"], "u1");
+        assert_eq!(whole["request"], r);
+        // Empty strings are left out.
+        let cluster = ReviewRequest {
+            subresource: "",
+            namespace: "",
+            ..review
+        }
+        .to_json();
+        assert!(cluster.get("subResource").is_none() && cluster.get("namespace").is_none());
     }
 
     #[test]
