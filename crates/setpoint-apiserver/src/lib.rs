@@ -54,6 +54,7 @@
 //! # }
 //! ```
 
+mod admission;
 mod api;
 mod auth;
 mod crd;
@@ -127,7 +128,8 @@ impl Handler for Api {
         mut request: http::Request<bytes::Bytes>,
         user: User,
     ) -> http::Response<Body> {
-        // Handlers that answer for the caller (review kinds) find the user here.
+        // Handlers that answer for the caller (review kinds) and admission webhooks, which are
+        // told who asked, find the user here.
         request.extensions_mut().insert(user);
         Api::handle(self, request).await
     }

@@ -71,6 +71,25 @@ impl TestCa {
     }
 }
 
+impl TestCa {
+    /// A new serving certificate for `names` (DNS names, or IP addresses such as
+    /// `127.0.0.1`) issued by this CA: for test servers a client must verify (an admission
+    /// webhook trusting the CA through its `caBundle`).
+    pub fn server_identity(&self, names: &[&str]) -> Identity {
+        let key = KeyPair::generate().expect("a server key");
+        let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+        let mut params = CertificateParams::new(names).expect("parameters");
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let certificate = params
+            .signed_by(&key, &self.issuer)
+            .expect("a server certificate");
+        Identity {
+            certificate_pem: certificate.pem(),
+            key_pem: key.serialize_pem(),
+        }
+    }
+}
+
 fn certificate_der(pem: &str) -> CertificateDer<'static> {
     CertificateDer::from_pem_slice(pem.as_bytes()).expect("a certificate")
 }

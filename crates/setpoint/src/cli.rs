@@ -296,18 +296,21 @@ pub(crate) enum ApiBench {
     /// Server-side apply of ConfigMaps and Deployments against merge patches of the same
     /// objects, and what `managedFields` add to each stored object.
     Apply,
+    /// ConfigMap creates from 32 clients through one no-op validating webhook over HTTPS.
+    Webhook,
     /// The server's resident memory after start and after the other benchmarks.
     Idle,
 }
 
 impl ApiBench {
     /// Every benchmark, in the order they run.
-    pub(crate) const ALL: [ApiBench; 6] = [
+    pub(crate) const ALL: [ApiBench; 7] = [
         ApiBench::Creates,
         ApiBench::Gets,
         ApiBench::List,
         ApiBench::Watch,
         ApiBench::Apply,
+        ApiBench::Webhook,
         ApiBench::Idle,
     ];
 }

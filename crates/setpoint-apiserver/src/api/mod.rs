@@ -74,6 +74,9 @@ pub struct Api {
     pub(crate) telemetry: Arc<Telemetry>,
     /// Renders `/metrics`; unset (404) until the embedding process provides it.
     pub(crate) metrics_renderer: std::sync::OnceLock<MetricsRenderer>,
+    /// Admission's state (compiled webhook configurations, connections to webhooks), of a
+    /// type `admission/` owns and creates on first use.
+    pub(crate) admission_state: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 /// Renders the whole Prometheus text exposition of the process serving the API.
@@ -116,6 +119,7 @@ impl Api {
             node_client: std::sync::OnceLock::new(),
             telemetry,
             metrics_renderer: std::sync::OnceLock::new(),
+            admission_state: std::sync::OnceLock::new(),
         });
         api.bootstrap().await?;
         Ok(api)

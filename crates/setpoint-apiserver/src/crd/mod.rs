@@ -16,7 +16,7 @@
 //!   (conversion strategy `None`).
 
 mod build;
-mod cel;
+pub(crate) mod cel;
 pub(crate) mod controller;
 mod definition;
 mod jsonpath;

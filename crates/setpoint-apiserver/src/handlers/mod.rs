@@ -121,11 +121,8 @@ impl Api {
         if r.namespace.is_some() && !def.namespaced {
             return Err(ApiError::no_such_path());
         }
-        let user = request
-            .extensions()
-            .get::<User>()
-            .cloned()
-            .unwrap_or_else(crate::auth::admin_user);
+        let asked_by = request.extensions().get::<User>().cloned();
+        let user = asked_by.clone().unwrap_or_else(crate::auth::admin_user);
         let ctx = Ctx {
             api: self,
             store: &store,
@@ -146,11 +143,12 @@ impl Api {
                 .map(str::to_owned),
             body: request.into_body(),
         };
+        let admission = admission_of(&ctx, asked_by.as_ref());
         if let Some(sub) = &r.subresource {
             if !def.has_subresource(sub) {
                 return Err(ApiError::no_such_path());
             }
-            return subresource::handle(&ctx, sub).await;
+            return admitted(admission, subresource::handle(&ctx, sub)).await;
         }
         // Across all namespaces kube-apiserver serves a namespaced resource's list and watch
         // only: deleting that collection is not an action there.
@@ -173,16 +171,19 @@ impl Api {
         if r.verb == Verb::Create && def.strategy.binds_pods() {
             return subresource::bind_named(&ctx).await;
         }
-        let response = match r.verb {
-            Verb::Get => read::get(&ctx).await,
-            Verb::List => read::list(&ctx).await,
-            Verb::Watch => watch::watch(&ctx).await,
-            Verb::Create => write::create(&ctx).await,
-            Verb::Update => update::update(&ctx).await,
-            Verb::Patch => update::patch(&ctx).await,
-            Verb::Delete => delete::delete(&ctx).await,
-            Verb::DeleteCollection => delete::delete_collection(&ctx).await,
-        };
+        let response = admitted(admission, async {
+            match r.verb {
+                Verb::Get => read::get(&ctx).await,
+                Verb::List => read::list(&ctx).await,
+                Verb::Watch => watch::watch(&ctx).await,
+                Verb::Create => write::create(&ctx).await,
+                Verb::Update => update::update(&ctx).await,
+                Verb::Patch => update::patch(&ctx).await,
+                Verb::Delete => delete::delete(&ctx).await,
+                Verb::DeleteCollection => delete::delete_collection(&ctx).await,
+            }
+        })
+        .await;
         // A CRD write changes what is served: apply it before answering, so the new
         // resource is in discovery as soon as the client hears back.
         if def.strategy.defines_resources()
@@ -193,6 +194,59 @@ impl Api {
         }
         response
     }
+}
+
+/// The admission of a write (`admission/`): for creates, updates, patches and deletes of a
+/// resource and writes of its `status` and `scale`; `None` for everything else, and when no
+/// webhook or policy binding is configured.
+fn admission_of(
+    ctx: &Ctx<'_>,
+    user: Option<&crate::User>,
+) -> Option<Arc<crate::admission::RequestAdmission>> {
+    let write = matches!(
+        ctx.req.verb,
+        Verb::Create | Verb::Update | Verb::Patch | Verb::Delete | Verb::DeleteCollection
+    );
+    let subresource = ctx.req.subresource.as_deref().unwrap_or_default();
+    if !write || !matches!(subresource, "" | "status" | "scale") {
+        return None;
+    }
+    let delete_body = if matches!(ctx.req.verb, Verb::Delete | Verb::DeleteCollection) {
+        serde_json::from_slice(&ctx.body).unwrap_or_default()
+    } else {
+        serde_json::Value::Null
+    };
+    crate::admission::for_request(
+        ctx.api,
+        crate::admission::RequestFacts {
+            def: ctx.def,
+            subresource,
+            name: ctx.name(),
+            namespace: ctx.req.namespace.as_deref(),
+            user,
+            query: ctx.query,
+            delete_body,
+        },
+    )
+}
+
+/// Runs a handler under `admission` (if any) and adds the warnings of webhooks and policies to
+/// its answer, error or not.
+async fn admitted(
+    admission: Option<Arc<crate::admission::RequestAdmission>>,
+    handler: impl std::future::Future<Output = Result<Response<Body>, ApiError>>,
+) -> Result<Response<Body>, ApiError> {
+    let Some(admission) = admission else {
+        return handler.await;
+    };
+    let admit: Arc<dyn crate::registry::store::Admit> = admission.clone();
+    let result = crate::registry::store::admitting(admit, handler).await;
+    let warnings = admission.warnings();
+    if warnings.is_empty() {
+        return result;
+    }
+    let response = result.unwrap_or_else(|e| response::error(&e));
+    Ok(write::with_warnings(response, &warnings))
 }
 
 /// Everything a resource handler needs about its request.

@@ -3,6 +3,7 @@
 //! validates, prints and converts its objects. Built-in kinds are in `kinds/`, one file each;
 //! custom resources are built by `crd/`, which implements [`Strategy`] for them.
 
+pub(crate) mod admission_policies;
 mod config_data;
 mod defaults;
 mod fields;
@@ -17,6 +18,7 @@ pub(crate) mod table;
 mod validation;
 mod versions;
 mod volumes;
+pub(crate) mod webhooks;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

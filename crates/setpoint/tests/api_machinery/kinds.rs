@@ -19,23 +19,6 @@ const EVERY_KIND: &str = include_str!("every-kind.yaml");
 const NOT_YET_SERVED: &[(&str, &str)] = &[
     // The deprecated, read-only component statuses.
     ("componentstatuses", "v1"),
-    // Admission configuration: another part of issue 16.
-    (
-        "mutatingwebhookconfigurations",
-        "admissionregistration.k8s.io/v1",
-    ),
-    (
-        "validatingadmissionpolicies",
-        "admissionregistration.k8s.io/v1",
-    ),
-    (
-        "validatingadmissionpolicybindings",
-        "admissionregistration.k8s.io/v1",
-    ),
-    (
-        "validatingwebhookconfigurations",
-        "admissionregistration.k8s.io/v1",
-    ),
     // TokenReview: the server's bearer token is not known where reviews are answered.
     ("tokenreviews", "authentication.k8s.io/v1"),
     // Service IP ranges (MultiCIDRServiceAllocator, GA in 1.33).

@@ -1,5 +1,5 @@
 //! The API machinery operators rely on, driven by the real `kubectl` against a Setpoint
-//! server, one module per topic: server-side apply and field management (`apply`), the
+//! server, one module per topic: admission webhooks and policies (`admission`), server-side apply and field management (`apply`), the
 //! objects clients assume (`defaults`), every built-in kind (`kinds`), `/metrics` and health checks (`metrics`).
 
 #![allow(clippy::unwrap_used)] // test helpers: a failure should panic
@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod admission;
 mod apply;
 mod defaults;
 mod kinds;

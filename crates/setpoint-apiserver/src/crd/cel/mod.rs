@@ -18,6 +18,7 @@
 //! the async worker threads ([`pool`]).
 
 mod estimate;
+mod expression;
 pub(crate) mod limits;
 mod meter;
 pub(crate) mod pool;
@@ -30,6 +31,7 @@ use serde_json::{json, Value};
 use setpoint_core::Cause;
 
 pub(crate) use estimate::unbounded_cardinality;
+pub(crate) use expression::{to_cel, Expression};
 use limits::{COST_LIMIT_EXCEEDED, PER_CALL_LIMIT};
 pub(crate) use meter::Budget;
 use meter::Metered;

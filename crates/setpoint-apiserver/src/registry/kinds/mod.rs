@@ -65,6 +65,10 @@ kinds! {
     api_service,
     review,
     binding,
+    validating_webhook_configuration,
+    mutating_webhook_configuration,
+    validating_admission_policy,
+    validating_admission_policy_binding,
 }
 
 /// Subresources whose storage rules belong to one kind.

@@ -1,13 +1,14 @@
 //! Create: server-set metadata (uid, creation time, generation), the kind's `prepare_create`
 //! and `before_create` (a service's cluster IP), a name from `generateName` (retried when
 //! taken), name and object validation, the namespace check, then a create-if-absent.
+//! Mutating admission runs after the defaults, validating admission after validation.
 
 use bytes::Bytes;
 use serde_json::{json, Value};
 use setpoint_core::{ApiError, Cause};
 use setpoint_store::StoreError;
 
-use super::{store_error, RegistryStore};
+use super::{store_error, Operation, RegistryStore};
 use crate::registry::meta::{self, meta_str};
 use crate::registry::strategy::validate_name;
 
@@ -57,6 +58,14 @@ impl RegistryStore {
             }
         }
         def.strategy.prepare_create(&mut object);
+        // Admission: mutating webhooks see the defaulted object; what they change is prepared
+        // again, as kube-apiserver prepares an object after admission.
+        if self
+            .admit_mutation(Operation::Create, Some(&mut object), None, dry_run)
+            .await?
+        {
+            def.strategy.prepare_create(&mut object);
+        }
         def.strategy.before_create(self, &mut object).await?;
         let generate = meta_str(&object, "generateName").map(str::to_owned);
         let explicit = meta_str(&object, "name")
@@ -91,6 +100,8 @@ impl RegistryStore {
             if !causes.is_empty() {
                 return Err(def.invalid(&name, causes));
             }
+            self.admit_validation(Operation::Create, Some(&object), None, dry_run)
+                .await?;
             if dry_run {
                 return Ok(object);
             }

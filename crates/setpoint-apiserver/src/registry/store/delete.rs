@@ -10,7 +10,7 @@ use setpoint_core::{ApiError, Revision};
 use setpoint_store::StoreError;
 
 use super::delete_options::DeleteOptions;
-use super::{ListOptions, RegistryStore, Scope, Updated};
+use super::{ListOptions, Operation, RegistryStore, Scope, Updated};
 use crate::registry::meta::{self, meta_str};
 
 /// What a delete did.
@@ -86,6 +86,13 @@ impl RegistryStore {
             ),
         ));
         }
+
+        // Admission sees the object as it is before anything is decided (the internal update
+        // that marks it is not admitted again).
+        self.admit_mutation(Operation::Delete, None, Some(&current), dry_run)
+            .await?;
+        self.admit_validation(Operation::Delete, None, Some(&current), dry_run)
+            .await?;
 
         let strategy = &def.strategy;
         let add_finalizer = strategy.deletion_finalizer(options.propagation);

@@ -4,13 +4,15 @@
 //! on a spec change, validate, then write conditionally on the revision read — retried on
 //! conflict unless the client named a `resourceVersion`, which then must match (else 409).
 //! An update that removes the last finalizer of an object being deleted deletes it.
+//! Admission: mutation after `prepare_update`, validation after validation (not for `Full`,
+//! the server's own changes).
 
 use bytes::Bytes;
 use serde_json::{json, Value};
 use setpoint_core::{ApiError, Cause, Revision};
 use setpoint_store::StoreError;
 
-use super::{store_error, RegistryStore};
+use super::{store_error, Operation, RegistryStore};
 use crate::registry::meta::{self, meta_str};
 
 /// What an update may touch.
@@ -131,6 +133,15 @@ impl RegistryStore {
                 }
             }
             def.strategy.prepare_update(&mut new, &current);
+            // Admission (not for the server's own changes): mutating webhooks see the defaulted
+            // object; what they change is prepared again.
+            if scope != Scope::Full
+                && self
+                    .admit_mutation(Operation::Update, Some(&mut new), Some(&current), dry_run)
+                    .await?
+            {
+                def.strategy.prepare_update(&mut new, &current);
+            }
             if def.strategy.generation_changed(&new, &current) {
                 let g = current["metadata"]["generation"].as_i64().unwrap_or(1);
                 meta::metadata(&mut new).insert("generation".into(), json!(g + 1));
@@ -151,6 +162,10 @@ impl RegistryStore {
             }
             if !causes.is_empty() {
                 return Err(def.invalid(name, causes));
+            }
+            if scope != Scope::Full {
+                self.admit_validation(Operation::Update, Some(&new), Some(&current), dry_run)
+                    .await?;
             }
             let mut unchanged = current.clone();
             meta::metadata(&mut unchanged).remove("resourceVersion");

@@ -18,6 +18,7 @@ mod list;
 mod load;
 mod watch;
 mod watcher;
+mod webhook;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -121,6 +122,7 @@ async fn run_all(root: &Path, args: &ApiBenchArgs) -> Result<(Vec<Row>, usize)> 
             ApiBench::List => list::bench_list(&mut harness).await,
             ApiBench::Watch => watch::bench_watch(&mut harness).await,
             ApiBench::Apply => apply::bench_apply(&mut harness).await,
+            ApiBench::Webhook => webhook::bench_webhook(&mut harness).await,
             ApiBench::Idle => idle_rows(&harness, idle_rss),
         };
         // A server that died explains a failure better than what the client saw.
