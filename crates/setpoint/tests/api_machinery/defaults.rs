@@ -1,4 +1,4 @@
-//! The objects clients assume exist: the `default` ServiceAccount and the `kube-root-ca.crt`
+//! The objects clients assume exist: each namespace's own-name label, the `default` ServiceAccount and the `kube-root-ca.crt`
 //! ConfigMap in every namespace (put back when deleted), and the `kubernetes` Service in
 //! `default` with its Endpoints and EndpointSlice pointing at the API server.
 
@@ -21,6 +21,11 @@ fn get(server: &Server, args: &[&str]) -> Option<Value> {
 fn namespaces_should_get_their_default_objects_and_the_api_its_service() {
     let server = Server::start();
     server.ok(&["create", "namespace", "team"]);
+    let team = get(&server, &["namespace", "team"]).unwrap();
+    assert_eq!(
+        team["metadata"]["labels"]["kubernetes.io/metadata.name"],
+        "team"
+    );
     for ns in ["default", "team", "kube-system"] {
         eventually_blocking(&format!("the default ServiceAccount in {ns}"), || {
             get(&server, &["serviceaccount", "default", "-n", ns])

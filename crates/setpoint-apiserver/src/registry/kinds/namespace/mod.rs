@@ -60,6 +60,9 @@ const FIELDS: &[Field] = &[("status.phase", "/status/phase", "")];
 struct Namespaces;
 
 #[async_trait]
+/// The label every namespace gets with its own name.
+const NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
 impl Strategy for Namespaces {
     fn normalize(&self, object: &Value) -> Result<Value, String> {
         round_trip::<Namespace>(object)
@@ -80,6 +83,19 @@ impl Strategy for Namespaces {
     fn apply_defaults(&self, object: &mut Value) {
         if let Some(map) = object.as_object_mut() {
             default(map, "spec", json!({}));
+        }
+        // Every namespace carries its own name as a label, so selectors can pick namespaces
+        // by name (admission webhooks' namespaceSelector, network policies).
+        if let Some(name) = object["metadata"]["name"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned)
+        {
+            let labels = &mut object["metadata"]["labels"];
+            if !labels.is_object() {
+                *labels = json!({});
+            }
+            labels[NAME_LABEL] = json!(name);
         }
         if let Some(spec) = object_at(object, &["spec"]) {
             default(spec, "finalizers", json!(["kubernetes"]));
