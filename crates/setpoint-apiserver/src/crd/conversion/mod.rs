@@ -111,7 +111,7 @@ impl Webhook {
 
 #[async_trait]
 impl Conversion for CustomResource {
-    async fn from_storage(&self, objects: Vec<Value>) -> Result<Vec<Value>, ApiError> {
+    async fn to_served(&self, objects: Vec<Value>) -> Result<Vec<Value>, ApiError> {
         let Some(webhook) = &self.webhook else {
             return Ok(objects);
         };

@@ -26,7 +26,7 @@ use crate::watchcache::CachedObject;
 #[async_trait]
 pub(crate) trait Conversion: Send + Sync {
     /// `objects` (as stored, in any version) in the served version, in the same order.
-    async fn from_storage(&self, objects: Vec<Value>) -> Result<Vec<Value>, ApiError>;
+    async fn to_served(&self, objects: Vec<Value>) -> Result<Vec<Value>, ApiError>;
     /// `objects` (in the served version) in the storage version, in the same order.
     async fn to_storage(&self, objects: Vec<Value>) -> Result<Vec<Value>, ApiError>;
 }
@@ -62,7 +62,7 @@ async fn served_of(def: &ResourceDef, stored: Value) -> Result<Value, ApiError> 
     let object = def.strategy.served_from_storage(stored);
     match def.strategy.conversion() {
         None => Ok(object),
-        Some(c) => only(c.from_storage(vec![object]).await?),
+        Some(c) => only(c.to_served(vec![object]).await?),
     }
 }
 
@@ -84,7 +84,7 @@ pub(crate) async fn served_objects(
         .map(|o| serde_json::from_slice::<Value>(&o.json))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| ApiError::internal(format!("cached object does not decode: {e}")))?;
-    let converted = conversion.from_storage(values).await?;
+    let converted = conversion.to_served(values).await?;
     if converted.len() != objects.len() {
         return Err(ApiError::internal(
             "conversion returned a different number of objects",
