@@ -72,6 +72,7 @@ mod server;
 pub mod telemetry;
 mod tls;
 mod watchcache;
+mod webhook;
 
 pub use api::{Api, MetricsRenderer};
 pub use auth::{User, AUTHENTICATED_GROUP};

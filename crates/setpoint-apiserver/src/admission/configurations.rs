@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::Value;
 use setpoint_core::LabelSelector;
 
-use super::client;
 use crate::crd::cel::Expression;
+use crate::webhook::ClientConfig;
 
 /// `failurePolicy`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,18 +60,6 @@ impl Rule {
     }
 }
 
-/// Where a webhook is.
-#[derive(Debug)]
-pub(crate) enum Endpoint {
-    Url(String),
-    Service {
-        namespace: String,
-        name: String,
-        path: String,
-        port: u16,
-    },
-}
-
 /// One webhook, ready to match and call.
 #[derive(Debug)]
 pub(crate) struct Webhook {
@@ -90,11 +78,8 @@ pub(crate) struct Webhook {
     pub(crate) reinvoke: bool,
     /// `matchConditions`: name and expression, or why it does not compile.
     pub(crate) conditions: Vec<(String, Result<Expression, String>)>,
-    pub(crate) endpoint: Endpoint,
-    /// The TLS settings from `caBundle`, or why they are unusable.
-    pub(crate) tls: Result<Arc<rustls::ClientConfig>, String>,
-    /// A fingerprint of `caBundle`: webhooks with the same one share connections.
-    pub(crate) tls_key: u64,
+    /// Where it is and how its certificate is checked.
+    pub(crate) client_config: ClientConfig,
 }
 
 impl Webhook {
@@ -113,45 +98,6 @@ impl Webhook {
             } else {
                 LabelSelector::from_structured(v).unwrap_or_else(|_| LabelSelector::nothing())
             }
-        };
-        let config = &w["clientConfig"];
-        let endpoint = match config["url"].as_str() {
-            Some(url) => Endpoint::Url(url.to_owned()),
-            None => Endpoint::Service {
-                namespace: config["service"]["namespace"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-                name: config["service"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-                path: config["service"]["path"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-                port: config["service"]["port"]
-                    .as_u64()
-                    .and_then(|p| u16::try_from(p).ok())
-                    .unwrap_or(443),
-            },
-        };
-        let tls_key = {
-            use std::hash::{Hash as _, Hasher as _};
-            let mut hasher = std::collections::hash_map::DefaultHasher::new();
-            config["caBundle"].as_str().hash(&mut hasher);
-            hasher.finish()
-        };
-        let ca = config["caBundle"].as_str().map(|b| {
-            use base64::Engine as _;
-            base64::engine::general_purpose::STANDARD
-                .decode(b)
-                .map_err(|e| format!("the caBundle is not base64: {e}"))
-        });
-        let tls = match ca {
-            Some(Err(e)) => Err(e),
-            Some(Ok(pem)) => client::tls_config(Some(&pem)),
-            None => client::tls_config(None),
         };
         Webhook {
             name: w["name"].as_str().unwrap_or_default().to_owned(),
@@ -181,9 +127,7 @@ impl Webhook {
                     (name, expression)
                 })
                 .collect(),
-            endpoint,
-            tls,
-            tls_key,
+            client_config: ClientConfig::parse(&w["clientConfig"]),
         }
     }
 }

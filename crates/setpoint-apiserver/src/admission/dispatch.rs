@@ -11,9 +11,7 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 use setpoint_core::ApiError;
 
-use super::client::Target;
 use super::configurations::{FailurePolicy, SideEffects, Webhook};
-use super::endpoints;
 use super::matching::{labels_of, needs_namespace, Attributes};
 use super::review::{denial, read_response, ReviewRequest};
 use super::RequestAdmission;
@@ -381,34 +379,14 @@ impl RequestAdmission {
         body: Bytes,
         mutating: bool,
     ) -> Result<super::review::Verdict, String> {
-        let tls = webhook
-            .tls
-            .as_ref()
-            .map_err(|e| format!("failed to call webhook: {e}"))?;
-        let timeout = webhook.timeout;
-        let started = tokio::time::Instant::now();
-        // Looking the destination up (DNS, a Service's endpoints) counts against the timeout.
-        let destination = tokio::time::timeout(
-            timeout,
-            endpoints::resolve(&self.served, &webhook.endpoint, timeout.as_secs()),
+        let answer = crate::webhook::call(
+            &self.state.client,
+            &self.served,
+            &webhook.client_config,
+            webhook.timeout,
+            body,
         )
-        .await
-        .map_err(|_| "failed to call webhook: context deadline exceeded".to_owned())?
-        .map_err(|e| format!("failed to call webhook: {e}"))?;
-        let timeout = timeout.saturating_sub(started.elapsed());
-        let target = Target {
-            address: destination.address,
-            server_name: &destination.server_name,
-            host: &destination.host,
-            path: &destination.path,
-            url: &destination.url,
-        };
-        let answer = self
-            .state
-            .client
-            .post(tls, webhook.tls_key, &target, body, timeout)
-            .await
-            .map_err(|e| format!("failed to call webhook: {e}"))?;
+        .await?;
         read_response(&answer, &self.uid, mutating)
             .map_err(|e| format!("received invalid webhook response: {e}"))
     }

@@ -16,7 +16,7 @@
 //!   changed the object. Then the bound ValidatingAdmissionPolicies ([`policy_check`]), then
 //!   validating webhooks one after the other in the same order
 //!   (kube-apiserver calls them in parallel; the outcome is the same, the latency the sum).
-//! - **How** ([`client`], [`endpoints`], [`review`]): an `AdmissionReview` v1 over HTTPS,
+//! - **How** ([`review`], and `webhook/` shared with CRD conversion): an `AdmissionReview` v1 over HTTPS,
 //!   trusting `caBundle`, within `timeoutSeconds`; a webhook that cannot be reached, is too
 //!   slow or answers nonsense fails the request (500, `failed calling webhook`) under
 //!   `failurePolicy: Fail` and is skipped under `Ignore`. A denial is the webhook's status;
@@ -29,10 +29,8 @@
 //! requests that follow it within the watch's delay (milliseconds).
 
 mod cache;
-mod client;
 mod configurations;
 mod dispatch;
-mod endpoints;
 mod matching;
 mod policies;
 mod policy_check;
@@ -46,9 +44,9 @@ use serde_json::{json, Value};
 
 use crate::api::{Api, Served};
 use crate::registry::ResourceDef;
+use crate::webhook::Client;
 use crate::User;
 use cache::Compiled;
-use client::Client;
 use configurations::{webhooks_of, Webhook};
 use policies::{binding_of, policy_of, Binding, Policy};
 

@@ -77,6 +77,9 @@ pub struct Api {
     /// Admission's state (compiled webhook configurations, connections to webhooks), of a
     /// type `admission/` owns and creates on first use.
     pub(crate) admission_state: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
+    /// This API, for what it serves that must reach it back (a CRD's conversion webhook
+    /// resolves Services through it).
+    pub(crate) this: std::sync::Weak<Api>,
 }
 
 /// Renders the whole Prometheus text exposition of the process serving the API.
@@ -105,7 +108,7 @@ impl Api {
             })
             .collect();
         let openapi = OpenApiDocs::generate(&registry);
-        let api = Arc::new(Api {
+        let api = Arc::new_cyclic(|this| Api {
             store,
             served: parking_lot::RwLock::new(Arc::new(Served {
                 registry,
@@ -120,6 +123,7 @@ impl Api {
             telemetry,
             metrics_renderer: std::sync::OnceLock::new(),
             admission_state: std::sync::OnceLock::new(),
+            this: this.clone(),
         });
         api.bootstrap().await?;
         Ok(api)

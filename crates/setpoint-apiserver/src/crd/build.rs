@@ -3,16 +3,18 @@
 //! higher numbers first), so the first is the group's preferred version.
 
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use serde_json::Value;
 use setpoint_core::{GroupResource, GroupVersionKind};
 
+use super::conversion::Webhook;
 use super::jsonpath::JsonPath;
 use super::scale::ScalePaths;
 use super::schema::Schema;
 use super::table::PrinterColumn;
 use super::CustomResource;
+use crate::api::Api;
 use crate::registry::{compare_versions, ResourceDef, Subresource, ALL_VERBS, STATUS_VERBS};
 
 /// Where CRDs are stored.
@@ -34,7 +36,7 @@ fn strings(v: &Value, key: &str) -> Vec<String> {
 }
 
 /// The resources a CRD serves (its served versions), or why it cannot serve them.
-pub(crate) fn resources_of(crd: &Value) -> Result<Vec<ResourceDef>, String> {
+pub(crate) fn resources_of(crd: &Value, api: &Weak<Api>) -> Result<Vec<ResourceDef>, String> {
     let name = crd["metadata"]["name"].as_str().unwrap_or_default();
     let spec = &crd["spec"];
     let group = text(spec, "group");
@@ -63,6 +65,7 @@ pub(crate) fn resources_of(crd: &Value) -> Result<Vec<ResourceDef>, String> {
         .filter(|v| v["served"] == Value::Bool(true))
         .collect();
     served.sort_by(|a, b| compare_versions(text(a, "name"), text(b, "name")));
+    let webhook = Webhook::of_spec(spec, api);
     let mut defs = Vec::new();
     for (i, v) in served.into_iter().enumerate() {
         let version = text(v, "name");
@@ -121,6 +124,7 @@ pub(crate) fn resources_of(crd: &Value) -> Result<Vec<ResourceDef>, String> {
             scale,
             columns,
             selectable,
+            webhook: webhook.clone(),
             spec: spec.clone(),
             terminating: AtomicBool::new(false),
         };
@@ -156,7 +160,7 @@ mod tests {
                 {"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object"}},
                  "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}}},
                 {"name": "v0", "served": false, "storage": false, "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
-        let defs = resources_of(&crd).unwrap();
+        let defs = resources_of(&crd, &Weak::new()).unwrap();
         assert_eq!(defs.len(), 2);
         assert_eq!(defs[0].gvk.version, "v1");
         assert_eq!(defs[0].singular, "widget");

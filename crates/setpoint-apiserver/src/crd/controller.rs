@@ -220,7 +220,7 @@ async fn reconcile_locked(api: &Api, name: &str) -> Result<(), ApiError> {
             ]
         }
         None => {
-            let built = resources_of(&crd).map_err(ApiError::internal)?;
+            let built = resources_of(&crd, &api.this).map_err(ApiError::internal)?;
             let unchanged = api.served().custom.get(name).is_some_and(|defs| {
                 defs.len() == built.len()
                     && defs

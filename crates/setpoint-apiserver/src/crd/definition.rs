@@ -111,6 +111,7 @@ pub(super) fn validate_definition(crd: &Value, old: Option<&Value>) -> Vec<Cause
             &["Cluster", "Namespaced"],
         )),
     }
+    super::conversion::validate(spec, &mut causes);
     let versions = spec["versions"]
         .as_array()
         .map(Vec::as_slice)

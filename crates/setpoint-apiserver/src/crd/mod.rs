@@ -13,11 +13,12 @@
 //!   finalizer, deletes every custom object, then lets the CRD go.
 //! - Objects of every version are stored once, under `/registry/<group>/<plural>/`, in the
 //!   storage version's `apiVersion`; other versions are served by rewriting `apiVersion`
-//!   (conversion strategy `None`).
+//!   (conversion strategy `None`) or by the CRD's conversion webhook ([`conversion`]).
 
 mod build;
 pub(crate) mod cel;
 pub(crate) mod controller;
+mod conversion;
 mod definition;
 mod jsonpath;
 mod kind;
@@ -68,6 +69,9 @@ pub(crate) struct CustomResource {
     pub(crate) columns: Vec<table::PrinterColumn>,
     /// `selectableFields`: field label (`spec.color`) and where its value is.
     pub(crate) selectable: Vec<(String, jsonpath::JsonPath)>,
+    /// The conversion webhook, when `spec.conversion.strategy` is `Webhook`: objects are then
+    /// converted by it ([`conversion`]), not by rewriting `apiVersion`.
+    pub(crate) webhook: Option<Arc<conversion::Webhook>>,
     /// The CRD's `spec` this was built from: a different spec means a new definition.
     pub(crate) spec: Value,
     /// Set once the CRD is being deleted: no new objects may be created.

@@ -2,7 +2,8 @@
 //! schema prunes, defaults and validates them (with CEL rules); `metadata.generation` changes
 //! with anything outside `metadata` (and `status`, when it has its own subresource), as
 //! kube-apiserver does; the table has the version's printer columns; field selectors take
-//! its `selectableFields`; objects are stored in the storage version's `apiVersion`;
+//! its `selectableFields`; objects are stored in the storage version's `apiVersion` (converted
+//! by the CRD's webhook when it has one: `conversion/`);
 //! strategic merge patches are refused (custom resources have no patch strategies); nothing
 //! new is created while the CRD is terminating.
 
@@ -14,6 +15,7 @@ use serde_json::{json, Value};
 use setpoint_core::{ApiError, Cause, SelectableFields};
 
 use super::{table, CustomResource};
+use crate::registry::store::Conversion;
 use crate::registry::table::Column;
 use crate::registry::{metadata_fields, metadata_labels, validate_finalizers, ScaleView, Strategy};
 
@@ -96,13 +98,21 @@ impl Strategy for CustomResource {
         object
     }
 
-    /// The served form: this version's `apiVersion`, with the schema's defaults.
+    /// The served form: this version's `apiVersion`, with the schema's defaults; with a
+    /// conversion webhook, the stored form (converted on each read by [`Self::conversion`]).
     fn served_from_storage(&self, mut object: Value) -> Value {
+        if self.webhook.is_some() {
+            return object;
+        }
         if object.is_object() {
             object["apiVersion"] = json!(self.api_version);
         }
         self.schema.apply_defaults(&mut object);
         object
+    }
+
+    fn conversion(&self) -> Option<&dyn Conversion> {
+        self.webhook.as_ref().map(|_| self as &dyn Conversion)
     }
 
     fn list_kind(&self, _kind: &str) -> String {

@@ -1,6 +1,8 @@
 //! WATCH: newline-delimited `{"type","object"}` events streamed from the watch cache, flushed
 //! per batch, with bookmarks, `timeoutSeconds`, `410 Expired` (at request time as a `Status`,
-//! later as an `ERROR` event) and streaming lists (`sendInitialEvents`).
+//! later as an `ERROR` event) and streaming lists (`sendInitialEvents`). Objects of a resource
+//! converted by a webhook are converted per batch; a failed conversion ends the watch with an
+//! `ERROR` event.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -17,6 +19,7 @@ use super::params::{invalid_options, list_options};
 use super::read::table_of;
 use super::response::{self, Body, Form};
 use super::Ctx;
+use crate::registry::store::served_objects;
 use crate::registry::ResourceDef;
 use crate::request_info::flag;
 use crate::watchcache::{CachedObject, EventType, Watcher};
@@ -114,6 +117,21 @@ fn watch_deadline(timeout_seconds: Option<&str>) -> Result<Instant, ApiError> {
     Ok(now.checked_add(timeout).unwrap_or(now))
 }
 
+/// `objects` as served (see `registry/store/convert.rs`). The body stream must be `Sync` and
+/// a conversion's future is not, so a conversion runs as a task of its own.
+async fn converted(
+    def: &Arc<ResourceDef>,
+    objects: Vec<Arc<CachedObject>>,
+) -> Result<Vec<Arc<CachedObject>>, ApiError> {
+    if def.strategy.conversion().is_none() {
+        return Ok(objects);
+    }
+    let def = def.clone();
+    tokio::spawn(async move { served_objects(&def, objects).await })
+        .await
+        .map_err(|e| ApiError::internal(format!("conversion: {e}")))?
+}
+
 struct Stream {
     def: Arc<ResourceDef>,
     watcher: Watcher,
@@ -136,11 +154,14 @@ impl Stream {
             return None;
         }
         if !self.initial.is_empty() {
+            let n = self.initial.len().min(256);
+            let batch: Vec<_> = self.initial.drain(..n).collect();
+            let batch = match converted(&self.def, batch).await {
+                Ok(b) => b,
+                Err(e) => return Some(self.fail(&e)),
+            };
             let mut out = BytesMut::new();
-            for _ in 0..256 {
-                let Some(o) = self.initial.pop_front() else {
-                    break;
-                };
+            for o in &batch {
                 self.line(&mut out, EventType::Added.as_str(), &o.json);
             }
             return Some(out.freeze());
@@ -152,33 +173,28 @@ impl Stream {
             tokio::select! {
                 next = self.watcher.next() => match next {
                     Ok(events) if events.is_empty() => continue,
-                    Ok(events) => {
-                        let mut out = BytesMut::with_capacity(Self::size_of(&events));
-                        for e in &events {
-                            self.line(&mut out, e.kind.as_str(), &e.object.json);
-                        }
+                    Ok(mut events) => {
                         let hot = self.last_sent.is_some_and(|t| t.elapsed() < HOT_FOR);
                         if hot && events.len() < COALESCE_BELOW {
                             tokio::time::sleep(COALESCE_FOR).await;
-                            let more = self.watcher.try_next().unwrap_or_default();
-                            out.reserve(Self::size_of(&more));
-                            for e in &more {
-                                self.line(&mut out, e.kind.as_str(), &e.object.json);
-                            }
+                            events.extend(self.watcher.try_next().unwrap_or_default());
+                        }
+                        let kinds: Vec<EventType> = events.iter().map(|e| e.kind).collect();
+                        let objects = events.into_iter().map(|e| e.object).collect();
+                        let objects = match converted(&self.def, objects).await {
+                            Ok(o) => o,
+                            Err(e) => return Some(self.fail(&e)),
+                        };
+                        let size = objects.iter().map(|o| o.json.len() + 32).sum();
+                        let mut out = BytesMut::with_capacity(size);
+                        for (kind, o) in kinds.iter().zip(&objects) {
+                            self.line(&mut out, kind.as_str(), &o.json);
                         }
                         self.last_sent = Some(Instant::now());
                         return Some(out.freeze());
                     }
                     Err(_) if self.watcher.is_stopped() => return None,
-                    Err(e) => {
-                        self.done = true;
-                        let mut out = BytesMut::new();
-                        let status = e.to_json();
-                        out.extend_from_slice(b"{\"type\":\"ERROR\",\"object\":");
-                        out.extend_from_slice(&status);
-                        out.extend_from_slice(b"}\n");
-                        return Some(out.freeze());
-                    }
+                    Err(e) => return Some(self.fail(&e)),
                 },
                 () = tokio::time::sleep_until(self.deadline) => return None,
                 () = tokio::time::sleep_until(self.next_bookmark), if self.bookmarks => {
@@ -189,9 +205,14 @@ impl Stream {
         }
     }
 
-    /// The bytes `events` take as event lines (exact for plain objects, a start otherwise).
-    fn size_of(events: &[crate::watchcache::WatchEvent]) -> usize {
-        events.iter().map(|e| e.object.json.len() + 32).sum()
+    /// Ends the stream with an `ERROR` event carrying `e`'s status.
+    fn fail(&mut self, e: &ApiError) -> Bytes {
+        self.done = true;
+        let mut out = BytesMut::new();
+        out.extend_from_slice(b"{\"type\":\"ERROR\",\"object\":");
+        out.extend_from_slice(&e.to_json());
+        out.extend_from_slice(b"}\n");
+        out.freeze()
     }
 
     fn line(&self, out: &mut BytesMut, kind: &str, object: &Bytes) {

@@ -11,7 +11,7 @@ mod object;
 mod watcher;
 
 pub(crate) use object::{CachedEvent, CachedObject, EventType};
-pub(crate) use watcher::{Filter, WatchEvent, Watcher};
+pub(crate) use watcher::{Filter, Watcher};
 
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -106,10 +106,14 @@ impl RegistryStore {
                 return Ok(object);
             }
             let key = def.key(namespace, &name);
-            let stored = def.strategy.to_storage(object.clone());
+            let stored = self.stored(object.clone()).await?;
             let bytes = Bytes::from(serde_json::to_vec(&stored).expect("serializes"));
             match self.store.create(Bytes::from(key), bytes).await {
                 Ok(kv) => {
+                    if def.strategy.conversion().is_some() {
+                        // Answered as kube-apiserver answers: the stored object, converted back.
+                        object = self.served(stored).await?;
+                    }
                     meta::metadata(&mut object)
                         .insert("resourceVersion".into(), json!(kv.mod_revision.to_string()));
                     return Ok(object);

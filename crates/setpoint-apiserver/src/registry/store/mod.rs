@@ -15,11 +15,14 @@
 //!   deletion, and delete-collection.
 //!
 //! The kind's strategy is called at fixed points of each; dry runs stop just before the write.
+//! Objects of a resource with a [`Conversion`] (a CRD's webhook) are converted on every read
+//! and write (`convert.rs`).
 //! Admission (`admission.rs`) is called at fixed points too: mutation after the defaults,
 //! validation after the kind's validation.
 //! Errors are the API's ([`ApiError`]), mapped from the store's in one place ([`store_error`]).
 
 pub(crate) mod admission;
+mod convert;
 mod create;
 pub(crate) mod delete;
 pub(crate) mod delete_options;
@@ -35,6 +38,7 @@ use setpoint_core::{ApiError, Reason};
 use setpoint_store::{Store, StoreError};
 
 pub(crate) use admission::{admitting, Admit, Operation};
+pub(crate) use convert::{served_objects, Conversion};
 pub(crate) use delete::Deleted;
 pub(crate) use options::{dry_run_of, Continue, ListOptions, RvMatch};
 pub(crate) use scale::ScaleChange;

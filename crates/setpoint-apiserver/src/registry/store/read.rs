@@ -57,7 +57,7 @@ impl RegistryStore {
             .ok_or_else(|| self.not_found(name))?;
         let stored: Value = serde_json::from_slice(&kv.value)
             .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
-        let mut object = self.def.strategy.served_from_storage(stored);
+        let mut object = self.served(stored).await?;
         meta::metadata(&mut object)
             .insert("resourceVersion".into(), json!(kv.mod_revision.to_string()));
         Ok(object)
@@ -169,6 +169,7 @@ impl RegistryStore {
                 remaining = remaining.saturating_add(1);
             }
         }
+        let items = super::served_objects(&self.def, items).await?;
         let mut page = ListPage {
             items,
             revision,

@@ -57,7 +57,7 @@ impl RegistryStore {
                 .ok_or_else(|| ApiError::not_found(&gr, name))?;
             let stored: Value = serde_json::from_slice(&kv.value)
                 .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
-            let mut current = def.strategy.served_from_storage(stored);
+            let mut current = self.served(stored).await?;
             let rv = kv.mod_revision.to_string();
             meta::metadata(&mut current).insert("resourceVersion".into(), json!(rv));
             let mut new = change(&current)?;
@@ -198,7 +198,7 @@ impl RegistryStore {
                     Err(e) => return Err(self.error_for(name, e)),
                 }
             }
-            let stored = def.strategy.to_storage(new.clone());
+            let stored = self.stored(new.clone()).await?;
             let bytes = Bytes::from(serde_json::to_vec(&stored).expect("serializes"));
             match self
                 .store

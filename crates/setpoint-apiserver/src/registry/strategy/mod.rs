@@ -164,6 +164,14 @@ pub(crate) trait Strategy: std::any::Any + Send + Sync + std::fmt::Debug {
         object
     }
 
+    /// How objects are converted between the resource's versions when `to_storage` and
+    /// `served_from_storage` cannot do it alone (a CRD's conversion webhook): the registry
+    /// store calls it after `served_from_storage` and before `to_storage`, and the watch cache
+    /// then keeps objects as stored (`registry/store/convert.rs`).
+    fn conversion(&self) -> Option<&dyn crate::registry::store::Conversion> {
+        None
+    }
+
     /// The kind of a list of `kind` objects.
     fn list_kind(&self, kind: &str) -> String {
         format!("{kind}List")

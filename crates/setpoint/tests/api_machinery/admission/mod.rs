@@ -5,7 +5,7 @@
 //! that keep requests away from a webhook, dry runs — and what the webhook is sent.
 
 mod policy;
-mod webhook;
+pub(crate) mod webhook;
 
 use std::time::{Duration, Instant};
 

@@ -29,8 +29,11 @@ pub(super) const WARNING: &str = "configmaps here are watched closely";
 
 type Received = Arc<Mutex<Vec<(String, Value)>>>;
 
+/// What the server answers to a review posted to a path.
+pub(crate) type Answer = fn(&str, &Value) -> String;
+
 /// A running webhook server; stopped when dropped.
-pub(super) struct Webhooks {
+pub(crate) struct Webhooks {
     address: SocketAddr,
     ca_pem: String,
     received: Received,
@@ -39,6 +42,11 @@ pub(super) struct Webhooks {
 
 impl Webhooks {
     pub(super) fn start() -> Webhooks {
+        Webhooks::start_with(answer)
+    }
+
+    /// A server whose answer to a review posted to a path is `answer(path, review)`.
+    pub(crate) fn start_with(answer: Answer) -> Webhooks {
         let ca = TestCa::new();
         // Also valid for the Service the tests put in front of it (`hook` in `default`).
         let identity = ca.server_identity(&["127.0.0.1", "hook.default.svc"]);
@@ -66,7 +74,7 @@ impl Webhooks {
                     }
                     let Ok(stream) = stream else { continue };
                     let (config, received) = (config.clone(), received.clone());
-                    std::thread::spawn(move || serve(stream, config, received));
+                    std::thread::spawn(move || serve(stream, config, received, answer));
                 }
             });
         }
@@ -84,17 +92,17 @@ impl Webhooks {
     }
 
     /// The URL of `path` on this server.
-    pub(super) fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("https://{}{path}", self.address)
     }
 
     /// The CA bundle (base64 of the CA's PEM) for configurations.
-    pub(super) fn ca_bundle(&self) -> String {
+    pub(crate) fn ca_bundle(&self) -> String {
         base64::engine::general_purpose::STANDARD.encode(&self.ca_pem)
     }
 
     /// The `request`s of the reviews received on `path`, in order.
-    pub(super) fn requests(&self, path: &str) -> Vec<Value> {
+    pub(crate) fn requests(&self, path: &str) -> Vec<Value> {
         self.received
             .lock()
             .unwrap()
@@ -113,7 +121,7 @@ impl Drop for Webhooks {
     }
 }
 
-fn serve(stream: TcpStream, config: Arc<rustls::ServerConfig>, received: Received) {
+fn serve(stream: TcpStream, config: Arc<rustls::ServerConfig>, received: Received, answer: Answer) {
     let Ok(connection) = rustls::ServerConnection::new(config) else {
         return;
     };

@@ -9,7 +9,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use serde_json::Value;
 
-use super::configurations::Endpoint;
+use super::Endpoint;
 use crate::api::Served;
 
 /// A webhook call's destination.
