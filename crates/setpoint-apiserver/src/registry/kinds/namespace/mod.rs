@@ -59,10 +59,10 @@ const FIELDS: &[Field] = &[("status.phase", "/status/phase", "")];
 #[derive(Debug)]
 struct Namespaces;
 
-#[async_trait]
 /// The label every namespace gets with its own name.
 const NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
+#[async_trait]
 impl Strategy for Namespaces {
     fn normalize(&self, object: &Value) -> Result<Value, String> {
         round_trip::<Namespace>(object)
