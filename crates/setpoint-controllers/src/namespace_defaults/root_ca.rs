@@ -56,9 +56,15 @@ pub(crate) async fn run(
     Controller::<Namespace>::new(&ctx.factory)
         .named(NAME)
         .registered_in(&ctx.metrics)
-        .watches_with(InformerOptions::<ConfigMap>::default(), |cm| {
-            namespace_of(cm, CONFIG_MAP)
-        })
+        // Only this ConfigMap, filtered by the server: caching every ConfigMap would cost
+        // each write of any of them a decode here.
+        .watches_with(
+            InformerOptions::<ConfigMap> {
+                field_selector: Some(format!("metadata.name={CONFIG_MAP}")),
+                ..InformerOptions::default()
+            },
+            |cm| namespace_of(cm, CONFIG_MAP),
+        )
         .run(reconcile, context, shutdown.cancelled_owned())
         .await
 }

@@ -34,9 +34,13 @@ pub(crate) async fn run(
     Controller::<Namespace>::new(&ctx.factory)
         .named(NAME)
         .registered_in(&ctx.metrics)
-        .watches_with(InformerOptions::<ServiceAccount>::default(), |sa| {
-            namespace_of(sa, DEFAULT)
-        })
+        .watches_with(
+            InformerOptions::<ServiceAccount> {
+                field_selector: Some(format!("metadata.name={DEFAULT}")),
+                ..InformerOptions::default()
+            },
+            |sa| namespace_of(sa, DEFAULT),
+        )
         .run(reconcile, Arc::new(ctx.client), shutdown.cancelled_owned())
         .await
 }

@@ -80,8 +80,10 @@ pub(super) async fn bench_apply(harness: &mut Harness) -> Result<Vec<Row>> {
                 // annotation) is the write's number, unique across both runs.
                 let sent = i + 1 + if apply { 1 << 32 } else { 0 };
                 if apply {
+                    // Forced, as a controller applies: the merge patches before made their
+                    // (unnamed) manager own `sent`.
                     Call::apply(
-                        format!("{path}/{name}?fieldManager={MANAGER}"),
+                        format!("{path}/{name}?fieldManager={MANAGER}&force=true"),
                         body(&name, sent),
                         StatusCode::OK,
                     )
