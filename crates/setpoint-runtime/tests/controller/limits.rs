@@ -116,10 +116,11 @@ async fn graceful_shutdown_should_wait_for_the_reconcile_in_flight() {
 async fn cache_sync_timeout_should_fail_naming_the_informer_and_its_error() {
     let env = TestEnv::start().await.expect("test env");
     let factory = InformerFactory::new(env.client());
-    // The server does not serve batch/v1 Jobs: listing them is a 404.
+    // The server does not serve resource.k8s.io ResourceClaims: listing them is a 404.
     let controller =
-        Controller::<Job>::new(&factory).cache_sync_timeout(Duration::from_millis(1_500));
-    let reconciler = |_: Arc<Job>, _: Arc<()>| async { Ok::<_, String>(Action::await_change()) };
+        Controller::<ResourceClaim>::new(&factory).cache_sync_timeout(Duration::from_millis(1_500));
+    let reconciler =
+        |_: Arc<ResourceClaim>, _: Arc<()>| async { Ok::<_, String>(Action::await_change()) };
     let error = controller
         .run(reconciler, Arc::new(()), std::future::pending())
         .await
@@ -129,9 +130,9 @@ async fn cache_sync_timeout_should_fail_naming_the_informer_and_its_error() {
         unsynced,
         ..
     } = &error;
-    assert_eq!(controller, "jobs");
+    assert_eq!(controller, "resourceclaims");
     assert_eq!(unsynced.len(), 1, "{error}");
-    assert_eq!(unsynced[0].informer, "jobs");
+    assert_eq!(unsynced[0].informer, "resourceclaims");
     let last_error = unsynced[0]
         .last_error
         .as_deref()
@@ -147,8 +148,9 @@ async fn cache_sync_timeout_should_fail_naming_the_informer_and_its_error() {
 async fn shutdown_before_the_caches_sync_should_return_ok() {
     let env = TestEnv::start().await.expect("test env");
     let factory = InformerFactory::new(env.client());
-    let controller = Controller::<Job>::new(&factory);
-    let reconciler = |_: Arc<Job>, _: Arc<()>| async { Ok::<_, String>(Action::await_change()) };
+    let controller = Controller::<ResourceClaim>::new(&factory);
+    let reconciler =
+        |_: Arc<ResourceClaim>, _: Arc<()>| async { Ok::<_, String>(Action::await_change()) };
     controller
         .run(reconciler, Arc::new(()), sleep(Duration::from_millis(200)))
         .await
