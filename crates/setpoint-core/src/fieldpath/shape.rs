@@ -162,8 +162,10 @@ impl Shape {
     pub fn from_openapi(schema: &Value) -> Shape {
         let mut root = shape_of(schema);
         // Every object's metadata is an ObjectMeta, whatever the CRD's schema says of it.
-        let builtin = Shape::builtin("v1", "ConfigMap");
-        if let Some(meta) = builtin.fields.get("metadata") {
+        static OBJECT_META: std::sync::OnceLock<Option<Shape>> = std::sync::OnceLock::new();
+        let meta =
+            OBJECT_META.get_or_init(|| Shape::builtin("v1", "ConfigMap").fields.remove("metadata"));
+        if let Some(meta) = meta {
             root.fields.insert("metadata".into(), meta.clone());
         }
         root

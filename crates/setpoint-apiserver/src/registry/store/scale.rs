@@ -80,7 +80,6 @@ impl RegistryStore {
                 }
                 let mut next = current.clone();
                 view.set_replicas(&mut next, n);
-                meta::metadata(&mut next).remove("managedFields");
                 fields.track(Some(current), &mut next);
                 let rv = scale["metadata"]["resourceVersion"]
                     .as_str()
