@@ -37,6 +37,14 @@ impl User {
         }
     }
 
+    /// Who the server's own in-process clients (its loops) act as: `system:apiserver` in
+    /// `system:masters`, kube-apiserver's loopback identity. Admission webhooks see it in
+    /// `userInfo`.
+    #[must_use]
+    pub fn loopback() -> Self {
+        Self::new("system:apiserver", ["system:masters".to_owned()])
+    }
+
     /// Whether the user is in `group`.
     pub fn in_group(&self, group: &str) -> bool {
         self.groups.iter().any(|candidate| candidate == group)

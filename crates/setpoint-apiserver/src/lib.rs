@@ -91,7 +91,18 @@ impl Api {
     /// What the server has counted so far (requests, watches, store calls), for `/metrics`.
     #[must_use]
     pub fn telemetry(&self) -> telemetry::Snapshot {
-        self.telemetry.snapshot()
+        let mut snapshot = self.telemetry.snapshot();
+        snapshot.caches = self.cache_figures();
+        snapshot
+    }
+
+    /// Answers a request of one of the process's own clients (an in-process transport), as
+    /// [`User::loopback`].
+    pub async fn handle_loopback(
+        &self,
+        request: http::Request<bytes::Bytes>,
+    ) -> http::Response<Body> {
+        Handler::handle(self, request, User::loopback()).await
     }
 
     /// Sets what `GET /metrics` (authenticated) answers: the process's whole exposition, which

@@ -168,3 +168,30 @@ async fn impersonation_should_be_refused_with_a_403_status_not_ignored() {
     );
     server.server.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn the_servers_own_clients_should_act_as_the_loopback_user() {
+    use http_body_util::BodyExt as _;
+    use setpoint_store::{EmbeddedConfig, EmbeddedStore};
+
+    let store = EmbeddedStore::open(EmbeddedConfig::in_memory()).unwrap();
+    let api = setpoint_apiserver::Api::new(std::sync::Arc::new(store))
+        .await
+        .unwrap();
+    let request = http::Request::builder()
+        .method("POST")
+        .uri("/apis/authentication.k8s.io/v1/selfsubjectreviews")
+        .header("content-type", "application/json")
+        .body(bytes::Bytes::from_static(
+            br#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#,
+        ))
+        .unwrap();
+    let response = api.handle_loopback(request).await;
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let review: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        review["status"]["userInfo"],
+        serde_json::json!({"username": "system:apiserver", "groups": ["system:masters", "system:authenticated"]})
+    );
+}

@@ -75,7 +75,7 @@ impl TestEnv {
         let handler_api = api.clone();
         let client = Client::in_process(move |request| {
             let api = handler_api.clone();
-            async move { api.handle(request).await }
+            async move { api.handle_loopback(request).await }
         });
         Ok(TestEnv { api, client })
     }

@@ -62,6 +62,59 @@ fn encode_api(e: &mut Encoder, api: &Api) {
             histogram,
         );
     }
+    for (group, version, resource, n) in &snapshot.watch_events {
+        e.counter(
+            "apiserver_watch_events_total",
+            "Number of events sent in watch clients",
+            &[
+                ("group", group),
+                ("resource", resource),
+                ("version", version),
+            ],
+            *n,
+        );
+    }
+    for c in &snapshot.caches {
+        let qualified = if c.group.is_empty() {
+            c.resource.clone()
+        } else {
+            format!("{}.{}", c.resource, c.group)
+        };
+        e.gauge(
+            "apiserver_storage_objects",
+            "Number of stored objects at the time of last check split by kind.",
+            &[("resource", &qualified)],
+            c.objects as f64,
+        );
+        let labels = [
+            ("group", c.group.as_str()),
+            ("resource", c.resource.as_str()),
+        ];
+        e.gauge(
+            "apiserver_watch_cache_capacity",
+            "Total capacity of watch cache broken by resource type.",
+            &labels,
+            c.capacity as f64,
+        );
+        e.gauge(
+            "setpoint_watch_cache_window_events",
+            "Recent events held by the watch cache for watchers to resume from, broken by resource type.",
+            &labels,
+            c.events as f64,
+        );
+        e.counter(
+            "apiserver_watch_cache_events_received_total",
+            "Counter of events received in watch cache broken by resource type.",
+            &labels,
+            c.events_received,
+        );
+        e.gauge(
+            "apiserver_watch_cache_resource_version",
+            "Current resource version of watch cache broken by resource type.",
+            &labels,
+            c.revision as f64,
+        );
+    }
 }
 
 fn histogram_of(e: &mut Encoder, name: &str, help: &str, labels: &[(&str, &str)], h: &Histogram) {

@@ -152,7 +152,7 @@ async fn start_api(
     );
     let client = Client::in_process(move |request| {
         let api = api.clone();
-        async move { api.handle(request).await }
+        async move { api.handle_loopback(request).await }
     });
     crate::kubernetes_service::start(client.clone(), running.local_addr(), shutdown.clone());
     Ok((client, running, embedded))

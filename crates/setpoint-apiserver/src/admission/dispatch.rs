@@ -6,6 +6,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::{json, Value};
@@ -15,7 +16,7 @@ use super::configurations::{FailurePolicy, SideEffects, Webhook};
 use super::matching::{labels_of, needs_namespace, Attributes};
 use super::review::{denial, read_response, ReviewRequest};
 use super::RequestAdmission;
-use crate::registry::store::{Admit, Operation};
+use crate::registry::store::{Admit, Operation, RegistryStore};
 use crate::registry::ResourceDef;
 
 /// What calling one webhook came to.
@@ -224,17 +225,47 @@ impl RequestAdmission {
         }
     }
 
-    /// An object as sent at `api_version` (a copy only when its `apiVersion` differs).
-    fn at_version<'a>(&self, object: &'a Value, api_version: &str) -> Cow<'a, Value> {
-        let differs = object
-            .get("apiVersion")
-            .is_some_and(|v| v.as_str() != Some(api_version));
-        if self.scale_request() || !differs {
-            return Cow::Borrowed(object);
+    /// An object as sent to a webhook that matched `version` (`matchPolicy: Equivalent`):
+    /// converted through the storage version as a read at that version would be (a built-in
+    /// kind's version rules, a CRD's conversion); itself when `version` is the request's.
+    async fn at_version<'a>(
+        &self,
+        object: &'a Value,
+        version: &str,
+    ) -> Result<Cow<'a, Value>, ApiError> {
+        if self.scale_request() || version == self.def.gvk.version {
+            return Ok(Cow::Borrowed(object));
         }
-        let mut copy = object.clone();
-        copy["apiVersion"] = json!(api_version);
-        Cow::Owned(copy)
+        let stored = self
+            .version_store(&self.def.gvk.version)?
+            .stored(object.clone())
+            .await?;
+        let mut served = self.version_store(version)?.served(stored).await?;
+        keep_server_fields(&mut served, object);
+        Ok(Cow::Owned(served))
+    }
+
+    /// A webhook's patched object at `version`, back at the request's version.
+    async fn from_version(&self, object: Value, version: &str) -> Result<Value, ApiError> {
+        if version == self.def.gvk.version {
+            return Ok(object);
+        }
+        let stored = self.version_store(version)?.stored(object).await?;
+        self.version_store(&self.def.gvk.version)?
+            .served(stored)
+            .await
+    }
+
+    /// The registry store of the request's resource at `version`.
+    fn version_store(&self, version: &str) -> Result<&Arc<RegistryStore>, ApiError> {
+        self.served
+            .store(&self.def.gvk.group, version, &self.def.plural)
+            .ok_or_else(|| {
+                ApiError::internal(format!(
+                    "{} is not served at version {version}",
+                    self.def.group_resource()
+                ))
+            })
     }
 
     /// Calls `webhook` if it applies to the request; applies its patch to `object` when
@@ -271,10 +302,15 @@ impl RequestAdmission {
         if !webhook.object_matches(object.as_deref(), old) {
             return Ok(Outcome::Skipped);
         }
-        // Sent at the version the webhook matched (custom resources' versions share a schema).
-        let api_version = setpoint_core::api_version(&self.def.gvk.group, &invocation.version);
-        let sent_object = object.as_deref().map(|o| self.at_version(o, &api_version));
-        let sent_old = old.map(|o| self.at_version(o, &api_version));
+        // Sent at the version the webhook matched.
+        let sent_object = match object.as_deref() {
+            Some(o) => Some(self.at_version(o, &invocation.version).await?),
+            None => None,
+        };
+        let sent_old = match old {
+            Some(o) => Some(self.at_version(o, &invocation.version).await?),
+            None => None,
+        };
         let name = object
             .as_deref()
             .or(old)
@@ -358,6 +394,7 @@ impl RequestAdmission {
             return Ok(Outcome::Called { changed: false });
         }
         if !self.scale_request() {
+            patched = self.from_version(patched, &invocation.version).await?;
             patched["apiVersion"] = json!(self.def.gvk.api_version());
             patched = self.def.strategy.normalize(&patched).map_err(|e| {
                 ApiError::internal(format!(
@@ -389,5 +426,25 @@ impl RequestAdmission {
         .await?;
         read_response(&answer, &self.uid, mutating)
             .map_err(|e| format!("received invalid webhook response: {e}"))
+    }
+}
+
+/// Metadata a conversion through storage may drop or the request had not set yet (a create's
+/// object has no `resourceVersion` or `uid`), taken as the request has it.
+fn keep_server_fields(converted: &mut Value, original: &Value) {
+    if let (Some(to), Some(from)) = (
+        converted.get_mut("metadata").and_then(Value::as_object_mut),
+        original.get("metadata").and_then(Value::as_object),
+    ) {
+        for field in ["resourceVersion", "uid", "creationTimestamp", "generation"] {
+            match from.get(field) {
+                Some(v) => {
+                    to.insert(field.to_owned(), v.clone());
+                }
+                None => {
+                    to.remove(field);
+                }
+            }
+        }
     }
 }

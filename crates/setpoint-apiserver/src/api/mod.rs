@@ -134,6 +134,33 @@ impl Api {
         self.served.read().clone()
     }
 
+    /// Each served group-resource's watch cache figures. A resource served in several versions
+    /// has a cache per version over the same objects; the first version's counts.
+    pub(crate) fn cache_figures(&self) -> Vec<crate::telemetry::CacheSnapshot> {
+        let mut out: BTreeMap<(String, String), crate::telemetry::CacheSnapshot> = BTreeMap::new();
+        for store in self.served().stores() {
+            let def = &store.def;
+            let key = (def.gvk.group.clone(), def.plural.clone());
+            if out.contains_key(&key) {
+                continue;
+            }
+            let f = store.cache().figures();
+            out.insert(
+                key.clone(),
+                crate::telemetry::CacheSnapshot {
+                    group: key.0,
+                    resource: key.1,
+                    objects: f.objects as u64,
+                    events: f.events as u64,
+                    capacity: f.capacity as u64,
+                    events_received: f.events_received,
+                    revision: f.revision.0,
+                },
+            );
+        }
+        out.into_values().collect()
+    }
+
     /// The registry store of `def`; `404` if the resource is no longer served.
     pub(crate) fn registry_store(&self, def: &ResourceDef) -> Result<Arc<RegistryStore>, ApiError> {
         self.registry_store_of(&def.gvk.group, &def.gvk.version, &def.plural)

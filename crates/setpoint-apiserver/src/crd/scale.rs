@@ -59,4 +59,13 @@ impl ScaleView for ScalePaths {
             jsonpath::set(o, &fields, json!(replicas));
         }
     }
+
+    fn replicas_field(&self) -> Vec<String> {
+        self.spec_replicas
+            .fields()
+            .unwrap_or_default()
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
+    }
 }

@@ -1,6 +1,6 @@
 //! Subresources: `status` (spec and status written separately; a CertificateSigningRequest's
 //! `approval` writes its status the same way), `scale` (an
-//! `autoscaling/v1 Scale` view of the replicas), `pods/binding` (what a scheduler posts; a
+//! `autoscaling/v1 Scale` view of the replicas, also server-side applied), `pods/binding` (what a scheduler posts; a
 //! core `Binding` posted to `bindings` does the same),
 //! `namespaces/finalize`, `pods/log`, and `pods/eviction` (in `eviction.rs`). Each is decoded
 //! here and stored by the registry (`registry/store/scale.rs`, `registry/kinds/pod/`,
@@ -8,13 +8,16 @@
 
 use http::{Response, StatusCode};
 use serde_json::{json, Value};
+use setpoint_core::fieldpath::Operation;
 use setpoint_core::{success_status, ApiError};
 
 use super::read::{read_object, respond_object};
 use super::response::{self, Body};
+use super::update::apply::ApplyRequest;
 use super::update::{self, respond_updated};
 use super::write::{decode_body, typed, FieldValidation};
 use super::Ctx;
+use crate::registry::managed_fields::FieldManager;
 use crate::registry::store::{ScaleChange, Scope};
 use crate::registry::{bind_pod, finalize_namespace};
 use crate::request_info::Verb;
@@ -52,24 +55,34 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, sub: &str) -> Result<Response<Body>, A
     }
 }
 
-/// PUT or PATCH of `scale`: changes the parent's replicas.
+/// PUT or PATCH of `scale`: changes the parent's replicas. An apply patch applies a `Scale`:
+/// its manager comes to own the parent's replicas, conflicting with their other owners.
 async fn scale_write(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
-    let change = if ctx.req.verb == Verb::Patch {
+    let (change, fields) = if ctx.req.verb == Verb::Patch && update::is_apply(&ctx.content_type) {
+        let apply = ApplyRequest::of(ctx)?;
+        let fields = FieldManager::new(ctx.def, apply.manager, Operation::Apply, Scope::Main)
+            .on_subresource("scale");
+        (
+            ScaleChange::Apply {
+                config: apply.config,
+                force: apply.force,
+            },
+            fields,
+        )
+    } else if ctx.req.verb == Verb::Patch {
         let patch_type = update::patch_type(&ctx.content_type)?;
         let body: Value = serde_json::from_slice(&ctx.body)
             .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-        ScaleChange::Patch(patch_type, body)
+        let fields = ctx
+            .field_manager(Scope::Main, "PatchOptions")?
+            .on_subresource("scale");
+        (ScaleChange::Patch(patch_type, body), fields)
     } else {
-        ScaleChange::Replace(decode_body(ctx)?)
+        let fields = ctx
+            .field_manager(Scope::Main, "UpdateOptions")?
+            .on_subresource("scale");
+        (ScaleChange::Replace(decode_body(ctx)?), fields)
     };
-    let options = if ctx.req.verb == Verb::Patch {
-        "PatchOptions"
-    } else {
-        "UpdateOptions"
-    };
-    let fields = ctx
-        .field_manager(Scope::Main, options)?
-        .on_subresource("scale");
     let scale = ctx
         .store
         .update_scale(

@@ -5,7 +5,7 @@ use http::{Response, StatusCode};
 use serde_json::Value;
 use setpoint_core::{apply_patch, ApiError, Cause, PatchErrorKind, PatchType, Reason};
 
-mod apply;
+pub(crate) mod apply;
 
 use super::read::respond_object;
 use super::response::Body;
@@ -116,7 +116,7 @@ pub(crate) async fn patch_scoped(ctx: &Ctx<'_>, scope: Scope) -> Result<Response
 }
 
 /// Whether a request's content type is a server-side apply patch.
-fn is_apply(content_type: &str) -> bool {
+pub(crate) fn is_apply(content_type: &str) -> bool {
     let media_type = content_type.split(';').next().unwrap_or_default().trim();
     media_type == apply::MEDIA_TYPE
 }

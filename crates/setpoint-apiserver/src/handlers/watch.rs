@@ -5,6 +5,7 @@
 //! `ERROR` event.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -70,8 +71,13 @@ pub(crate) async fn watch(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
     let deadline = watch_deadline(ctx.query.get("timeoutSeconds").map(String::as_str))?;
     let (initial, start, watcher) = ctx.store.watch(&options, send_initial).await?;
     let form = response::form(ctx.accept);
+    let sent =
+        ctx.api
+            .telemetry
+            .watch_events(&ctx.def.gvk.group, &ctx.def.gvk.version, &ctx.def.plural);
     let state = Stream {
         def: ctx.def.clone(),
+        sent,
         watcher,
         initial,
         initial_end: send_initial.then_some(start),
@@ -134,6 +140,8 @@ async fn converted(
 
 struct Stream {
     def: Arc<ResourceDef>,
+    /// Counts the events sent (`apiserver_watch_events_total`).
+    sent: Arc<AtomicU64>,
     watcher: Watcher,
     /// Synthetic ADDED events still to send.
     initial: VecDeque<Arc<CachedObject>>,
@@ -164,6 +172,7 @@ impl Stream {
             for o in &batch {
                 self.line(&mut out, EventType::Added.as_str(), &o.json);
             }
+            self.sent.fetch_add(batch.len() as u64, Ordering::Relaxed);
             return Some(out.freeze());
         }
         if let Some(rv) = self.initial_end.take() {
@@ -190,6 +199,7 @@ impl Stream {
                         for (kind, o) in kinds.iter().zip(&objects) {
                             self.line(&mut out, kind.as_str(), &o.json);
                         }
+                        self.sent.fetch_add(objects.len() as u64, Ordering::Relaxed);
                         self.last_sent = Some(Instant::now());
                         return Some(out.freeze());
                     }

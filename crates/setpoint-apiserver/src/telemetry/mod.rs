@@ -1,8 +1,10 @@
 //! What the API server counts about itself, for `/metrics`: requests by verb, resource, scope
 //! and code with their durations (`apiserver_request_total`,
 //! `apiserver_request_duration_seconds`), watches open (`apiserver_longrunning_requests`),
-//! and the store's operations with their durations (`etcd_request_duration_seconds`, the
-//! name kube-apiserver gives its storage latency whatever the backend).
+//! the store's operations with their durations (`etcd_request_duration_seconds`, the
+//! name kube-apiserver gives its storage latency whatever the backend), events sent to
+//! watchers (`apiserver_watch_events_total`), and each watch cache's figures
+//! ([`CacheSnapshot`]: `apiserver_storage_objects` and the `apiserver_watch_cache_*` series).
 //!
 //! Counting is a lock and a map update per request; rendering is the embedding process's
 //! (`setpoint server` merges these with its loops' metrics into one Prometheus text
@@ -14,6 +16,8 @@ mod longrunning;
 mod store;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -92,6 +96,27 @@ pub struct Telemetry {
     requests: Mutex<HashMap<RequestLabels, RequestStats>>,
     longrunning: Mutex<HashMap<RequestLabels, i64>>,
     store: Mutex<HashMap<(&'static str, String), Histogram>>,
+    /// Events sent to watchers, by group, version and resource; each watch holds its counter.
+    watch_events: Mutex<HashMap<(String, String, String), Arc<AtomicU64>>>,
+}
+
+/// One watch cache's figures at one moment.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CacheSnapshot {
+    /// The resource's API group (`""` for core).
+    pub group: String,
+    /// The resource's plural.
+    pub resource: String,
+    /// Objects of the resource (as of `revision`).
+    pub objects: u64,
+    /// Recent events kept for watchers to resume from.
+    pub events: u64,
+    /// How many recent events may be kept.
+    pub capacity: u64,
+    /// Events the cache took from the store since it started.
+    pub events_received: u64,
+    /// The store revision the cache has reached.
+    pub revision: u64,
 }
 
 /// A series' labels, `(name, value)` in kube-apiserver's order.
@@ -108,6 +133,10 @@ pub struct Snapshot {
     pub longrunning: Vec<(Labels, i64)>,
     /// `(operation, type, durations)` of store calls.
     pub store: Vec<(&'static str, String, Histogram)>,
+    /// `(group, version, resource, events)` sent to watchers.
+    pub watch_events: Vec<(String, String, String, u64)>,
+    /// Every served resource's watch cache, by group and resource (one per group-resource).
+    pub caches: Vec<CacheSnapshot>,
 }
 
 impl Telemetry {
@@ -138,6 +167,20 @@ impl Telemetry {
             .observe(took);
     }
 
+    /// The counter of events sent to watchers of one group, version and resource.
+    pub(crate) fn watch_events(
+        &self,
+        group: &str,
+        version: &str,
+        resource: &str,
+    ) -> Arc<AtomicU64> {
+        self.watch_events
+            .lock()
+            .entry((group.to_owned(), version.to_owned(), resource.to_owned()))
+            .or_default()
+            .clone()
+    }
+
     /// Every counter now, sorted by labels.
     pub fn snapshot(&self) -> Snapshot {
         let mut out = Snapshot::default();
@@ -154,6 +197,15 @@ impl Telemetry {
         for ((operation, kind), histogram) in self.store.lock().iter() {
             out.store.push((operation, kind.clone(), histogram.clone()));
         }
+        for ((group, version, resource), n) in self.watch_events.lock().iter() {
+            out.watch_events.push((
+                group.clone(),
+                version.clone(),
+                resource.clone(),
+                n.load(Ordering::Relaxed),
+            ));
+        }
+        out.watch_events.sort();
         out.requests.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
         out.durations.sort_by(|a, b| a.0.cmp(&b.0));
         out.longrunning.sort_by(|a, b| a.0.cmp(&b.0));

@@ -97,6 +97,22 @@ pub(crate) struct WatchCache {
     /// Cancelled when the resource stops being served (its CRD changed or went away): the
     /// feed ends and watchers finish.
     stopped: tokio_util::sync::CancellationToken,
+    /// Events taken from the store since the cache started (for `/metrics`).
+    events_received: std::sync::atomic::AtomicU64,
+}
+
+/// What a watch cache holds at one moment, for `/metrics`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CacheFigures {
+    /// Objects in the cache (the resource's objects in the store, as of `revision`).
+    pub(crate) objects: usize,
+    /// Recent events kept for watchers to resume from, and how many may be kept.
+    pub(crate) events: usize,
+    pub(crate) capacity: usize,
+    /// Events taken from the store since the cache started.
+    pub(crate) events_received: u64,
+    /// The revision the cache has reached.
+    pub(crate) revision: Revision,
 }
 
 struct CacheState {
@@ -130,6 +146,7 @@ impl WatchCache {
             notify: watch::Sender::new(Revision::ZERO),
             window: window.max(1),
             stopped: tokio_util::sync::CancellationToken::new(),
+            events_received: std::sync::atomic::AtomicU64::new(0),
         });
         let weak = Arc::downgrade(&cache);
         let stopped = cache.stopped.clone();
@@ -239,6 +256,8 @@ impl WatchCache {
     /// window, to be freed outside the lock.
     fn apply(&self, events: Vec<Arc<CachedEvent>>, progress: Revision) -> Vec<Arc<CachedEvent>> {
         let mut dropped = Vec::new();
+        self.events_received
+            .fetch_add(events.len() as u64, std::sync::atomic::Ordering::Relaxed);
         {
             let mut state = self.state.write();
             for event in events {
@@ -266,6 +285,20 @@ impl WatchCache {
         }
         self.notify.send_replace(progress);
         dropped
+    }
+
+    /// The cache's size and progress now.
+    pub(crate) fn figures(&self) -> CacheFigures {
+        let state = self.state.read();
+        CacheFigures {
+            objects: state.objects.len(),
+            events: state.events.len(),
+            capacity: self.window,
+            events_received: self
+                .events_received
+                .load(std::sync::atomic::Ordering::Relaxed),
+            revision: state.revision,
+        }
     }
 
     /// The revision the cache has reached.

@@ -65,6 +65,37 @@ fn metrics_should_count_requests_watches_store_calls_and_loops() {
         text.contains(r#"workqueue_depth{name="scheduler""#),
         "{text}"
     );
+    // The watch caches: one deployment stored, its event taken from the store and sent to the
+    // deployment controller's informer.
+    assert_eq!(
+        sample(
+            &text,
+            r#"apiserver_storage_objects{resource="deployments.apps"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert!(
+        sample(
+            &text,
+            r#"apiserver_watch_cache_events_received_total{group="apps",resource="deployments"}"#
+        )
+        .is_some_and(|n| n >= 1.0),
+        "{text}"
+    );
+    assert!(
+        sample(
+            &text,
+            r#"apiserver_watch_events_total{group="apps",resource="deployments",version="v1"}"#
+        )
+        .is_some_and(|n| n >= 1.0),
+        "{text}"
+    );
+    assert!(
+        sample(&text, r#"apiserver_storage_objects{resource="namespaces"}"#)
+            .is_some_and(|n| n >= 4.0),
+        "{text}"
+    );
     // The health endpoints list real checks.
     let ready = server.ok(&["get", "--raw", "/readyz?verbose"]);
     for line in [

@@ -1,6 +1,6 @@
 //! Reads and writes through `kube::Api`: create, get, list by label and in pages, the three
-//! patch types, conflicts on a stale resource version, server-side apply (refused for now),
-//! and what a delete answers.
+//! patch types, conflicts on a stale resource version, server-side apply (also through
+//! `scale`), and what a delete answers.
 
 use super::*;
 
@@ -353,4 +353,92 @@ async fn delete_should_answer_with_the_pod_and_with_a_status_for_a_configmap() {
     assert!(cms.get_opt("c").await.expect("get").is_none());
     let gone = api_error(cms.delete("c", &DeleteParams::default()).await);
     assert_eq!((gone.code, gone.reason.as_str()), (404, "NotFound"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apply_through_scale_should_own_the_replicas_and_conflict_with_their_owner() {
+    let server = Server::start_api_only();
+    let client = server.kube_client().await;
+    let deploys: Api<Deployment> = Api::namespaced(client, "default");
+    let deployment = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "example.invalid/web:1"}]}
+            }
+        }
+    });
+    deploys
+        .patch(
+            "web",
+            &PatchParams::apply("owner"),
+            &Patch::Apply(deployment),
+        )
+        .await
+        .expect("the deployment applied");
+    let scale = |n: i64| {
+        Patch::Apply(json!({
+            "apiVersion": "autoscaling/v1", "kind": "Scale",
+            "metadata": {"name": "web"}, "spec": {"replicas": n}
+        }))
+    };
+    // The replicas are the applier's: another manager's scale conflicts...
+    let refused = api_error(
+        deploys
+            .patch_scale("web", &PatchParams::apply("autoscaler"), &scale(3))
+            .await,
+    );
+    assert_eq!(
+        (refused.code, refused.reason.as_str()),
+        (409, "Conflict"),
+        "{refused:?}"
+    );
+    assert!(
+        refused.message.contains(r#"conflict with "owner""#)
+            && refused.message.contains(".spec.replicas"),
+        "{refused:?}"
+    );
+    // ...unless forced: then it owns them through `scale`, and the applier keeps the rest.
+    let scaled = deploys
+        .patch_scale("web", &PatchParams::apply("autoscaler").force(), &scale(3))
+        .await
+        .expect("a forced scale");
+    assert_eq!(scaled.spec.and_then(|s| s.replicas), Some(3));
+    let d = deploys.get("web").await.expect("get");
+    assert_eq!(d.spec.as_ref().and_then(|s| s.replicas), Some(3));
+    let entries = d.metadata.managed_fields.expect("managed fields");
+    let fields_of = |manager: &str| {
+        let e = entries
+            .iter()
+            .find(|e| e.manager.as_deref() == Some(manager))
+            .unwrap_or_else(|| panic!("no entry of {manager}: {entries:?}"));
+        (
+            e.subresource.clone(),
+            e.operation.clone(),
+            serde_json::to_value(&e.fields_v1).unwrap(),
+        )
+    };
+    let (sub, op, fields) = fields_of("autoscaler");
+    assert_eq!(
+        (sub.as_deref(), op.as_deref()),
+        (Some("scale"), Some("Apply"))
+    );
+    assert_eq!(fields, json!({"f:spec": {"f:replicas": {}}}));
+    let (_, _, fields) = fields_of("owner");
+    assert!(fields["f:spec"]["f:replicas"].is_null(), "{fields}");
+    assert!(fields["f:spec"]["f:template"].is_object(), "{fields}");
+    // Now the owner's scale is the one that conflicts.
+    let again = api_error(
+        deploys
+            .patch_scale("web", &PatchParams::apply("owner"), &scale(2))
+            .await,
+    );
+    assert!(
+        again.message.contains(r#"conflict with "autoscaler""#),
+        "{again:?}"
+    );
 }

@@ -23,35 +23,59 @@ pub(super) const MEDIA_TYPE: &str = "application/apply-patch+yaml";
 /// tried again.
 const ATTEMPTS: usize = 3;
 
+/// What an apply request asks: its manager (`fieldManager`, required), whether it forces, and
+/// the configuration applied.
+pub(crate) struct ApplyRequest {
+    pub(crate) manager: String,
+    pub(crate) force: bool,
+    pub(crate) config: Value,
+}
+
+impl ApplyRequest {
+    /// Reads and checks an apply request (422 `PatchOptions` without a valid `fieldManager`,
+    /// 400 for a bad `force` or body).
+    pub(crate) fn of(ctx: &Ctx<'_>) -> Result<ApplyRequest, ApiError> {
+        let manager = ctx
+            .query
+            .get("fieldManager")
+            .filter(|m| !m.is_empty())
+            .ok_or_else(|| {
+                patch_options_invalid(vec![Cause::new(
+                    "FieldValueRequired",
+                    "fieldManager",
+                    "fieldManager: Required value: is required for apply patch",
+                )])
+            })?;
+        let causes = field_manager_causes(manager);
+        if !causes.is_empty() {
+            return Err(patch_options_invalid(causes));
+        }
+        let force = match ctx.query.get("force").map(String::as_str) {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "force: invalid value {other:?}: must be true or false"
+                )))
+            }
+        };
+        Ok(ApplyRequest {
+            manager: manager.clone(),
+            force,
+            config: configuration(ctx)?,
+        })
+    }
+}
+
 /// Applies the configuration in the request body.
 pub(super) async fn apply(ctx: &Ctx<'_>, scope: Scope) -> Result<Response<Body>, ApiError> {
-    let manager = ctx
-        .query
-        .get("fieldManager")
-        .filter(|m| !m.is_empty())
-        .ok_or_else(|| {
-            patch_options_invalid(vec![Cause::new(
-                "FieldValueRequired",
-                "fieldManager",
-                "fieldManager: Required value: is required for apply patch",
-            )])
-        })?;
-    let causes = field_manager_causes(manager);
-    if !causes.is_empty() {
-        return Err(patch_options_invalid(causes));
-    }
-    let force = match ctx.query.get("force").map(String::as_str) {
-        None | Some("false") => false,
-        Some("true") => true,
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "force: invalid value {other:?}: must be true or false"
-            )))
-        }
-    };
-    let config = configuration(ctx)?;
+    let ApplyRequest {
+        manager,
+        force,
+        config,
+    } = ApplyRequest::of(ctx)?;
     let validation = field_validation(ctx)?;
-    let fields = FieldManager::new(ctx.def, manager.clone(), Operation::Apply, scope);
+    let fields = FieldManager::new(ctx.def, manager, Operation::Apply, scope);
     let dry_run = ctx.dry_run()?;
     let namespace = ctx.req.namespace.as_deref();
     let warnings = std::sync::Mutex::new(Vec::new());

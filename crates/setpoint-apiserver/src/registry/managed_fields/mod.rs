@@ -10,12 +10,15 @@
 //! `setpoint_core::fieldpath`; this module knows the kinds (their schema, their status
 //! subresource, the metadata nobody owns) and the wire form of the entries.
 //!
+//! An apply through `scale` (`scale.rs`) applies a `Scale` to the object's replica count.
+//!
 //! As in kube-apiserver, field management runs before the kind's own preparation: fields the
 //! strategy then sets or resets (status on the main resource, generation) are not attributed,
 //! and fields mutating admission adds are nobody's.
 
 mod conflict;
 mod entries;
+mod scale;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};

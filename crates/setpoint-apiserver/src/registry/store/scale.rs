@@ -16,6 +16,8 @@ pub(crate) enum ScaleChange {
     Replace(Value),
     /// PATCH: this patch of the current `Scale`.
     Patch(PatchType, Value),
+    /// PATCH with an apply patch: this `Scale` configuration, forced or not.
+    Apply { config: Value, force: bool },
 }
 
 impl RegistryStore {
@@ -51,6 +53,13 @@ impl RegistryStore {
         let updated = self
             .update(namespace, name, Scope::Main, dry_run, &|current| {
                 let scale = match change {
+                    ScaleChange::Apply { config, force } => {
+                        let (mut next, scale) =
+                            fields.apply_scale(current, view, config, *force)?;
+                        checked_replicas(name, &scale["spec"]["replicas"])?;
+                        meta::metadata(&mut next).remove("resourceVersion");
+                        return Ok(next);
+                    }
                     ScaleChange::Patch(t, body) => {
                         let mut base = view.scale_of(current);
                         base["metadata"]
@@ -61,23 +70,7 @@ impl RegistryStore {
                     }
                     ScaleChange::Replace(body) => body.clone(),
                 };
-                let replicas = &scale["spec"]["replicas"];
-                let invalid = |detail: &str| {
-                    ApiError::invalid(
-                        "Scale",
-                        "autoscaling",
-                        name,
-                        vec![Cause::invalid("spec.replicas", replicas, detail)],
-                    )
-                };
-                let n = match replicas.as_i64() {
-                    Some(n) => n,
-                    None if replicas.is_null() => 0,
-                    None => return Err(invalid("must be an integer")),
-                };
-                if n < 0 {
-                    return Err(invalid("must be greater than or equal to 0"));
-                }
+                let n = checked_replicas(name, &scale["spec"]["replicas"])?;
                 let mut next = current.clone();
                 view.set_replicas(&mut next, n);
                 fields.track(Some(current), &mut next);
@@ -97,4 +90,25 @@ impl RegistryStore {
         };
         Ok(view.scale_of(&object))
     }
+}
+
+/// A `Scale`'s `spec.replicas` (absent: 0), or the 422 kube-apiserver answers.
+fn checked_replicas(name: &str, replicas: &Value) -> Result<i64, ApiError> {
+    let invalid = |detail: &str| {
+        ApiError::invalid(
+            "Scale",
+            "autoscaling",
+            name,
+            vec![Cause::invalid("spec.replicas", replicas, detail)],
+        )
+    };
+    let n = match replicas.as_i64() {
+        Some(n) => n,
+        None if replicas.is_null() => 0,
+        None => return Err(invalid("must be an integer")),
+    };
+    if n < 0 {
+        return Err(invalid("must be greater than or equal to 0"));
+    }
+    Ok(n)
 }

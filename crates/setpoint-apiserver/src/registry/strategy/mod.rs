@@ -52,6 +52,10 @@ pub(crate) trait ScaleView: Send + Sync {
     fn scale_of(&self, object: &Value) -> Value;
     /// Sets the replica count an object asks for.
     fn set_replicas(&self, object: &mut Value, replicas: i64);
+    /// The field path of the replica count the `Scale`'s `spec.replicas` reads and writes.
+    fn replicas_field(&self) -> Vec<String> {
+        vec!["spec".to_owned(), "replicas".to_owned()]
+    }
 }
 
 /// The `Scale` of `object` with `replicas` asked for and `status` (`replicas`, `selector`).

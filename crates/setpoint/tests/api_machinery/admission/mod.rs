@@ -554,3 +554,50 @@ fn a_webhook_behind_a_service_should_be_reached_through_its_endpoints() {
         "both creates went through the Service's endpoint"
     );
 }
+
+#[test]
+fn an_equivalent_version_webhook_should_get_the_object_converted_to_its_version() {
+    let hooks = Webhooks::start();
+    let server = Server::start_api_only();
+    // Registered for autoscaling/v1 only; `matchPolicy` defaults to Equivalent.
+    let mut webhook = hook(
+        "label.setpoint.test",
+        &hooks.url("/label"),
+        &hooks,
+        json!({}),
+    );
+    webhook["rules"] = json!([{"operations": ["CREATE"], "apiGroups": ["autoscaling"],
+        "apiVersions": ["v1"], "resources": ["horizontalpodautoscalers"]}]);
+    install(&server, "Mutating", "hpa-labeler", vec![webhook]);
+    let hpa = json!({
+        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web"},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "minReplicas": 1, "maxReplicas": 5,
+            "metrics": [{"type": "Resource", "resource": {"name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": 60}}}]
+        }
+    });
+    let out = server.kubectl_stdin(&["create", "-f", "-"], &hpa.to_string());
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The webhook was sent a v1 object, converted (not just relabelled)...
+    let seen = hooks.requests("/label")[0].clone();
+    assert_eq!(seen["kind"]["version"], "v1", "{seen}");
+    assert_eq!(seen["requestKind"]["version"], "v2", "{seen}");
+    assert_eq!(seen["object"]["apiVersion"], "autoscaling/v1", "{seen}");
+    assert_eq!(
+        seen["object"]["spec"]["targetCPUUtilizationPercentage"], 60,
+        "{seen}"
+    );
+    assert!(seen["object"]["spec"]["metrics"].is_null(), "{seen}");
+    // ...and its patch, made to the v1 object, reached the v2 object stored.
+    let stored: Value =
+        serde_json::from_str(&server.ok(&["get", "hpa.v2.autoscaling", "web", "-o", "json"]))
+            .unwrap();
+    assert_eq!(stored["metadata"]["labels"]["admitted"], "yes", "{stored}");
+    assert_eq!(
+        stored["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"], 60,
+        "{stored}"
+    );
+}
