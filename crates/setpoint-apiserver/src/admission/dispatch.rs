@@ -246,7 +246,7 @@ impl RequestAdmission {
     }
 
     /// A webhook's patched object at `version`, back at the request's version.
-    async fn from_version(&self, object: Value, version: &str) -> Result<Value, ApiError> {
+    async fn back_from_version(&self, object: Value, version: &str) -> Result<Value, ApiError> {
         if version == self.def.gvk.version {
             return Ok(object);
         }
@@ -394,7 +394,7 @@ impl RequestAdmission {
             return Ok(Outcome::Called { changed: false });
         }
         if !self.scale_request() {
-            patched = self.from_version(patched, &invocation.version).await?;
+            patched = self.back_from_version(patched, &invocation.version).await?;
             patched["apiVersion"] = json!(self.def.gvk.api_version());
             patched = self.def.strategy.normalize(&patched).map_err(|e| {
                 ApiError::internal(format!(

@@ -294,7 +294,23 @@ impl Ctx<'_> {
             manager_name(given, self.user_agent.as_deref()),
             Operation::Update,
             scope,
-        ))
+        )
+        .across(self.other_versions()))
+    }
+
+    /// The resource's other served versions (their managers' fields are kept in their terms).
+    pub(crate) fn other_versions(&self) -> Vec<Arc<ResourceDef>> {
+        self.api
+            .served()
+            .registry
+            .all()
+            .filter(|d| {
+                d.gvk.group == self.def.gvk.group
+                    && d.plural == self.def.plural
+                    && d.gvk.version != self.def.gvk.version
+            })
+            .cloned()
+            .collect()
     }
 }
 

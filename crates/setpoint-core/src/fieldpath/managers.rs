@@ -97,7 +97,8 @@ impl Ignore {
         }
     }
 
-    fn filter_comparison(&self, c: &mut Comparison) {
+    /// Drops the ignored fields from each part of a comparison.
+    pub fn filter_comparison(&self, c: &mut Comparison) {
         self.filter(&mut c.added);
         self.filter(&mut c.modified);
         self.filter(&mut c.removed);

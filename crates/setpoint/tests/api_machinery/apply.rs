@@ -1,8 +1,8 @@
 //! Server-side apply with `kubectl`: creates and updates, `managedFields` as users read them,
 //! fields a manager stops applying removed, conflicts with other managers (and
 //! `--force-conflicts`), an update taking a field over, keyed lists of a custom resource merged
-//! between managers, `kubectl diff --server-side`, dry runs, and the move from client-side
-//! apply.
+//! between managers, `kubectl diff --server-side`, dry runs, the move from client-side
+//! apply, and managers of another API version (an `autoscaling/v1` and a `v2` HPA).
 
 use serde_json::Value;
 
@@ -383,4 +383,75 @@ fn custom_resources_should_merge_keyed_lists_between_managers() {
         g["spec"]["ports"],
         serde_json::json!([{"name": "metrics", "port": 9090}])
     );
+}
+
+/// An HPA at `autoscaling/v1` (`cpu` as `targetCPUUtilizationPercentage`) or `v2` (as
+/// `metrics`).
+fn hpa(version: &str, cpu: u32) -> String {
+    let head = format!(
+        "apiVersion: autoscaling/{version}\nkind: HorizontalPodAutoscaler\nmetadata:\n  name: web\nspec:\n  scaleTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: web}}\n  maxReplicas: 5\n"
+    );
+    if version == "v1" {
+        format!("{head}  targetCPUUtilizationPercentage: {cpu}\n")
+    } else {
+        format!("{head}  metrics:\n  - type: Resource\n    resource: {{name: cpu, target: {{type: Utilization, averageUtilization: {cpu}}}}}\n")
+    }
+}
+
+#[test]
+fn managers_of_another_version_should_be_compared_in_their_own_terms() {
+    let server = Server::start_api_only();
+    applied(&server, &["--field-manager=v2-owner"], &hpa("v2", 60));
+    // The same target through v1 is another name for the v2 owner's metrics: a conflict.
+    let out = apply(&server, &["--field-manager=v1-owner"], &hpa("v1", 70));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains(r#"conflict with "v2-owner""#)
+            && err.contains(".spec.metrics"),
+        "{err}"
+    );
+    // The same value is no conflict: shared.
+    applied(&server, &["--field-manager=v1-owner"], &hpa("v1", 60));
+    // Forced, the v1 applier takes the target over: the v2 owner no longer owns its metrics.
+    applied(
+        &server,
+        &["--field-manager=v1-owner", "--force-conflicts"],
+        &hpa("v1", 70),
+    );
+    let h = get(&server, &["hpa.v2.autoscaling", "web"]);
+    assert_eq!(
+        h["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"], 70,
+        "{h}"
+    );
+    let v2 = entry(&h, "v2-owner").expect("the v2 owner keeps its other fields");
+    assert_eq!(v2["apiVersion"], "autoscaling/v2");
+    assert!(v2["fieldsV1"]["f:spec"]["f:metrics"].is_null(), "{v2}");
+    assert!(
+        v2["fieldsV1"]["f:spec"]["f:maxReplicas"].is_object(),
+        "{v2}"
+    );
+    let v1 = entry(&h, "v1-owner").unwrap();
+    assert_eq!(v1["apiVersion"], "autoscaling/v1");
+    assert!(
+        v1["fieldsV1"]["f:spec"]["f:targetCPUUtilizationPercentage"].is_object(),
+        "{v1}"
+    );
+    // An update through v2 takes the target back from the v1 applier, no conflict.
+    server.ok(&[
+        "patch",
+        "hpa.v2.autoscaling",
+        "web",
+        "--type=merge",
+        "--field-manager=tuner",
+        "-p",
+        r#"{"spec":{"metrics":[{"type":"Resource","resource":{"name":"cpu","target":{"type":"Utilization","averageUtilization":80}}}]}}"#,
+    ]);
+    let h = get(&server, &["hpa.v2.autoscaling", "web"]);
+    let v1 = entry(&h, "v1-owner").unwrap();
+    assert!(
+        v1["fieldsV1"]["f:spec"]["f:targetCPUUtilizationPercentage"].is_null(),
+        "{v1}"
+    );
+    assert!(entry(&h, "tuner").is_some(), "{h}");
 }

@@ -75,7 +75,8 @@ pub(super) async fn apply(ctx: &Ctx<'_>, scope: Scope) -> Result<Response<Body>,
         config,
     } = ApplyRequest::of(ctx)?;
     let validation = field_validation(ctx)?;
-    let fields = FieldManager::new(ctx.def, manager, Operation::Apply, scope);
+    let fields =
+        FieldManager::new(ctx.def, manager, Operation::Apply, scope).across(ctx.other_versions());
     let dry_run = ctx.dry_run()?;
     let namespace = ctx.req.namespace.as_deref();
     let warnings = std::sync::Mutex::new(Vec::new());

@@ -19,6 +19,7 @@
 mod conflict;
 mod entries;
 mod scale;
+mod versions;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -55,6 +56,8 @@ pub(crate) struct FieldManager<'a> {
     def: &'a ResourceDef,
     key: ManagerKey,
     scope: Scope,
+    /// The resource's other served versions (`versions.rs`).
+    versions: Vec<Arc<ResourceDef>>,
 }
 
 impl<'a> FieldManager<'a> {
@@ -78,7 +81,15 @@ impl<'a> FieldManager<'a> {
                 subresource: subresource.to_owned(),
             },
             scope,
+            versions: Vec::new(),
         }
+    }
+
+    /// The same manager, comparing writes also at the resource's other served `versions`
+    /// for the managers that wrote at them.
+    pub(crate) fn across(mut self, versions: Vec<Arc<ResourceDef>>) -> FieldManager<'a> {
+        self.versions = versions;
+        self
     }
 
     /// The same manager writing through another subresource of the main resource (`scale`:
@@ -115,7 +126,9 @@ impl<'a> FieldManager<'a> {
             shape: &shape,
             ignore: &ignore,
         };
+        let elsewhere = self.changes_at_other_versions(&managers, Some(&old), &after, &ignore);
         fieldpath::managers::update(&mut managers, Some(&old), &after, &writer);
+        self.take_from_other_versions(&mut managers, &elsewhere);
         set_managed_fields(new, managers);
     }
 
@@ -166,6 +179,14 @@ impl<'a> FieldManager<'a> {
         let mut new =
             fieldpath::managers::apply(&mut managers, live.as_ref(), config, &writer, force)
                 .map_err(|c| conflict::error(&c))?;
+        let elsewhere = self.changes_at_other_versions(&managers, live.as_ref(), &new, &ignore);
+        if !force {
+            let conflicts = self.conflicts_at_other_versions(&managers, &elsewhere);
+            if !conflicts.is_empty() {
+                return Err(conflict::error(&conflicts));
+            }
+        }
+        self.take_from_other_versions(&mut managers, &elsewhere);
         set_managed_fields(&mut new, managers);
         Ok(new)
     }
