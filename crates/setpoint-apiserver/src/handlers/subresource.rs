@@ -55,7 +55,10 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, sub: &str) -> Result<Response<Body>, A
 /// PUT or PATCH of `scale`: changes the parent's replicas.
 async fn scale_write(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
     let change = if ctx.req.verb == Verb::Patch {
-        let patch_type = update::patch_type(&ctx.content_type)?;
+        let patch_type = update::patch_type(
+            &ctx.content_type,
+            ctx.def.strategy.accepts_strategic_merge(),
+        )?;
         let body: Value = serde_json::from_slice(&ctx.body)
             .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
         ScaleChange::Patch(patch_type, body)
