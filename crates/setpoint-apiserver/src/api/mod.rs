@@ -4,6 +4,7 @@
 //! what it serves. It is built in `lib.rs`, which also starts the CRD controller.
 
 mod components;
+mod ip_addresses;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -98,8 +99,9 @@ pub type MetricsRenderer = Arc<dyn Fn() -> String + Send + Sync>;
 
 impl Api {
     /// Serves `builtins` from `store` (keeping `window` recent events per resource for watches
-    /// to resume from), creating the initial namespaces if missing. The CRD controller is not
-    /// started: `lib.rs` does that.
+    /// to resume from), creating the initial namespaces if missing, and starts keeping the
+    /// IPAddresses of cluster IPs (`ip_addresses.rs`). The CRD controller is not started:
+    /// `lib.rs` does that.
     pub(crate) async fn build(
         store: Arc<dyn Store>,
         window: usize,
@@ -139,6 +141,7 @@ impl Api {
             this: this.clone(),
         });
         api.bootstrap().await?;
+        ip_addresses::start(&api);
         Ok(api)
     }
 

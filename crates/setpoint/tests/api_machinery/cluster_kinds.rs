@@ -1,7 +1,7 @@
 //! The kinds that describe the cluster itself, through `kubectl` and the `kube` client:
 //! TokenReview answered by the server's own authenticator, ComponentStatus from real health
-//! (with its deprecation warning), the default ServiceCIDR and the validation of ServiceCIDRs
-//! and IPAddresses.
+//! (with its deprecation warning), the default ServiceCIDR, the validation of ServiceCIDRs and
+//! IPAddresses, and the IPAddress kept for every cluster IP.
 
 use serde_json::Value;
 use setpoint_testenv::process::Server;
@@ -255,4 +255,51 @@ fn ip_addresses_should_be_named_by_canonical_addresses_with_a_parent() {
         err.contains("spec.parentRef: Invalid value") && err.contains("field is immutable"),
         "{err}"
     );
+}
+
+#[test]
+fn every_cluster_ip_should_have_an_ip_address_until_its_service_goes() {
+    let s = Server::start_api_only();
+    s.ok(&["create", "service", "clusterip", "shop", "--tcp=80:8080"]);
+    let service: Value =
+        serde_json::from_str(&s.ok(&["get", "service", "shop", "-o", "json"])).unwrap();
+    let ip = service["spec"]["clusterIP"].as_str().unwrap().to_owned();
+    let address = setpoint_testenv::eventually_blocking(&format!("the IPAddress {ip}"), || {
+        let out = s.kubectl(&["get", "ipaddress", &ip, "-o", "json"]);
+        out.status
+            .success()
+            .then(|| serde_json::from_slice::<Value>(&out.stdout).unwrap())
+    });
+    assert_eq!(
+        address["spec"]["parentRef"],
+        serde_json::json!({"resource": "services", "namespace": "default", "name": "shop"}),
+        "{address}"
+    );
+    let labels = &address["metadata"]["labels"];
+    assert_eq!(
+        labels["ipaddress.kubernetes.io/managed-by"], "ipallocator.k8s.io",
+        "{address}"
+    );
+    assert_eq!(
+        labels["ipaddress.kubernetes.io/ip-family"], "IPv4",
+        "{address}"
+    );
+    // A headless service holds no address; a deleted one gives its address back.
+    s.ok(&[
+        "create",
+        "service",
+        "clusterip",
+        "headless",
+        "--clusterip=None",
+    ]);
+    s.ok(&["delete", "service", "shop"]);
+    setpoint_testenv::eventually_blocking(&format!("the IPAddress {ip} gone"), || {
+        let out = s.kubectl(&["get", "ipaddress", &ip]);
+        (!out.status.success()).then_some(())
+    });
+    // What is left belongs to the `kubernetes` Service the API server keeps.
+    let left: Value = serde_json::from_str(&s.ok(&["get", "ipaddresses", "-o", "json"])).unwrap();
+    for address in left["items"].as_array().unwrap() {
+        assert_eq!(address["spec"]["parentRef"]["name"], "kubernetes", "{left}");
+    }
 }

@@ -469,7 +469,6 @@ fn tables_should_print_kube_apiserver_columns() {
         ("ingress", "NAME CLASS HOSTS ADDRESS PORTS AGE", "web nginx web.example.com 80 "),
         ("ingressclass", "NAME CONTROLLER PARAMETERS AGE", "nginx example.com/ingress-nginx <none> "),
         ("networkpolicy", "NAME POD-SELECTOR AGE", "deny app=web "),
-        ("ipaddress", "NAME PARENTREF", "10.200.0.10 services/kinds/web"),
         ("resourcequota", "NAME AGE REQUEST LIMIT", "quota "),
         ("flowschema", "NAME PRIORITYLEVEL MATCHINGPRECEDENCE DISTINGUISHERMETHOD AGE MISSINGPL", "batch-users batch-jobs 1000 ByUser "),
         ("prioritylevelconfiguration", "NAME TYPE NOMINALCONCURRENCYSHARES QUEUES HANDSIZE QUEUELENGTHLIMIT AGE", "batch-jobs Limited 30 16 8 50 "),

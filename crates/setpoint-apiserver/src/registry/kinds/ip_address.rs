@@ -1,9 +1,9 @@
 //! networking.k8s.io/v1 IPAddress (cluster-scoped): one IP address taken from a ServiceCIDR,
 //! named by the address itself in canonical form (`10.96.0.10`, `2001:db8::1`, never
 //! `2001:DB8::1` or `010.96.0.10`), with `spec.parentRef` naming what holds it (a resource and
-//! a name, optionally a group and a namespace), which never changes. The objects are stored
-//! and validated; Setpoint's ClusterIP allocator does not keep one per Service (see
-//! docs/design/apiserver.md). Its row is `NAME PARENTREF`.
+//! a name, optionally a group and a namespace), which never changes. The API keeps one for
+//! every Service's cluster IP (`api/ip_addresses.rs`); others are stored and validated only.
+//! Its row is `NAME PARENTREF`.
 
 use std::net::IpAddr;
 use std::sync::Arc;
