@@ -1,7 +1,9 @@
 //! The server's state: what is served ([`Served`]: the registry, one registry store per
 //! resource, the OpenAPI documents), over which store, and how node agents are reached. The
 //! HTTP handlers (`handlers/`) answer requests with it; the CRD controller (`crd/`) changes
-//! what it serves. It is built in `lib.rs`, which also starts the CRD controller.
+//! what it serves. It is built in `lib.rs`, which also starts the CRD controller. Beside it:
+//! the components' health that ComponentStatus reports (`components.rs`) and the task keeping
+//! an IPAddress for every Service cluster IP (`ip_addresses.rs`).
 
 mod components;
 mod ip_addresses;
