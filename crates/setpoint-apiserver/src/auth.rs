@@ -3,7 +3,8 @@
 //! attributes; otherwise an `Authorization: Bearer <token>` header equal to the admin token
 //! (compared in constant time) is the admin user. Every authenticated user is also in
 //! `system:authenticated`. Anything else is anonymous, which the server answers with 401
-//! except on the health endpoints.
+//! except on the health endpoints. [`TokenAuthenticator`] answers the same question for a
+//! token alone (a TokenReview).
 
 use http::header::AUTHORIZATION;
 use http::HeaderMap;
@@ -67,6 +68,32 @@ pub(crate) fn admin_user() -> User {
     User::new(pki::ADMIN_COMMON_NAME, [pki::ADMIN_ORGANIZATION.to_owned()])
 }
 
+/// The audiences a token is checked for when a TokenReview names none: kube-apiserver's
+/// default `--api-audiences` (its service-account issuer).
+pub(crate) const API_AUDIENCES: &[&str] = &["https://kubernetes.default.svc.cluster.local"];
+
+/// The bearer tokens the server accepts: the admin token, which stands for [`admin_user`] and
+/// is good for any audience (as kube-apiserver's static tokens are).
+#[derive(Clone, Debug)]
+pub(crate) struct TokenAuthenticator {
+    admin: BearerToken,
+}
+
+impl TokenAuthenticator {
+    /// The authenticator of a server whose admin token is `admin`.
+    pub(crate) fn new(admin: BearerToken) -> Self {
+        Self { admin }
+    }
+
+    /// The user `token` stands for, as the server would authenticate a request bearing it
+    /// (`Authorization: Bearer <token>`); `None` for a token the server refuses.
+    pub(crate) fn authenticate(&self, token: &str) -> Option<User> {
+        let header = format!("Bearer {token}");
+        let token = parse_bearer(&header)?;
+        self.admin.matches(token.as_bytes()).then(admin_user)
+    }
+}
+
 /// Authenticates a request from its connection's client-certificate user and its headers.
 pub(crate) fn authenticate(
     certificate_user: Option<&User>,
@@ -83,7 +110,12 @@ pub(crate) fn authenticate(
 /// The token of an `Authorization: Bearer <token>` header, parsed as kube-apiserver does: the
 /// scheme is case-insensitive and anything after a second space is ignored.
 fn bearer_token(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(AUTHORIZATION)?.to_str().ok()?.trim();
+    parse_bearer(headers.get(AUTHORIZATION)?.to_str().ok()?)
+}
+
+/// The token of an `Authorization` header's value (see [`bearer_token`]).
+fn parse_bearer(value: &str) -> Option<&str> {
+    let value = value.trim();
     let mut parts = value.splitn(3, ' ');
     let scheme = parts.next()?;
     let token = parts.next()?;
@@ -135,6 +167,19 @@ mod tests {
         let alice = User::new("alice", ["devs".to_owned()]);
         let user = authenticate(Some(&alice), &headers("Bearer wrong"), &token);
         assert_eq!(user, Some(alice));
+    }
+
+    #[test]
+    fn the_token_authenticator_should_accept_the_admin_token_only() {
+        let token = BearerToken::generate();
+        let tokens = TokenAuthenticator::new(token.clone());
+        assert_eq!(tokens.authenticate(token.expose()), Some(admin_user()));
+        assert_eq!(
+            tokens.authenticate(&format!("{} extra", token.expose())),
+            Some(admin_user())
+        );
+        assert_eq!(tokens.authenticate("nope"), None);
+        assert_eq!(tokens.authenticate(""), None);
     }
 
     #[test]

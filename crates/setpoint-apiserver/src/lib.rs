@@ -74,7 +74,7 @@ mod tls;
 mod watchcache;
 mod webhook;
 
-pub use api::{Api, MetricsRenderer};
+pub use api::{Api, ComponentCheck, MetricsRenderer};
 pub use auth::{User, AUTHENTICATED_GROUP};
 pub use node_client::{NodeClient, NodeClientError};
 pub use pki::{Pki, PkiError, ADMIN_KUBECONFIG};
@@ -177,6 +177,9 @@ impl Handler for Api {
     }
 
     fn credentials_loaded(&self, pki: &Pki) {
+        let _ = self
+            .token_authenticator
+            .set(auth::TokenAuthenticator::new(pki.token().clone()));
         match NodeClient::from_pki(pki) {
             Ok(client) => {
                 self.set_node_client(client);

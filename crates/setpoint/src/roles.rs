@@ -7,6 +7,8 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -152,6 +154,44 @@ impl LeaderElectArgs {
     }
 }
 
+/// A group of loops started: its task, and whether the task still runs (what ComponentStatus
+/// reports for the group's component, as kube-apiserver probes the component's `/healthz`).
+pub(crate) struct Started {
+    /// `controller-manager` or `scheduler`.
+    pub(crate) component: &'static str,
+    /// Ends after shutdown, with the first loop error.
+    pub(crate) task: JoinHandle<Result<()>>,
+    /// True until the task ends.
+    pub(crate) running: Arc<AtomicBool>,
+}
+
+/// Clears a flag when dropped: when the task holding it ends, however it ends.
+struct Running(Arc<AtomicBool>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// Spawns `work` with a flag that is true while it runs.
+fn spawn_flagged(
+    component: &'static str,
+    work: impl std::future::Future<Output = Result<()>> + Send + 'static,
+) -> Started {
+    let running = Arc::new(AtomicBool::new(true));
+    let flag = Running(running.clone());
+    let task = tokio::spawn(async move {
+        let _flag = flag;
+        work.await
+    });
+    Started {
+        component,
+        task,
+        running,
+    }
+}
+
 /// Starts the loops of the `controllers` and `scheduler` roles that `selection` picks: each
 /// group under its own Lease if `elect`, else directly. The tasks end after `shutdown` is
 /// cancelled, with the first loop error.
@@ -163,7 +203,7 @@ pub(crate) fn start_loops(
     elect: bool,
     client: &Client,
     shutdown: &CancellationToken,
-) -> Result<Vec<JoinHandle<Result<()>>>> {
+) -> Result<Vec<Started>> {
     let mut groups = Vec::new();
     let pick = |scheduler: bool| -> Result<LoopSelection> {
         let names: Vec<&str> = selection
@@ -175,13 +215,13 @@ pub(crate) fn start_loops(
         Ok(names.join(",").parse()?)
     };
     if roles.has(Role::Controllers) {
-        groups.push((CONTROLLER_MANAGER_LEASE, pick(false)?));
+        groups.push(("controller-manager", CONTROLLER_MANAGER_LEASE, pick(false)?));
     }
     if roles.has(Role::Scheduler) {
-        groups.push((SCHEDULER_LEASE, pick(true)?));
+        groups.push(("scheduler", SCHEDULER_LEASE, pick(true)?));
     }
     let mut tasks = Vec::new();
-    for (lease, loops) in groups {
+    for (component, lease, loops) in groups {
         if loops.loops().is_empty() {
             continue;
         }
@@ -189,7 +229,7 @@ pub(crate) fn start_loops(
         let shutdown = shutdown.clone();
         let Term { settings, metrics } = term.clone();
         if !elect {
-            tasks.push(tokio::spawn(async move {
+            tasks.push(spawn_flagged(component, async move {
                 let ctx = LoopContext::new(client)
                     .with_settings(settings)
                     .with_metrics(metrics);
@@ -209,14 +249,17 @@ pub(crate) fn start_loops(
             let election = election.clone();
             metrics.add_leader_election(lease, move || election.is_leader());
         }
-        tasks.push(tokio::spawn(run_elected(
-            election,
-            lease,
-            client,
-            loops,
-            Term { settings, metrics },
-            shutdown,
-        )));
+        tasks.push(spawn_flagged(
+            component,
+            run_elected(
+                election,
+                lease,
+                client,
+                loops,
+                Term { settings, metrics },
+                shutdown,
+            ),
+        ));
     }
     Ok(tasks)
 }

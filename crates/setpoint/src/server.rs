@@ -40,9 +40,9 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
     let mut serving = None;
     let client = match (&data_dir, &args.kubeconfig) {
         (Some(data_dir), None) if apiserver => {
-            let (client, running, embedded) =
+            let (client, running, embedded, api) =
                 start_api(&args, data_dir, &shutdown, &metrics).await?;
-            serving = Some((running, embedded));
+            serving = Some((running, embedded, api));
             client
         }
         (_, Some(kubeconfig)) if args.api_servers.is_empty() => Client::from_kubeconfig(kubeconfig)
@@ -75,6 +75,9 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
         &client,
         &shutdown,
     )?;
+    if let Some((_, _, api)) = &serving {
+        report_components(api, &loops);
+    }
     // Agents stop before the controllers and the API: their pods' processes are stopped while
     // the API can still record it.
     let agent_shutdown = CancellationToken::new();
@@ -105,14 +108,14 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
         }
     }
     shutdown.cancel();
-    for task in loops {
-        match task.await {
+    for started in loops {
+        match started.task.await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::error!(error = %format!("{e:#}"), "a controller failed"),
             Err(e) => tracing::error!(error = %e, "the controllers' task failed"),
         }
     }
-    if let Some((running, embedded)) = serving {
+    if let Some((running, embedded, _api)) = serving {
         running.wait().await.context("stopping the server")?;
         if let Some(store) = embedded {
             store.close();
@@ -121,8 +124,30 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
     Ok(())
 }
 
+/// Tells the API how the loops this process runs are, for ComponentStatus: a component is
+/// healthy while its task runs (components this process does not run are judged by their
+/// Lease, see `setpoint_apiserver::ComponentCheck`).
+fn report_components(api: &Api, loops: &[crate::roles::Started]) {
+    for started in loops {
+        let running = started.running.clone();
+        let component = started.component;
+        api.set_component_check(
+            component,
+            Arc::new(move || {
+                if running.load(std::sync::atomic::Ordering::Acquire) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "the {component} loops in this process have stopped"
+                    ))
+                }
+            }),
+        );
+    }
+}
+
 /// The apiserver role: opens the store and serves the API on it; returns an in-process client
-/// of that API for the other roles.
+/// of that API for the other roles, and the API.
 async fn start_api(
     args: &ServerArgs,
     data_dir: &Path,
@@ -132,6 +157,7 @@ async fn start_api(
     Client,
     setpoint_apiserver::RunningServer,
     Option<EmbeddedStore>,
+    Arc<Api>,
 )> {
     let (store, embedded) = open_store(&args.store, data_dir).await?;
     let api = Api::with_watch_window(store, args.watch_cache_window as usize)
@@ -150,12 +176,15 @@ async fn start_api(
         "setpoint is serving the Kubernetes API; try: kubectl --kubeconfig {} get namespaces",
         running.kubeconfig_path().display()
     );
-    let client = Client::in_process(move |request| {
+    let client = {
         let api = api.clone();
-        async move { api.handle_loopback(request).await }
-    });
+        Client::in_process(move |request| {
+            let api = api.clone();
+            async move { api.handle_loopback(request).await }
+        })
+    };
     crate::kubernetes_service::start(client.clone(), running.local_addr(), shutdown.clone());
-    Ok((client, running, embedded))
+    Ok((client, running, embedded, api))
 }
 
 /// The cluster CA bundle (PEM) the root CA publisher hands out: the API server's own CA in

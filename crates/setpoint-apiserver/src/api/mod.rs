@@ -1,7 +1,12 @@
 //! The server's state: what is served ([`Served`]: the registry, one registry store per
 //! resource, the OpenAPI documents), over which store, and how node agents are reached. The
 //! HTTP handlers (`handlers/`) answer requests with it; the CRD controller (`crd/`) changes
-//! what it serves. It is built in `lib.rs`, which also starts the CRD controller.
+//! what it serves. It is built in `lib.rs`, which also starts the CRD controller. Beside it:
+//! the components' health that ComponentStatus reports (`components.rs`) and the task keeping
+//! an IPAddress for every Service cluster IP (`ip_addresses.rs`).
+
+mod components;
+mod ip_addresses;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,11 +17,15 @@ use setpoint_store::Store;
 
 use crate::node_client::NodeClient;
 use crate::openapi::OpenApiDocs;
+use crate::registry::store::Scope;
 use crate::registry::store::{store_error, RegistryStore};
 use crate::registry::{
-    compare_versions, system_class, Registry, ResourceDef, SYSTEM_PRIORITY_CLASSES,
+    compare_versions, default_service_cidr, system_class, with_ready_condition, Registry,
+    ResourceDef, DEFAULT_SERVICE_CIDR, SYSTEM_PRIORITY_CLASSES,
 };
 use crate::telemetry::{Telemetry, TimedStore};
+
+pub use components::ComponentCheck;
 
 /// Namespaces that exist from the start.
 const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -70,6 +79,11 @@ pub struct Api {
     pub(crate) registration: tokio::sync::Mutex<()>,
     /// How `pods/log` and `metrics.k8s.io` reach node agents; unset until credentials are given.
     pub(crate) node_client: std::sync::OnceLock<NodeClient>,
+    /// What the embedding process says of its components, for ComponentStatus.
+    pub(crate) component_checks: parking_lot::RwLock<BTreeMap<String, ComponentCheck>>,
+    /// The bearer tokens the transport accepts (for TokenReview); unset until credentials are
+    /// given.
+    pub(crate) token_authenticator: std::sync::OnceLock<crate::auth::TokenAuthenticator>,
     /// Requests, watches and store calls counted for `/metrics`.
     pub(crate) telemetry: Arc<Telemetry>,
     /// Renders `/metrics`; unset (404) until the embedding process provides it.
@@ -87,8 +101,9 @@ pub type MetricsRenderer = Arc<dyn Fn() -> String + Send + Sync>;
 
 impl Api {
     /// Serves `builtins` from `store` (keeping `window` recent events per resource for watches
-    /// to resume from), creating the initial namespaces if missing. The CRD controller is not
-    /// started: `lib.rs` does that.
+    /// to resume from), creating the initial namespaces if missing, and starts keeping the
+    /// IPAddresses of cluster IPs (`ip_addresses.rs`). The CRD controller is not started:
+    /// `lib.rs` does that.
     pub(crate) async fn build(
         store: Arc<dyn Store>,
         window: usize,
@@ -120,12 +135,15 @@ impl Api {
             window,
             registration: tokio::sync::Mutex::new(()),
             node_client: std::sync::OnceLock::new(),
+            token_authenticator: std::sync::OnceLock::new(),
+            component_checks: parking_lot::RwLock::new(BTreeMap::new()),
             telemetry,
             metrics_renderer: std::sync::OnceLock::new(),
             admission_state: std::sync::OnceLock::new(),
             this: this.clone(),
         });
         api.bootstrap().await?;
+        ip_addresses::start(&api);
         Ok(api)
     }
 
@@ -228,7 +246,7 @@ impl Api {
     }
 
     /// Creates what a new cluster starts with and does not have yet: the initial namespaces
-    /// and the built-in priority classes.
+    /// and the built-in priority classes, and the default ServiceCIDR (made `Ready`).
     async fn bootstrap(&self) -> Result<(), ApiError> {
         let namespaces = self.registry_store_of("", "v1", "namespaces")?;
         for name in INITIAL_NAMESPACES {
@@ -240,6 +258,18 @@ impl Api {
             let class = system_class(name, value, description);
             self.create_missing(&classes, name, class).await?;
         }
+        let cidrs = self.registry_store_of("networking.k8s.io", "v1", "servicecidrs")?;
+        self.create_missing(&cidrs, DEFAULT_SERVICE_CIDR, default_service_cidr())
+            .await?;
+        cidrs
+            .update(
+                None,
+                DEFAULT_SERVICE_CIDR,
+                Scope::Status,
+                false,
+                &|current| Ok(with_ready_condition(current, chrono::Utc::now())),
+            )
+            .await?;
         Ok(())
     }
 

@@ -2,6 +2,7 @@
 //! resource's registry store (`registry/store/`) and encodes the answer. No storage rule lives
 //! here.
 
+mod component_status;
 mod delete;
 mod discovery;
 mod eviction;
@@ -164,6 +165,9 @@ impl Api {
             if let Some(e) = def.strategy.refuse_create() {
                 return Err(e);
             }
+        }
+        if def.strategy.reports_components() {
+            return component_status::serve(&ctx).await;
         }
         if r.verb == Verb::Create && def.strategy.reviews() {
             return review::create(&ctx, &user).await;

@@ -1,6 +1,7 @@
 //! POST of a create-only review kind (`SelfSubjectAccessReview`, `SelfSubjectReview`, …): the
 //! body is decoded and validated like any create, then the kind's strategy answers it for the
-//! user who asked (`registry/kinds/review.rs`); nothing is stored. A request without a user
+//! user who asked (`registry/kinds/review.rs`; a TokenReview with the server's token
+//! authenticator, `registry/kinds/token_review.rs`); nothing is stored. A request without a user
 //! (in-process callers) asks as the admin.
 
 use http::{Response, StatusCode};
@@ -32,11 +33,12 @@ pub(crate) async fn create(ctx: &Ctx<'_>, user: &User) -> Result<Response<Body>,
     let asker = Asker {
         name: user.name.clone(),
         groups: user.groups.clone(),
+        tokens: ctx.api.token_authenticator.get().cloned(),
     };
     let answer = ctx
         .def
         .strategy
-        .review(object, &asker, ctx.req.namespace.as_deref());
+        .review(object, &asker, ctx.req.namespace.as_deref())?;
     Ok(with_warnings(
         respond_object(ctx.def, &answer, ctx.accept, StatusCode::CREATED),
         &warnings,

@@ -70,7 +70,10 @@ async fn scale_write(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
             fields,
         )
     } else if ctx.req.verb == Verb::Patch {
-        let patch_type = update::patch_type(&ctx.content_type)?;
+        let patch_type = update::patch_type(
+            &ctx.content_type,
+            ctx.def.strategy.accepts_strategic_merge(),
+        )?;
         let body: Value = serde_json::from_slice(&ctx.body)
             .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
         let fields = ctx

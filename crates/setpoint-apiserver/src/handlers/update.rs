@@ -66,6 +66,10 @@ pub(crate) async fn patch_scoped(ctx: &Ctx<'_>, scope: Scope) -> Result<Response
     if is_apply(&ctx.content_type) {
         return apply::apply(ctx, scope).await;
     }
+    let patch_type = patch_type(
+        &ctx.content_type,
+        ctx.def.strategy.accepts_strategic_merge(),
+    )?;
     if ctx.query.contains_key("force") {
         return Err(ApiError::invalid(
             "PatchOptions",
@@ -78,7 +82,6 @@ pub(crate) async fn patch_scoped(ctx: &Ctx<'_>, scope: Scope) -> Result<Response
             )],
         ));
     }
-    let patch_type = patch_type(&ctx.content_type)?;
     let manager = ctx.field_manager(scope, "PatchOptions")?;
     if !ctx.def.strategy.accepts_strategic_merge() && patch_type == PatchType::StrategicMerge {
         // Custom resources have no patch strategies, so kube-apiserver refuses these.
@@ -121,10 +124,25 @@ pub(crate) fn is_apply(content_type: &str) -> bool {
     media_type == apply::MEDIA_TYPE
 }
 
-/// The patch type of a request's content type (apply patches are handled before).
-pub(crate) fn patch_type(content_type: &str) -> Result<PatchType, ApiError> {
-    PatchType::from_content_type(content_type)
-        .ok_or_else(|| ApiError::unsupported_media_type(content_type))
+/// The patch type of a request's content type (apply patches are handled before), or 415
+/// naming the patch types accepted (strategic merge only by kinds that accept it), as
+/// kube-apiserver words it. `application/apply-patch+cbor` is refused so: Setpoint does not
+/// serve CBOR, as kube-apiserver without its CBOR feature gate.
+pub(crate) fn patch_type(content_type: &str, strategic: bool) -> Result<PatchType, ApiError> {
+    PatchType::from_content_type(content_type).ok_or_else(|| {
+        let mut accepted = vec![PatchType::Json.content_type(), PatchType::Merge.content_type()];
+        if strategic {
+            accepted.push(PatchType::StrategicMerge.content_type());
+        }
+        accepted.push(apply::MEDIA_TYPE);
+        ApiError::new(
+            Reason::UnsupportedMediaType,
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: {}",
+                accepted.join(", ")
+            ),
+        )
+    })
 }
 
 fn patch_error(e: setpoint_core::PatchError) -> ApiError {

@@ -29,8 +29,9 @@ use setpoint_core::{Cause, GroupResource, GroupVersionKind, SelectableFields};
 pub(crate) use fields::{metadata_fields, metadata_labels};
 pub(crate) use identity::{ALL_VERBS, STATUS_VERBS};
 pub(crate) use kinds::{
-    bind_pod, builtin_resources, evict_pod, finalize_namespace, registered_resources, system_class,
-    SYSTEM_PRIORITY_CLASSES,
+    bind_pod, builtin_resources, component_status, default_service_cidr, evict_pod,
+    finalize_namespace, registered_resources, system_class, with_ready_condition, COMPONENTS,
+    COMPONENT_STATUS_DEPRECATED, DEFAULT_SERVICE_CIDR, SYSTEM_PRIORITY_CLASSES,
 };
 pub(crate) use strategy::{Asker, Peers, Propagation, ScaleView, Strategy};
 pub(crate) use validation::{finalizers as validate_finalizers, metadata as validate_metadata};

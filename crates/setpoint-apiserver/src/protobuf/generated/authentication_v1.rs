@@ -23,6 +23,36 @@ pub(crate) static SELF_SUBJECT_REVIEW_STATUS: Message = Message {
     fields: &[field(1, "userInfo", Kind::Message(&USER_INFO))],
 };
 
+/// `TokenReview`.
+pub(crate) static TOKEN_REVIEW: Message = Message {
+    name: "TokenReview",
+    fields: &[
+        field(1, "metadata", Kind::Message(&super::meta_v1::OBJECT_META)),
+        kept(2, "spec", Kind::Message(&TOKEN_REVIEW_SPEC)),
+        field(3, "status", Kind::Message(&TOKEN_REVIEW_STATUS)),
+    ],
+};
+
+/// `TokenReviewSpec`.
+pub(crate) static TOKEN_REVIEW_SPEC: Message = Message {
+    name: "TokenReviewSpec",
+    fields: &[
+        field(1, "token", Kind::String),
+        list(2, "audiences", Kind::String),
+    ],
+};
+
+/// `TokenReviewStatus`.
+pub(crate) static TOKEN_REVIEW_STATUS: Message = Message {
+    name: "TokenReviewStatus",
+    fields: &[
+        field(1, "authenticated", Kind::Bool),
+        field(2, "user", Kind::Message(&USER_INFO)),
+        field(3, "error", Kind::String),
+        list(4, "audiences", Kind::String),
+    ],
+};
+
 /// `UserInfo`.
 pub(crate) static USER_INFO: Message = Message {
     name: "UserInfo",

@@ -58,6 +58,8 @@ pub(crate) fn root(api_version: &str, kind: &str) -> Option<&'static Message> {
         ("networking.k8s.io/v1", "Ingress") => &networking_v1::INGRESS,
         ("networking.k8s.io/v1", "IngressClass") => &networking_v1::INGRESS_CLASS,
         ("networking.k8s.io/v1", "NetworkPolicy") => &networking_v1::NETWORK_POLICY,
+        ("networking.k8s.io/v1", "ServiceCIDR") => &networking_v1::SERVICE_CIDR,
+        ("networking.k8s.io/v1", "IPAddress") => &networking_v1::IP_ADDRESS,
         ("scheduling.k8s.io/v1", "PriorityClass") => &scheduling_v1::PRIORITY_CLASS,
         ("storage.k8s.io/v1", "StorageClass") => &storage_v1::STORAGE_CLASS,
         ("storage.k8s.io/v1", "CSIDriver") => &storage_v1::CSI_DRIVER,
@@ -79,6 +81,7 @@ pub(crate) fn root(api_version: &str, kind: &str) -> Option<&'static Message> {
         ("authentication.k8s.io/v1", "SelfSubjectReview") => {
             &authentication_v1::SELF_SUBJECT_REVIEW
         }
+        ("authentication.k8s.io/v1", "TokenReview") => &authentication_v1::TOKEN_REVIEW,
         ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => {
             &authorization_v1::SELF_SUBJECT_ACCESS_REVIEW
         }

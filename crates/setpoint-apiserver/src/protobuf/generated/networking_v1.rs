@@ -24,6 +24,21 @@ pub(crate) static HTTP_INGRESS_RULE_VALUE: Message = Message {
     fields: &[list(1, "paths", Kind::Message(&HTTP_INGRESS_PATH))],
 };
 
+/// `IPAddress`.
+pub(crate) static IP_ADDRESS: Message = Message {
+    name: "IPAddress",
+    fields: &[
+        field(1, "metadata", Kind::Message(&super::meta_v1::OBJECT_META)),
+        field(2, "spec", Kind::Message(&IP_ADDRESS_SPEC)),
+    ],
+};
+
+/// `IPAddressSpec`.
+pub(crate) static IP_ADDRESS_SPEC: Message = Message {
+    name: "IPAddressSpec",
+    fields: &[kept(1, "parentRef", Kind::Message(&PARENT_REFERENCE))],
+};
+
 /// `IPBlock`.
 pub(crate) static IP_BLOCK: Message = Message {
     name: "IPBlock",
@@ -244,6 +259,17 @@ pub(crate) static NETWORK_POLICY_SPEC: Message = Message {
     ],
 };
 
+/// `ParentReference`.
+pub(crate) static PARENT_REFERENCE: Message = Message {
+    name: "ParentReference",
+    fields: &[
+        field(1, "group", Kind::String),
+        field(2, "resource", Kind::String),
+        field(3, "namespace", Kind::String),
+        field(4, "name", Kind::String),
+    ],
+};
+
 /// `ServiceBackendPort`.
 pub(crate) static SERVICE_BACKEND_PORT: Message = Message {
     name: "ServiceBackendPort",
@@ -251,4 +277,30 @@ pub(crate) static SERVICE_BACKEND_PORT: Message = Message {
         field(1, "name", Kind::String),
         field(2, "number", Kind::Int32),
     ],
+};
+
+/// `ServiceCIDR`.
+pub(crate) static SERVICE_CIDR: Message = Message {
+    name: "ServiceCIDR",
+    fields: &[
+        field(1, "metadata", Kind::Message(&super::meta_v1::OBJECT_META)),
+        field(2, "spec", Kind::Message(&SERVICE_CIDR_SPEC)),
+        field(3, "status", Kind::Message(&SERVICE_CIDR_STATUS)),
+    ],
+};
+
+/// `ServiceCIDRSpec`.
+pub(crate) static SERVICE_CIDR_SPEC: Message = Message {
+    name: "ServiceCIDRSpec",
+    fields: &[list(1, "cidrs", Kind::String)],
+};
+
+/// `ServiceCIDRStatus`.
+pub(crate) static SERVICE_CIDR_STATUS: Message = Message {
+    name: "ServiceCIDRStatus",
+    fields: &[list(
+        1,
+        "conditions",
+        Kind::Message(&super::meta_v1::CONDITION),
+    )],
 };

@@ -1,5 +1,6 @@
 //! Each built-in kind decoded from a body built field by field: namespaces, config maps,
-//! secrets, service accounts, deployments, services and pods.
+//! secrets, service accounts, deployments, services, pods, signing requests, token reviews,
+//! service CIDRs and IP addresses.
 
 use super::*;
 
@@ -268,5 +269,38 @@ fn a_signing_request_should_decode_extra_values_as_lists() {
         json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
                "metadata": {"name": "c"}, "spec": {"request": "UEVN", "usages": ["client auth"],
                "extra": {"scopes": ["a", "b"]}, "signerName": "example.com/signer"}})
+    );
+}
+
+#[test]
+fn a_token_review_a_service_cidr_and_an_ip_address_should_decode() {
+    let raw = Enc::new()
+        .msg(1, Enc::new())
+        .msg(2, Enc::new().str(1, "secret").str(2, "https://a.example"));
+    assert_eq!(
+        decoded(&body("authentication.k8s.io/v1", "TokenReview", raw)),
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "metadata": {},
+               "spec": {"token": "secret", "audiences": ["https://a.example"]}})
+    );
+    let raw = Enc::new()
+        .msg(1, object_meta("extra", &[]))
+        .msg(2, Enc::new().str(1, "10.0.0.0/24").str(1, "fd00::/64"));
+    assert_eq!(
+        decoded(&body("networking.k8s.io/v1", "ServiceCIDR", raw)),
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "ServiceCIDR",
+               "metadata": {"name": "extra"}, "spec": {"cidrs": ["10.0.0.0/24", "fd00::/64"]}})
+    );
+    let parent = Enc::new()
+        .str(2, "services")
+        .str(3, "default")
+        .str(4, "web");
+    let raw = Enc::new()
+        .msg(1, object_meta("10.96.0.10", &[]))
+        .msg(2, Enc::new().msg(1, parent));
+    assert_eq!(
+        decoded(&body("networking.k8s.io/v1", "IPAddress", raw)),
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "IPAddress",
+               "metadata": {"name": "10.96.0.10"},
+               "spec": {"parentRef": {"resource": "services", "namespace": "default", "name": "web"}}})
     );
 }

@@ -52,6 +52,8 @@ kinds! {
     ingress,
     ingress_class,
     network_policy,
+    service_cidr,
+    ip_address,
     priority_class,
     storage_class,
     csi_driver,
@@ -64,17 +66,21 @@ kinds! {
     certificate_signing_request,
     api_service,
     review,
+    token_review,
     binding,
     validating_webhook_configuration,
     mutating_webhook_configuration,
     validating_admission_policy,
     validating_admission_policy_binding,
+    component_status,
 }
 
 /// Subresources whose storage rules belong to one kind.
+pub(crate) use component_status::{component_status, COMPONENTS, COMPONENT_STATUS_DEPRECATED};
 pub(crate) use namespace::finalize as finalize_namespace;
 pub(crate) use pod::{bind as bind_pod, evict as evict_pod};
 pub(crate) use priority_class::{system_class, SYSTEM_CLASSES as SYSTEM_PRIORITY_CLASSES};
+pub(crate) use service_cidr::{default_service_cidr, with_ready_condition, DEFAULT_SERVICE_CIDR};
 
 /// The resources of the kinds above, without CustomResourceDefinitions (the OpenAPI
 /// documents' typed schemas come from these).

@@ -5,7 +5,7 @@
 //! everything, and anonymous requests are refused with 401. So an access review allows any
 //! request of an authenticated user and none of `system:anonymous` (or of the
 //! `system:unauthenticated` group), and a rules review lists every verb on everything.
-//! (TokenReview is not served: the server's bearer token is not known here.)
+//! (TokenReview, which needs the server's authenticator, is `token_review.rs`.)
 
 use std::sync::Arc;
 
@@ -16,7 +16,7 @@ use k8s_openapi::api::authorization::v1::{
     LocalSubjectAccessReview, SelfSubjectAccessReview, SelfSubjectRulesReview, SubjectAccessReview,
 };
 use serde_json::{json, Value};
-use setpoint_core::Cause;
+use setpoint_core::{ApiError, Cause};
 
 use crate::registry::identity::Identity;
 use crate::registry::strategy::{round_trip, schema_of, Asker, Strategy, TypedSchema};
@@ -129,7 +129,12 @@ impl Strategy for Review {
         causes
     }
 
-    fn review(&self, mut object: Value, asker: &Asker, namespace: Option<&str>) -> Value {
+    fn review(
+        &self,
+        mut object: Value,
+        asker: &Asker,
+        namespace: Option<&str>,
+    ) -> Result<Value, ApiError> {
         let status = match self {
             Review::SelfSubject => {
                 json!({"userInfo": {"username": asker.name, "groups": asker.groups}})
@@ -159,7 +164,7 @@ impl Strategy for Review {
         }
         object["metadata"] = meta;
         object["status"] = status;
-        object
+        Ok(object)
     }
 
     fn columns(&self) -> Vec<Column> {
@@ -176,7 +181,7 @@ mod tests {
     use super::*;
 
     fn asker() -> Asker {
-        Asker { name: "alice".into(), groups: vec!["dev".into(), "system:authenticated".into()] }
+        Asker { name: "alice".into(), groups: vec!["dev".into(), "system:authenticated".into()], tokens: None }
     }
 
     fn fields(review: Review, spec: Value) -> Vec<String> {
@@ -188,14 +193,14 @@ mod tests {
 
     #[test]
     fn a_self_subject_review_should_name_the_asker() {
-        let answer = Review::SelfSubject.review(json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}), &asker(), None);
+        let answer = Review::SelfSubject.review(json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}), &asker(), None).unwrap();
         assert_eq!(answer["status"]["userInfo"], json!({"username": "alice", "groups": ["dev", "system:authenticated"]}));
         assert_eq!(answer["metadata"], json!({"creationTimestamp": null}));
     }
 
     #[test]
     fn access_reviews_should_allow_authenticated_users_only() {
-        let ask = |spec: Value| Review::SubjectAccess.review(json!({"spec": spec}), &asker(), None)["status"]["allowed"].clone();
+        let ask = |spec: Value| Review::SubjectAccess.review(json!({"spec": spec}), &asker(), None).unwrap()["status"]["allowed"].clone();
         let attrs = json!({"verb": "get", "resource": "pods"});
         assert_eq!(ask(json!({"user": "bob", "resourceAttributes": attrs})), true);
         assert_eq!(ask(json!({"user": "system:anonymous", "resourceAttributes": attrs})), false);

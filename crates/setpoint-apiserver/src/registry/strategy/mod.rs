@@ -241,6 +241,12 @@ pub(crate) trait Strategy: std::any::Any + Send + Sync + std::fmt::Debug {
         false
     }
 
+    /// Whether the kind is core/v1 ComponentStatus: its objects are the control plane's health,
+    /// computed on every read (`api/components.rs`), and never stored.
+    fn reports_components(&self) -> bool {
+        false
+    }
+
     /// Whether the kind is a create-only review (`SelfSubjectAccessReview`, …): a create is
     /// answered by [`Strategy::review`] and nothing is stored.
     fn reviews(&self) -> bool {
@@ -249,16 +255,24 @@ pub(crate) trait Strategy: std::any::Any + Send + Sync + std::fmt::Debug {
 
     /// A review kind's answer to a valid `object` asked by `asker`, in the request's
     /// `namespace`: the object with its `status`.
-    fn review(&self, object: Value, _asker: &Asker, _namespace: Option<&str>) -> Value {
-        object
+    fn review(
+        &self,
+        object: Value,
+        _asker: &Asker,
+        _namespace: Option<&str>,
+    ) -> Result<Value, ApiError> {
+        Ok(object)
     }
 }
 
-/// Who sends a request, as a review kind sees it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Who sends a request, as a review kind sees it, and what the server authenticates with.
+#[derive(Clone, Debug)]
 pub(crate) struct Asker {
     pub(crate) name: String,
     pub(crate) groups: Vec<String>,
+    /// The server's token authenticator (for TokenReview); `None` in an API not served over
+    /// HTTPS, which has no tokens.
+    pub(crate) tokens: Option<crate::auth::TokenAuthenticator>,
 }
 
 /// Adds a type's schema (and those it references) to a generator and returns a `$ref` to it.

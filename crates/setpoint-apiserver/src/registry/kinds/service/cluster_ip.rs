@@ -14,6 +14,8 @@ use setpoint_core::{ApiError, Cause};
 
 use crate::registry::strategy::Peers;
 
+/// The service range, as the default ServiceCIDR holds it.
+pub(crate) const SERVICE_RANGE: &str = "10.96.0.0/12";
 /// The service range: 10.96.0.0/12.
 const RANGE_BASE: u32 = u32::from_be_bytes([10, 96, 0, 0]);
 const RANGE_BITS: u32 = 12;
@@ -116,5 +118,7 @@ mod tests {
         }
         assert!(!in_range("10.112.0.1".parse().unwrap()));
         assert!(in_range("10.111.255.254".parse().unwrap()));
+        let base = Ipv4Addr::from(RANGE_BASE);
+        assert_eq!(SERVICE_RANGE, format!("{base}/{RANGE_BITS}"));
     }
 }

@@ -4,6 +4,8 @@
 
 mod cluster_ip;
 
+pub(crate) use cluster_ip::SERVICE_RANGE;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
