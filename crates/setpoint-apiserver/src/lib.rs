@@ -55,6 +55,7 @@
 //! ```
 
 mod admission;
+mod aggregation;
 mod api;
 mod auth;
 mod crd;
@@ -74,6 +75,7 @@ mod tls;
 mod watchcache;
 mod webhook;
 
+pub use aggregation::DEFAULT_CHECK_INTERVAL as DEFAULT_APISERVICE_CHECK_INTERVAL;
 pub use api::{Api, MetricsRenderer};
 pub use auth::{User, AUTHENTICATED_GROUP};
 pub use node_client::{NodeClient, NodeClientError};
@@ -118,6 +120,7 @@ impl Api {
         let builtins = registry::builtin_resources(crd::definitions());
         let api = Api::build(store, window, builtins).await?;
         crd::controller::start(&api).await?;
+        aggregation::start(&api);
         Ok(api)
     }
 }
@@ -166,6 +169,7 @@ impl Handler for Api {
     }
 
     fn credentials_loaded(&self, pki: &Pki) {
+        aggregation::credentials_loaded(self, pki);
         match NodeClient::from_pki(pki) {
             Ok(client) => {
                 self.set_node_client(client);

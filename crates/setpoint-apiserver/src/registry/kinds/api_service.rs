@@ -14,7 +14,7 @@ use setpoint_core::Cause;
 
 use crate::registry::defaults::set_status;
 use crate::registry::identity::{status, Identity, ALL_VERBS};
-use crate::registry::strategy::{round_trip, schema_of, Strategy, TypedSchema};
+use crate::registry::strategy::{round_trip, schema_of, NameRule, Strategy, TypedSchema};
 use crate::registry::table::{age_cell, name_cell, Column};
 use crate::registry::validation::{object_meta, required};
 use crate::registry::ResourceDef;
@@ -49,6 +49,11 @@ impl Strategy for ApiServices {
 
     fn has_status(&self) -> bool {
         true
+    }
+
+    /// Any path segment (the core group's is `v1.`); the name must be `VERSION.GROUP` anyway.
+    fn name_rule(&self) -> NameRule {
+        NameRule::Any
     }
 
     fn initialize(&self, object: &mut Value) {
