@@ -4,7 +4,9 @@
 //! checked available, listed by `kubectl get apiservices` and `kubectl api-resources`, its
 //! flunders read and watched through the proxy with the caller's identity in front-proxy
 //! headers, its OpenAPI v3 document listed and proxied; a wrong `caBundle`,
-//! `insecureSkipTLSVerify` and a stopped server behave as on kube-apiserver.
+//! `insecureSkipTLSVerify` and a stopped server behave as on kube-apiserver (aggregated
+//! discovery read with curl, as kubectl cannot set its `Accept`). An APIService
+//! `v1beta1.metrics.k8s.io` given a Service takes over the group Setpoint serves itself.
 
 mod wardle;
 
@@ -58,6 +60,39 @@ fn create(server: &Server, manifest: &Value) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// `/apis` as aggregated discovery (v2), fetched with curl and the admin token.
+fn aggregated_discovery(server: &Server) -> Value {
+    let token = std::fs::read_to_string(server.dir.join("pki/admin.token")).unwrap();
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--fail", "--cacert"])
+        .arg(server.dir.join("pki/ca.crt"))
+        .args([
+            "-H",
+            &format!("Authorization: Bearer {}", token.trim()),
+            "-H",
+            "Accept: application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+            &format!("{}/apis", server.url()),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The entry of `group` in aggregated discovery, if listed.
+fn discovered_group(server: &Server, group: &str) -> Option<Value> {
+    aggregated_discovery(server)["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["metadata"]["name"] == group)
+        .cloned()
 }
 
 /// The `Available` condition of the APIService `name`.
@@ -251,6 +286,10 @@ fn an_aggregated_api_should_be_proxied_discovered_and_checked() {
     assert_eq!(group["kind"], "APIGroup");
     assert_eq!(group["versions"][0]["version"], "v1");
 
+    let entry = discovered_group(&server, "wardle.example.com").unwrap();
+    assert_eq!(entry["versions"][0]["freshness"], "Current");
+    assert_eq!(entry["versions"][0]["resources"][0]["resource"], "flunders");
+
     // Reads through the proxy.
     let list = server.ok(&["get", "flunders"]);
     assert!(list.contains("f1") && list.contains("f2"), "{list}");
@@ -363,6 +402,9 @@ fn an_aggregated_api_should_be_proxied_discovered_and_checked() {
         refused.contains("ServiceUnavailable") || refused.contains("unable to handle"),
         "{refused}"
     );
+    // Aggregated discovery keeps what it knew, marked stale.
+    let entry = discovered_group(&server, "wardle.example.com").unwrap();
+    assert_eq!(entry["versions"][0]["freshness"], "Stale");
 
     // Without endpoints: MissingEndpoints.
     server.ok(&["delete", "endpointslice", "wardle-1"]);
@@ -378,4 +420,64 @@ fn an_aggregated_api_should_be_proxied_discovered_and_checked() {
         gone["message"],
         "service/wardle in \"default\" is not present"
     );
+}
+
+#[test]
+fn a_registered_metrics_server_should_replace_the_local_metrics_group() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = start(&tmp);
+    wait_condition(&server, "v1beta1.metrics.k8s.io", "True", "Local");
+    let local = server.ok(&["get", "--raw", "/apis/metrics.k8s.io/v1beta1"]);
+    assert!(
+        local.contains("\"pods\"") && !local.contains("wardlemetrics"),
+        "{local}"
+    );
+
+    // A "metrics-server" (the wardle server) behind a Service (with Endpoints this time)
+    // takes the group over.
+    let wardle = Wardle::start(None);
+    server.ok(&[
+        "create",
+        "service",
+        "clusterip",
+        "wardle",
+        &format!("--tcp=443:{}", wardle.port()),
+    ]);
+    create(
+        &server,
+        &json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "wardle"},
+            "subsets": [{"addresses": [{"ip": "127.0.0.1"}],
+                "ports": [{"name": format!("443-{}", wardle.port()), "port": wardle.port()}]}]}),
+    );
+    let service = json!({"service": {"namespace": "default", "name": "wardle", "port": 443},
+        "insecureSkipTLSVerify": true});
+    server.ok(&[
+        "patch",
+        "apiservice",
+        "v1beta1.metrics.k8s.io",
+        "--type=merge",
+        "-p",
+        &json!({"spec": service}).to_string(),
+    ]);
+    wait_condition(&server, "v1beta1.metrics.k8s.io", "True", "Passed");
+    let proxied = server.ok(&["get", "--raw", "/apis/metrics.k8s.io/v1beta1"]);
+    assert!(proxied.contains("wardlemetrics"), "{proxied}");
+    let resources = eventually("wardlemetrics in api-resources", || {
+        let out = server.ok(&["api-resources", "--api-group=metrics.k8s.io"]);
+        out.contains("wardlemetrics").then_some(out)
+    });
+    assert!(!resources.contains("podmetrics"), "{resources}");
+
+    // Without its Service, the local group comes back.
+    server.ok(&[
+        "patch",
+        "apiservice",
+        "v1beta1.metrics.k8s.io",
+        "--type=merge",
+        "-p",
+        r#"{"spec": {"service": null, "insecureSkipTLSVerify": null}}"#,
+    ]);
+    wait_condition(&server, "v1beta1.metrics.k8s.io", "True", "Local");
+    let local = server.ok(&["get", "--raw", "/apis/metrics.k8s.io/v1beta1"]);
+    assert!(local.contains("\"pods\""), "{local}");
 }

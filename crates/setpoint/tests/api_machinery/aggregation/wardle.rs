@@ -10,7 +10,9 @@
 //!   second one 1.5 s later, then the end;
 //! - `GET /apis/wardle.example.com/v1/echo`: what identified the request (`X-Remote-User`,
 //!   `X-Remote-Group`s, whether `Authorization` came, the client certificate's CN);
-//! - `GET /openapi/v3/apis/wardle.example.com/v1`: a small OpenAPI document.
+//! - `GET /openapi/v3/apis/wardle.example.com/v1`: a small OpenAPI document;
+//! - `GET /apis/metrics.k8s.io/v1beta1`: a list with one resource, `wardlemetrics`, for a
+//!   test where it stands in for a real metrics-server.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -171,6 +173,10 @@ fn serve(stream: TcpStream, config: Arc<rustls::ServerConfig>, stop: Arc<AtomicB
                 "authorization": !header("authorization").is_empty(),
                 "impersonation": !header("impersonate-user").is_empty(),
                 "clientCertificate": client_cn})),
+            "/apis/metrics.k8s.io/v1beta1" => Some(json!({"kind": "APIResourceList",
+                "apiVersion": "v1", "groupVersion": "metrics.k8s.io/v1beta1",
+                "resources": [{"name": "wardlemetrics", "singularName": "wardlemetric",
+                    "namespaced": true, "kind": "WardleMetric", "verbs": ["get", "list"]}]})),
             "/openapi/v3/apis/wardle.example.com/v1" => Some(json!({"openapi": "3.0.0",
                 "info": {"title": "wardle", "version": "v1"}, "paths": {}})),
             p if p == flunders && query.contains("watch=1") => {
