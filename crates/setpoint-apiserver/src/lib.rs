@@ -27,6 +27,11 @@
 //!   HTTPS with the admin client certificate, and `metrics.k8s.io` (`kubectl top`) is
 //!   answered from the agents' resource reports; [`serve`] hands the credentials to the handler
 //!   ([`Handler::credentials_loaded`]). An [`Api`] never served has none and answers 503.
+//! - **API aggregation**: an APIService with a Service has its group-version proxied to that
+//!   Service's server with the front-proxy client certificate (`DATA_DIR/pki/front-proxy-*`)
+//!   and the user in `X-Remote-*` headers; its availability is checked every
+//!   [`Api::set_apiservice_check_interval`]; every group-version served here has a local
+//!   APIService (`aggregation/`).
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -120,7 +125,7 @@ impl Api {
         let builtins = registry::builtin_resources(crd::definitions());
         let api = Api::build(store, window, builtins).await?;
         crd::controller::start(&api).await?;
-        aggregation::start(&api);
+        aggregation::start(&api).await;
         Ok(api)
     }
 }

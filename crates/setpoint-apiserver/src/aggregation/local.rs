@@ -5,7 +5,8 @@
 //! "true"`, `metrics.k8s.io/v1beta1` (served here) with 100/100 as metrics-server registers
 //! it. All have `spec.service: null` and `Available=True reason=Local`.
 //!
-//! A task keeps them: within a second of what is served changing (a CRD added or removed) or
+//! They are registered before the API is served; then a task keeps them: within a second of
+//! what is served changing (a CRD added or removed) or
 //! of an APIService changing, it creates the missing ones, corrects changed ones and deletes
 //! automanaged ones no longer served — writing nothing when nothing differs. An APIService
 //! with a Service is never touched: whoever registered it (a real metrics-server for
@@ -201,13 +202,10 @@ pub(crate) async fn reconcile(api: &Api) -> Result<(), ApiError> {
         return Ok(());
     };
     let want = desired(api);
-    let (objects, _) = store.cache().snapshot();
     let mut existing: BTreeMap<String, Value> = BTreeMap::new();
-    for object in objects.values() {
-        if let Ok(v) = serde_json::from_slice::<Value>(&object.json) {
-            if let Some(name) = v["metadata"]["name"].as_str() {
-                existing.insert(name.to_owned(), v);
-            }
+    for v in store.consistent_values().await? {
+        if let Some(name) = v["metadata"]["name"].as_str() {
+            existing.insert(name.to_owned(), v);
         }
     }
     for (name, d) in &want {
@@ -272,14 +270,23 @@ async fn write(store: &RegistryStore, name: &str, d: &Desired) -> Result<(), Api
     }
 }
 
-/// Starts the task keeping the local APIServices; it ends with the API.
-pub(crate) fn start(api: &Arc<Api>) {
-    let weak = Arc::downgrade(api);
-    tokio::spawn(run(weak));
+/// Registers the local APIServices (before the API answers its first request, so that
+/// nothing is written behind a client's back later unless what is served changes), then
+/// starts the task keeping them; it ends with the API.
+pub(crate) async fn start(api: &Arc<Api>) {
+    if let Err(error) = reconcile(api).await {
+        tracing::warn!(%error, "cannot register the local APIServices");
+    }
+    let served = api.served();
+    let last = served
+        .store("apiregistration.k8s.io", "v1", "apiservices")
+        .filter(|s| s.cache().is_ready())
+        .map(|s| (Arc::as_ptr(&served) as usize, s.cache().snapshot().0));
+    tokio::spawn(run(Arc::downgrade(api), last));
 }
 
-async fn run(weak: Weak<Api>) {
-    let mut last: Option<(usize, crate::watchcache::Objects)> = None;
+async fn run(weak: Weak<Api>, last: Option<(usize, crate::watchcache::Objects)>) {
+    let mut last = last;
     loop {
         {
             let Some(api) = weak.upgrade() else { return };

@@ -165,9 +165,9 @@ impl Api {
     }
 }
 
-/// Starts keeping the local APIServices (called once the API is built).
-pub(crate) fn start(api: &Arc<Api>) {
-    local::start(api);
+/// Registers the local APIServices and starts keeping them (called once the API is built).
+pub(crate) async fn start(api: &Arc<Api>) {
+    local::start(api).await;
 }
 
 /// The credentials are loaded: takes the front-proxy client certificate, publishes
