@@ -28,7 +28,7 @@
 //! only when one changed ([`configurations`]), so a new configuration applies to the
 //! requests that follow it within the watch's delay (milliseconds).
 
-pub(crate) mod cache;
+mod cache;
 mod configurations;
 mod dispatch;
 mod matching;

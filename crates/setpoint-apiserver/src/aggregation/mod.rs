@@ -31,7 +31,6 @@ use std::any::Any;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use crate::admission::cache::Compiled;
 use crate::api::Api;
 use crate::pki::Pki;
 use registered::Registered;
@@ -44,7 +43,7 @@ pub const DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(30);
 #[derive(Default)]
 pub(crate) struct State {
     /// Every APIService, compiled.
-    registered: Compiled<Arc<Registered>>,
+    registered: registered::Compiled,
     /// The front-proxy client certificate; unset until the credentials are loaded.
     identity: OnceLock<Identity>,
     /// What the aggregated servers serve, as their discovery said.
@@ -76,7 +75,7 @@ pub(crate) fn registered(api: &Api) -> Arc<Vec<Arc<Registered>>> {
         .served()
         .store("apiregistration.k8s.io", "v1", "apiservices")
     {
-        Some(store) => state.registered.get(store.cache(), registered::compile),
+        Some(store) => state.registered.get(store.cache()),
         None => Arc::default(),
     }
 }
