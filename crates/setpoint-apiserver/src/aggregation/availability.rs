@@ -85,7 +85,9 @@ async fn check_all(api: &Api) {
     let registered = super::registered(api);
     let remote: Vec<&Arc<Registered>> = registered.iter().filter(|r| r.service.is_some()).collect();
     let names: Vec<String> = remote.iter().map(|r| r.name.clone()).collect();
-    super::state(api).discovery.retain(&names);
+    let state = super::state(api);
+    state.discovery.retain(&names);
+    state.retain_openapi_v2(&names);
     futures::future::join_all(remote.into_iter().map(|r| check_one(api, r))).await;
 }
 
@@ -158,6 +160,15 @@ async fn check(api: &Api, r: &Registered) -> Result<Option<Value>, (&'static str
         .map_err(|e| failed(format!("Get {url:?}: {e}")))?;
     if !code.is_success() {
         return Err(failed(format!("bad status from {url}: {}", code.as_u16())));
+    }
+    // Its Swagger 2.0 definitions, for `/openapi/v2` (kept as they were if unreadable).
+    if let Ok((code, _, body)) = get("/openapi/v2".to_owned(), "application/json").await {
+        let definitions = serde_json::from_slice::<Value>(&body)
+            .ok()
+            .and_then(|doc| doc["definitions"].as_object().cloned());
+        if let (true, Some(definitions)) = (code.is_success(), definitions) {
+            super::state(api).set_openapi_v2(&r.name, definitions);
+        }
     }
     // Its resources: from its aggregated discovery if it has that, else from the list above.
     let aggregated = match get("/apis".to_owned(), discovery::AGGREGATED_ACCEPT).await {

@@ -13,7 +13,7 @@
 //! - [`availability`]: the `Available` condition of each APIService with a Service (Service,
 //!   endpoints, a discovery request), re-checked periodically and on changes; it also refreshes
 //!   [`discovery`], the aggregated servers' resources that `/apis` and aggregated discovery
-//!   merge in.
+//!   merge in, and their OpenAPI v2 definitions, merged into `/openapi/v2` ([`openapi_v2`]).
 //! - [`authentication`]: `kube-system/extension-apiserver-authentication`, which tells
 //!   aggregated servers whom to trust.
 //!
@@ -28,6 +28,7 @@ pub(crate) mod registered;
 mod transport;
 
 use std::any::Any;
+use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -50,6 +51,67 @@ pub(crate) struct State {
     pub(crate) discovery: discovery::Cache,
     /// How often APIServices are checked (unset: [`DEFAULT_CHECK_INTERVAL`]).
     interval: OnceLock<Duration>,
+    /// The Swagger 2.0 `definitions` of each aggregated server (by APIService), and how many
+    /// times they changed.
+    openapi_v2: parking_lot::Mutex<(
+        u64,
+        BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
+    )>,
+    /// `/openapi/v2` with them merged, for (own document, change count).
+    merged_v2: parking_lot::Mutex<Option<((usize, u64), bytes::Bytes)>>,
+}
+
+impl State {
+    /// Keeps the v2 `definitions` of `apiservice`'s server.
+    pub(crate) fn set_openapi_v2(
+        &self,
+        apiservice: &str,
+        definitions: serde_json::Map<String, serde_json::Value>,
+    ) {
+        let mut v2 = self.openapi_v2.lock();
+        if v2.1.get(apiservice) != Some(&definitions) {
+            v2.1.insert(apiservice.to_owned(), definitions);
+            v2.0 += 1;
+        }
+    }
+
+    /// Forgets the v2 definitions of APIServices not in `keep`.
+    pub(crate) fn retain_openapi_v2(&self, keep: &[String]) {
+        let mut v2 = self.openapi_v2.lock();
+        let before = v2.1.len();
+        v2.1.retain(|name, _| keep.contains(name));
+        if v2.1.len() != before {
+            v2.0 += 1;
+        }
+    }
+}
+
+/// `/openapi/v2` (protobuf) with the definitions of aggregated servers merged in, or `None`
+/// when there are none (serve `own` as it is). Merged once per change.
+pub(crate) fn openapi_v2(api: &Api, own: &bytes::Bytes) -> Option<bytes::Bytes> {
+    let state = state(api);
+    let (generation, extra) = {
+        let v2 = state.openapi_v2.lock();
+        if v2.1.values().all(serde_json::Map::is_empty) {
+            return None;
+        }
+        let mut extra = serde_json::Map::new();
+        for definitions in v2.1.values() {
+            for (name, schema) in definitions {
+                extra.entry(name.clone()).or_insert_with(|| schema.clone());
+            }
+        }
+        (v2.0, extra)
+    };
+    let key = (own.as_ptr() as usize, generation);
+    if let Some((k, merged)) = &*state.merged_v2.lock() {
+        if *k == key {
+            return Some(merged.clone());
+        }
+    }
+    let merged = bytes::Bytes::from(crate::openapi::with_definitions(own, &extra)?);
+    *state.merged_v2.lock() = Some((key, merged.clone()));
+    Some(merged)
 }
 
 pub(crate) fn state(api: &Api) -> Arc<State> {

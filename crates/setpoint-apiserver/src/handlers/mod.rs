@@ -113,7 +113,14 @@ impl Api {
                 }
             }
             let aggregated = || crate::aggregation::openapi_paths(self);
-            if let Some(r) = openapi::serve(&self.served().openapi, path, accept, aggregated)? {
+            let aggregated_v2 = |own: &Bytes| crate::aggregation::openapi_v2(self, own);
+            if let Some(r) = openapi::serve(
+                &self.served().openapi,
+                path,
+                accept,
+                aggregated,
+                aggregated_v2,
+            )? {
                 return Ok(r);
             }
         }

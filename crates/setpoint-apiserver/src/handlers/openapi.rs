@@ -1,7 +1,7 @@
 //! Serving the OpenAPI documents (`openapi/docs.rs` generates them): `/openapi/v3`, its
 //! group-version documents, and `/openapi/v2` as protobuf. The `/openapi/v3` index also lists
 //! the group-versions of aggregated APIServices, whose documents are proxied to their servers
-//! (`handlers/mod.rs`).
+//! (`handlers/mod.rs`); `/openapi/v2` adds their servers' definitions.
 
 use http::{header, HeaderValue, Response, StatusCode};
 use setpoint_core::{ApiError, Reason};
@@ -17,6 +17,7 @@ pub(crate) fn serve(
     path: &str,
     accept: Option<&str>,
     aggregated: impl FnOnce() -> Vec<(String, String)>,
+    aggregated_v2: impl FnOnce(&bytes::Bytes) -> Option<bytes::Bytes>,
 ) -> Result<Option<Response<Body>>, ApiError> {
     let path = path.trim_end_matches('/');
     if path == "/openapi/v3" {
@@ -57,7 +58,8 @@ pub(crate) fn serve(
                 ),
             ));
         }
-        let mut r = Response::new(response::full(docs.v2().clone()));
+        let document = aggregated_v2(docs.v2()).unwrap_or_else(|| docs.v2().clone());
+        let mut r = Response::new(response::full(document));
         r.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static(V2_PROTOBUF_CONTENT_TYPE),

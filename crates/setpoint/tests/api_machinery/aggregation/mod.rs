@@ -3,7 +3,8 @@
 //! Setpoint publishes) registered by an APIService behind a Service and an EndpointSlice —
 //! checked available, listed by `kubectl get apiservices` and `kubectl api-resources`, its
 //! flunders read and watched through the proxy with the caller's identity in front-proxy
-//! headers, its OpenAPI v3 document listed and proxied; a wrong `caBundle`,
+//! headers, its OpenAPI v3 document listed and proxied (`kubectl explain` reads it), its v2
+//! definitions merged into `/openapi/v2`; a wrong `caBundle`,
 //! `insecureSkipTLSVerify` and a stopped server behave as on kube-apiserver (aggregated
 //! discovery read with curl, as kubectl cannot set its `Accept`). An APIService
 //! `v1beta1.metrics.k8s.io` given a Service takes over the group Setpoint serves itself.
@@ -62,8 +63,8 @@ fn create(server: &Server, manifest: &Value) {
     );
 }
 
-/// `/apis` as aggregated discovery (v2), fetched with curl and the admin token.
-fn aggregated_discovery(server: &Server) -> Value {
+/// `GET path` with `accept`, with curl and the admin token (kubectl cannot set `Accept`).
+fn curl(server: &Server, path: &str, accept: &str) -> Vec<u8> {
     let token = std::fs::read_to_string(server.dir.join("pki/admin.token")).unwrap();
     let out = std::process::Command::new("curl")
         .args(["-sS", "--fail", "--cacert"])
@@ -72,8 +73,8 @@ fn aggregated_discovery(server: &Server) -> Value {
             "-H",
             &format!("Authorization: Bearer {}", token.trim()),
             "-H",
-            "Accept: application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
-            &format!("{}/apis", server.url()),
+            &format!("Accept: {accept}"),
+            &format!("{}{path}", server.url()),
         ])
         .output()
         .unwrap();
@@ -82,7 +83,17 @@ fn aggregated_discovery(server: &Server) -> Value {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    out.stdout
+}
+
+/// `/apis` as aggregated discovery (v2).
+fn aggregated_discovery(server: &Server) -> Value {
+    let body = curl(
+        server,
+        "/apis",
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+    );
+    serde_json::from_slice(&body).unwrap()
 }
 
 /// The entry of `group` in aggregated discovery, if listed.
@@ -317,6 +328,28 @@ fn an_aggregated_api_should_be_proxied_discovered_and_checked() {
     assert!(index["paths"]["apis/apps/v1"].is_object());
     let doc: Value = serde_json::from_str(&server.ok(&["get", "--raw", &url])).unwrap();
     assert_eq!(doc["info"]["title"], "wardle");
+    let explained = eventually("kubectl explain flunders", || {
+        let out = server.kubectl(&["explain", "flunders.spec"]);
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    });
+    assert!(
+        explained.contains("What the flunder is.") && explained.contains("reference"),
+        "{explained}"
+    );
+    // OpenAPI v2 (protobuf): the definitions of the aggregated server are merged in.
+    let v2 = eventually("the flunder in /openapi/v2", || {
+        let v2 = curl(
+            &server,
+            "/openapi/v2",
+            "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+        );
+        let text = String::from_utf8_lossy(&v2).into_owned();
+        text.contains("com.example.wardle.v1.Flunder")
+            .then_some(text)
+    });
+    assert!(v2.contains("io.k8s.api.apps.v1.Deployment"));
 
     // A watch flows event by event: the first arrives before the server sends the second.
     let mut watch = server

@@ -10,7 +10,8 @@
 //!   second one 1.5 s later, then the end;
 //! - `GET /apis/wardle.example.com/v1/echo`: what identified the request (`X-Remote-User`,
 //!   `X-Remote-Group`s, whether `Authorization` came, the client certificate's CN);
-//! - `GET /openapi/v3/apis/wardle.example.com/v1`: a small OpenAPI document;
+//! - `GET /openapi/v3/apis/wardle.example.com/v1` and `GET /openapi/v2`: OpenAPI documents
+//!   with the flunder's schema;
 //! - `GET /apis/metrics.k8s.io/v1beta1`: a list with one resource, `wardlemetrics`, for a
 //!   test where it stands in for a real metrics-server.
 
@@ -113,6 +114,16 @@ fn flunder(name: &str) -> Value {
         "spec": {"reference": name}})
 }
 
+/// The schema of a flunder, in its OpenAPI documents.
+fn flunder_schema() -> Value {
+    json!({"description": "A flunder is the test object of the wardle server.", "type": "object",
+        "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": {"type": "object", "description": "What the flunder is.",
+                "properties": {"reference": {"type": "string", "description": "What it refers to."}}}},
+        "x-kubernetes-group-version-kind": [{"group": "wardle.example.com", "kind": "Flunder", "version": "v1"}]})
+}
+
 fn serve(stream: TcpStream, config: Arc<rustls::ServerConfig>, stop: Arc<AtomicBool>) {
     let Ok(connection) = rustls::ServerConnection::new(config) else {
         return;
@@ -178,7 +189,16 @@ fn serve(stream: TcpStream, config: Arc<rustls::ServerConfig>, stop: Arc<AtomicB
                 "resources": [{"name": "wardlemetrics", "singularName": "wardlemetric",
                     "namespaced": true, "kind": "WardleMetric", "verbs": ["get", "list"]}]})),
             "/openapi/v3/apis/wardle.example.com/v1" => Some(json!({"openapi": "3.0.0",
-                "info": {"title": "wardle", "version": "v1"}, "paths": {}})),
+                "info": {"title": "wardle", "version": "v1"}, "paths": {
+                    "/apis/wardle.example.com/v1/namespaces/{namespace}/flunders/{name}": {"get": {
+                        "x-kubernetes-action": "get",
+                        "x-kubernetes-group-version-kind": {"group": "wardle.example.com", "version": "v1", "kind": "Flunder"},
+                        "responses": {"200": {"description": "OK", "content": {"application/json": {"schema":
+                            {"$ref": "#/components/schemas/com.example.wardle.v1.Flunder"}}}}}}}},
+                "components": {"schemas": {"com.example.wardle.v1.Flunder": flunder_schema()}}})),
+            "/openapi/v2" => Some(json!({"swagger": "2.0",
+                "info": {"title": "wardle", "version": "v1"}, "paths": {},
+                "definitions": {"com.example.wardle.v1.Flunder": flunder_schema()}})),
             p if p == flunders && query.contains("watch=1") => {
                 let stream = reader.get_mut();
                 let _ = watch(stream);
