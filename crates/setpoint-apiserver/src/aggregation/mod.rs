@@ -40,6 +40,9 @@ pub(crate) use transport::Identity;
 /// How often each APIService with a Service is checked by default (kube-apiserver: 30 s).
 pub const DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(30);
 
+/// Swagger 2.0 `definitions`, by name.
+type Definitions = serde_json::Map<String, serde_json::Value>;
+
 /// Aggregation's state, kept in [`Api::aggregation_state`].
 #[derive(Default)]
 pub(crate) struct State {
@@ -53,10 +56,7 @@ pub(crate) struct State {
     interval: OnceLock<Duration>,
     /// The Swagger 2.0 `definitions` of each aggregated server (by APIService), and how many
     /// times they changed.
-    openapi_v2: parking_lot::Mutex<(
-        u64,
-        BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
-    )>,
+    openapi_v2: parking_lot::Mutex<(u64, BTreeMap<String, Definitions>)>,
     /// `/openapi/v2` with them merged, for (own document, change count).
     merged_v2: parking_lot::Mutex<Option<((usize, u64), bytes::Bytes)>>,
 }

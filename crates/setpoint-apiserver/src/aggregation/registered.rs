@@ -11,23 +11,26 @@ use serde_json::Value;
 use super::transport::{self, Identity};
 use crate::watchcache::{Objects, WatchCache};
 
+/// Every APIService, compiled, in name order.
+pub(crate) type All = Arc<Vec<Arc<Registered>>>;
+
 /// Every APIService, compiled from the objects of the watch cache last seen.
 #[derive(Default)]
 pub(crate) struct Compiled {
-    last: parking_lot::RwLock<Option<(Objects, Arc<Vec<Arc<Registered>>>)>>,
+    last: parking_lot::RwLock<Option<(Objects, All)>>,
 }
 
 impl Compiled {
     /// The APIServices in `cache` now, in name order; compiled again only if its objects
     /// changed (the cache's map is persistent: unchanged, it is the same map).
-    pub(crate) fn get(&self, cache: &WatchCache) -> Arc<Vec<Arc<Registered>>> {
+    pub(crate) fn get(&self, cache: &WatchCache) -> All {
         let (objects, _) = cache.snapshot();
         if let Some((seen, compiled)) = &*self.last.read() {
             if seen.ptr_eq(&objects) {
                 return compiled.clone();
             }
         }
-        let compiled: Arc<Vec<Arc<Registered>>> = Arc::new(
+        let compiled: All = Arc::new(
             objects
                 .values()
                 .filter_map(|o| serde_json::from_slice::<Value>(&o.json).ok())
