@@ -263,6 +263,16 @@ fn an_aggregated_api_should_be_proxied_discovered_and_checked() {
     );
     let passed = wait_condition(&server, "v1.wardle.example.com", "True", "Passed");
     assert_eq!(passed["message"], "all checks passed");
+    // Checked every second, written only on change.
+    let rv = |name: &str| {
+        get_json(&server, &["get", "apiservice", name, "-o", "json"]).unwrap()["metadata"]
+            ["resourceVersion"]
+            .clone()
+    };
+    let (wardle_rv, apps_rv) = (rv("v1.wardle.example.com"), rv("v1.apps"));
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(rv("v1.wardle.example.com"), wardle_rv);
+    assert_eq!(rv("v1.apps"), apps_rv);
     let table = server.ok(&["get", "apiservices"]);
     let row = table
         .lines()
