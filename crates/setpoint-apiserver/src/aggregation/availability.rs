@@ -15,8 +15,8 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::{HeaderValue, Request, StatusCode};
-use http_body_util::{BodyExt as _, Full, Limited};
+use http::{HeaderValue, StatusCode};
+use http_body_util::{BodyExt as _, Limited};
 use serde_json::{json, Value};
 
 use super::registered::Registered;
@@ -149,11 +149,20 @@ async fn check(api: &Api, r: &Registered) -> Result<Option<Value>, (&'static str
         .tls(super::state(api).identity())
         .map_err(|e| failed(e.clone()))?;
     let host = format!("{}:{}", service.server_name(), service.port);
+    let pool = super::state(api).pool.clone();
     let get = |path: String, accept: &'static str| {
-        let tls = tls.clone();
-        let host = host.clone();
+        let (tls, host, pool) = (tls.clone(), host.clone(), pool.clone());
         let server_name = service.server_name();
-        async move { fetch(&tls, address, &server_name, &host, &path, accept).await }
+        let tls_key = r.tls_key;
+        async move {
+            let to = transport::Destination {
+                tls: &tls,
+                tls_key,
+                address,
+                server_name: &server_name,
+            };
+            fetch(&pool, &to, &host, &path, accept).await
+        }
     };
     let (code, _, legacy) = get(path.clone(), "application/json")
         .await
@@ -191,17 +200,14 @@ async fn check(api: &Api, r: &Registered) -> Result<Option<Value>, (&'static str
 /// `GET path` as `system:kube-aggregator` (in `system:masters`), within [`CHECK_TIMEOUT`]:
 /// the status, `Content-Type` and body.
 async fn fetch(
-    tls: &Arc<rustls::ClientConfig>,
-    address: std::net::SocketAddr,
-    server_name: &str,
+    pool: &Arc<transport::Pool>,
+    to: &transport::Destination<'_>,
     host: &str,
     path: &str,
     accept: &'static str,
 ) -> Result<(StatusCode, String, Bytes), String> {
     let exchange = async {
-        let mut request = Request::new(Full::new(Bytes::new()));
-        *request.uri_mut() = path.parse().map_err(|e| format!("invalid path: {e}"))?;
-        let headers = request.headers_mut();
+        let mut headers = http::HeaderMap::new();
         headers.insert(http::header::ACCEPT, HeaderValue::from_static(accept));
         headers.insert(
             http::header::HOST,
@@ -212,7 +218,13 @@ async fn fetch(
             HeaderValue::from_static("system:kube-aggregator"),
         );
         headers.insert("x-remote-group", HeaderValue::from_static("system:masters"));
-        let response = transport::send(tls, address, server_name, request).await?;
+        let outgoing = transport::Outgoing {
+            method: http::Method::GET,
+            uri: path.parse().map_err(|e| format!("invalid path: {e}"))?,
+            headers,
+            body: Bytes::new(),
+        };
+        let response = transport::send(pool, to, &outgoing).await?;
         let code = response.status();
         let content_type = response
             .headers()

@@ -52,6 +52,8 @@ pub(crate) struct State {
     identity: OnceLock<Identity>,
     /// What the aggregated servers serve, as their discovery said.
     pub(crate) discovery: discovery::Cache,
+    /// Idle connections to aggregated servers.
+    pub(crate) pool: Arc<transport::Pool>,
     /// How often APIServices are checked (unset: [`DEFAULT_CHECK_INTERVAL`]).
     interval: OnceLock<Duration>,
     /// The Swagger 2.0 `definitions` of each aggregated server (by APIService), and how many

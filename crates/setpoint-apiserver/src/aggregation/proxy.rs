@@ -2,13 +2,14 @@
 //! answered by that Service's server — before local routing, so an aggregated group-version
 //! overrides a local one. As kube-apiserver answers: an APIService not `Available`, a Service
 //! without a ready endpoint, or a server that cannot be reached gets `503` with a plain-text
-//! body (`service unavailable`, or the dial error); unusable TLS settings `500`.
+//! body (`service unavailable`, or the dial error); unusable TLS settings `500`. Connections
+//! are reused (`transport::Pool`).
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
-use http_body_util::{BodyExt as _, Full};
+use http_body_util::BodyExt as _;
 
 use super::registered::Registered;
 use super::transport;
@@ -90,14 +91,23 @@ pub(crate) async fn proxy(
         .path_and_query()
         .map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned());
     let host = format!("{}:{}", service.server_name(), service.port);
-    let mut outgoing = Request::new(Full::new(body));
-    *outgoing.method_mut() = parts.method;
-    *outgoing.uri_mut() = match path.parse() {
-        Ok(uri) => uri,
-        Err(_) => return plain_error(StatusCode::BAD_REQUEST, "invalid path"),
+    let outgoing = transport::Outgoing {
+        method: parts.method,
+        uri: match path.parse() {
+            Ok(uri) => uri,
+            Err(_) => return plain_error(StatusCode::BAD_REQUEST, "invalid path"),
+        },
+        headers: transport::forwarded_headers(&parts.headers, &host, &user),
+        body,
     };
-    *outgoing.headers_mut() = transport::forwarded_headers(&parts.headers, &host, &user);
-    match transport::send(&tls, address, &service.server_name(), outgoing).await {
+    let server_name = service.server_name();
+    let to = transport::Destination {
+        tls: &tls,
+        tls_key: registered.tls_key,
+        address,
+        server_name: &server_name,
+    };
+    match transport::send(&state.pool, &to, &outgoing).await {
         Ok(answer) => {
             let (parts, body) = answer.into_parts();
             let mut response = Response::new(body.map_err(std::io::Error::other).boxed());

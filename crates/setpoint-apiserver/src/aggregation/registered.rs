@@ -72,6 +72,9 @@ pub(crate) struct Registered {
     /// Why `caBundle` is unusable (not base64).
     ca_bundle_error: Option<String>,
     insecure: bool,
+    /// A fingerprint of its TLS settings (`caBundle`, `insecureSkipTLSVerify`): connections
+    /// are shared by APIServices with the same.
+    pub(crate) tls_key: u64,
     /// Its `Available` condition is `True`.
     pub(crate) available: bool,
     /// The `Available` condition as stored (`null` if none).
@@ -134,6 +137,14 @@ pub(crate) fn compile(object: &Value) -> Vec<Arc<Registered>> {
         .find(|c| c["type"] == "Available")
         .cloned()
         .unwrap_or(Value::Null);
+    let insecure = spec["insecureSkipTLSVerify"] == Value::Bool(true);
+    let tls_key = {
+        use std::hash::{Hash as _, Hasher as _};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        spec["caBundle"].as_str().hash(&mut hasher);
+        insecure.hash(&mut hasher);
+        hasher.finish()
+    };
     vec![Arc::new(Registered {
         name: name.to_owned(),
         group: text(&spec["group"]),
@@ -143,7 +154,8 @@ pub(crate) fn compile(object: &Value) -> Vec<Arc<Registered>> {
         service,
         ca_bundle,
         ca_bundle_error,
-        insecure: spec["insecureSkipTLSVerify"] == Value::Bool(true),
+        insecure,
+        tls_key,
         available: condition["status"] == "True",
         condition,
         tls: OnceLock::new(),

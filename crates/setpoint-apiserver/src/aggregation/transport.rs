@@ -3,16 +3,22 @@
 //! (or not at all with `insecureSkipTLSVerify`), presenting the front-proxy client
 //! certificate, and the user named in `X-Remote-User`/`X-Remote-Group`/`X-Remote-Extra-*` —
 //! what aggregated servers trust once `extension-apiserver-authentication` tells them the
-//! front-proxy CA. One connection per request: a watch holds its own for its lifetime.
+//! front-proxy CA. Connections are kept for reuse ([`Pool`]) per address, server name and
+//! TLS settings, returned once an answer has been read to its end: a watch holds its own
+//! for its lifetime, and an answer dropped early closes its connection.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response};
 use http_body_util::Full;
 use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
@@ -126,17 +132,167 @@ pub(crate) fn returned_headers(incoming: &HeaderMap) -> HeaderMap {
     headers
 }
 
-/// Sends `request` to `address`, verified for `server_name`; the answer once its head has
-/// arrived, its body streaming (dropping it closes the connection). The error is worded as Go
-/// words it, after `Get "URL": ` in kube's messages.
+/// Idle connections kept per address.
+const IDLE_PER_ADDRESS: usize = 8;
+
+/// Connections are shared by APIServices with the same address, server name and TLS settings
+/// (a fingerprint of `caBundle` and `insecureSkipTLSVerify`).
+type PoolKey = (SocketAddr, String, u64);
+
+/// Idle connections to aggregated API servers. Cheap to share.
+#[derive(Default)]
+pub(crate) struct Pool {
+    idle: parking_lot::Mutex<HashMap<PoolKey, Vec<SendRequest<Full<Bytes>>>>>,
+}
+
+impl Pool {
+    /// An idle connection to `key` that can take a request now (one just given back may
+    /// need a moment to finish its last exchange).
+    async fn take(&self, key: &PoolKey) -> Option<SendRequest<Full<Bytes>>> {
+        loop {
+            let mut sender = self.idle.lock().get_mut(key)?.pop()?;
+            if sender.is_closed() {
+                continue;
+            }
+            if sender.is_ready()
+                || matches!(
+                    tokio::time::timeout(Duration::from_millis(100), sender.ready()).await,
+                    Ok(Ok(()))
+                )
+            {
+                return Some(sender);
+            }
+        }
+    }
+
+    fn give_back(&self, key: PoolKey, sender: SendRequest<Full<Bytes>>) {
+        if sender.is_closed() {
+            return;
+        }
+        let mut idle = self.idle.lock();
+        let list = idle.entry(key).or_default();
+        if list.len() < IDLE_PER_ADDRESS {
+            list.push(sender);
+        }
+    }
+}
+
+/// Where a request goes.
+pub(crate) struct Destination<'a> {
+    pub(crate) tls: &'a Arc<rustls::ClientConfig>,
+    /// The fingerprint of the TLS settings (connections are reused only with the same).
+    pub(crate) tls_key: u64,
+    pub(crate) address: SocketAddr,
+    /// The name the certificate must be for.
+    pub(crate) server_name: &'a str,
+}
+
+/// An answer's body that gives its connection back to the pool once read to its end.
+pub(crate) struct PooledBody {
+    inner: Incoming,
+    give_back: Option<(Arc<Pool>, PoolKey, SendRequest<Full<Bytes>>)>,
+}
+
+impl http_body::Body for PooledBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, hyper::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        // The end: no more frames, or (a body of known length) the last one, after which the
+        // transport does not poll again.
+        let ended = match &polled {
+            Poll::Ready(None) => true,
+            Poll::Ready(Some(Ok(_))) => self.inner.is_end_stream(),
+            _ => false,
+        };
+        if ended {
+            if let Some((pool, key, sender)) = self.give_back.take() {
+                pool.give_back(key, sender);
+            }
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A request to send (kept whole so that it can be sent again).
+#[derive(Clone)]
+pub(crate) struct Outgoing {
+    pub(crate) method: http::Method,
+    /// Path and query.
+    pub(crate) uri: http::Uri,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
+}
+
+impl Outgoing {
+    fn request(&self) -> Request<Full<Bytes>> {
+        let mut request = Request::new(Full::new(self.body.clone()));
+        *request.method_mut() = self.method.clone();
+        *request.uri_mut() = self.uri.clone();
+        *request.headers_mut() = self.headers.clone();
+        request
+    }
+}
+
+/// Sends `outgoing` to `to` on an idle connection of `pool` or a new one; the answer once its
+/// head has arrived, its body streaming (dropping it early closes the connection). A request
+/// an idle connection could not take (the server had closed it), or a `GET` whose reused
+/// connection failed before an answer, goes again on a new one, as Go's client does. The
+/// error is worded as Go words it, after `Get "URL": ` in kube's messages.
 pub(crate) async fn send(
-    tls: &Arc<rustls::ClientConfig>,
-    address: SocketAddr,
-    server_name: &str,
-    request: Request<Full<Bytes>>,
-) -> Result<Response<Incoming>, String> {
-    let name = ServerName::try_from(server_name.to_owned())
-        .map_err(|e| format!("invalid server name {server_name:?}: {e}"))?;
+    pool: &Arc<Pool>,
+    to: &Destination<'_>,
+    outgoing: &Outgoing,
+) -> Result<Response<PooledBody>, String> {
+    let key = (to.address, to.server_name.to_owned(), to.tls_key);
+    if let Some(mut sender) = pool.take(&key).await {
+        match sender.try_send_request(outgoing.request()).await {
+            Ok(answer) => return Ok(pooled(pool, key, sender, answer)),
+            Err(mut e) => {
+                let unsent = e.take_message().is_some();
+                if !unsent && outgoing.method != http::Method::GET {
+                    return Err(e.into_error().to_string());
+                }
+            }
+        }
+    }
+    let mut sender = connect(to).await?;
+    let answer = sender
+        .send_request(outgoing.request())
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(pooled(pool, key, sender, answer))
+}
+
+fn pooled(
+    pool: &Arc<Pool>,
+    key: PoolKey,
+    sender: SendRequest<Full<Bytes>>,
+    answer: Response<Incoming>,
+) -> Response<PooledBody> {
+    answer.map(|inner| PooledBody {
+        inner,
+        give_back: Some((pool.clone(), key, sender)),
+    })
+}
+
+/// A new connection: TCP, TLS verified for `to.server_name`, HTTP/1.1.
+async fn connect(to: &Destination<'_>) -> Result<SendRequest<Full<Bytes>>, String> {
+    let address = to.address;
+    let name = ServerName::try_from(to.server_name.to_owned())
+        .map_err(|e| format!("invalid server name {:?}: {e}", to.server_name))?;
     let connect = async {
         let tcp = TcpStream::connect(address).await.map_err(|e| {
             format!(
@@ -145,7 +301,7 @@ pub(crate) async fn send(
             )
         })?;
         let _ = tcp.set_nodelay(true);
-        tokio_rustls::TlsConnector::from(tls.clone())
+        tokio_rustls::TlsConnector::from(to.tls.clone())
             .connect(name, tcp)
             .await
             .map_err(|e| format!("tls: {e}"))
@@ -153,7 +309,7 @@ pub(crate) async fn send(
     let stream = tokio::time::timeout(DIAL_TIMEOUT, connect)
         .await
         .map_err(|_| format!("dial tcp {address}: i/o timeout"))??;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| format!("HTTP handshake: {e}"))?;
     tokio::spawn(async move {
@@ -161,10 +317,7 @@ pub(crate) async fn send(
             tracing::debug!(error = %e, "aggregated API server connection ended");
         }
     });
-    sender
-        .send_request(request)
-        .await
-        .map_err(|e| e.to_string())
+    Ok(sender)
 }
 
 #[cfg(test)]

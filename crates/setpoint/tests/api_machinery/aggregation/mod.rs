@@ -317,6 +317,18 @@ fn an_aggregated_api_should_be_proxied_discovered_and_checked() {
     let f1 = get_json(&server, &["get", "flunder", "f1", "-o", "json"]).unwrap();
     assert_eq!(f1["spec"]["reference"], "f1");
 
+    // Connections to it are reused.
+    let before = wardle.connections();
+    for _ in 0..5 {
+        server.ok(&[
+            "get",
+            "--raw",
+            "/apis/wardle.example.com/v1/namespaces/default/flunders",
+        ]);
+    }
+    let opened = wardle.connections() - before;
+    assert!(opened <= 2, "{opened} connections for 5 requests");
+
     // The identity the aggregated server sees: the caller, vouched for by the front proxy.
     let echo: Value =
         serde_json::from_str(&server.ok(&["get", "--raw", "/apis/wardle.example.com/v1/echo"]))

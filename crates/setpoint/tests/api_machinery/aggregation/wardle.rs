@@ -17,7 +17,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,6 +32,7 @@ pub(crate) struct Wardle {
     address: SocketAddr,
     ca_pem: String,
     stop: Arc<AtomicBool>,
+    connections: Arc<AtomicUsize>,
 }
 
 impl Wardle {
@@ -65,13 +66,15 @@ impl Wardle {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let address = listener.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
+        let connections = Arc::new(AtomicUsize::new(0));
         {
-            let stop = stop.clone();
+            let (stop, connections) = (stop.clone(), connections.clone());
             std::thread::spawn(move || {
                 for stream in listener.incoming() {
                     if stop.load(Ordering::Acquire) {
                         return;
                     }
+                    connections.fetch_add(1, Ordering::AcqRel);
                     let Ok(stream) = stream else { continue };
                     let (config, stop) = (config.clone(), stop.clone());
                     std::thread::spawn(move || serve(stream, config, stop));
@@ -82,7 +85,13 @@ impl Wardle {
             address,
             ca_pem: ca.certificate_pem().to_owned(),
             stop,
+            connections,
         }
+    }
+
+    /// How many connections it has accepted.
+    pub(crate) fn connections(&self) -> usize {
+        self.connections.load(Ordering::Acquire)
     }
 
     pub(crate) fn port(&self) -> u16 {
