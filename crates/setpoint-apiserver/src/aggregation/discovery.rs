@@ -3,7 +3,8 @@
 //! scope, subresources), fetched from the server's aggregated `/apis` document — or, if it
 //! has none, built from its legacy `/apis/{group}/{version}` list. Fetched by the availability
 //! checks (never on a client's request) and kept; when a check fails, the entry stays and is
-//! marked `Stale`, as kube-apiserver shows it; an APIService never fetched is left out.
+//! marked `Stale`, as kube-apiserver shows it; an APIService never fetched is listed without
+//! resources, `Stale` (`aggregation::discovered`).
 
 use std::collections::HashMap;
 

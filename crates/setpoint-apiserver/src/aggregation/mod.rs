@@ -193,10 +193,16 @@ pub(crate) fn remote_groups(api: &Api) -> Vec<RemoteGroup> {
     groups
 }
 
-/// The discovery entry (`APIVersionDiscovery`) of an aggregated group-version, if its server
-/// has been reached.
-pub(crate) fn discovered(api: &Api, registered: &Registered) -> Option<serde_json::Value> {
-    state(api).discovery.get(&registered.name)
+/// The discovery entry (`APIVersionDiscovery`) of an aggregated group-version: as its server
+/// last said, or, never reached, the version without resources and `Stale` (as kube-apiserver
+/// lists it; clients report "stale GroupVersion discovery").
+pub(crate) fn discovered(api: &Api, registered: &Registered) -> serde_json::Value {
+    state(api)
+        .discovery
+        .get(&registered.name)
+        .unwrap_or_else(|| {
+            serde_json::json!({"version": registered.version, "resources": [], "freshness": "Stale"})
+        })
 }
 
 /// The `/openapi/v3` index entries of aggregated group-versions: `apis/{group}/{version}` and
@@ -209,8 +215,8 @@ pub(crate) fn openapi_paths(api: &Api) -> Vec<(String, String)> {
         .map(|r| {
             let mut hasher = std::collections::hash_map::DefaultHasher::new();
             r.name.hash(&mut hasher);
-            discovered(api, r)
-                .map(|d| d["resources"].to_string())
+            discovered(api, r)["resources"]
+                .to_string()
                 .hash(&mut hasher);
             let gv = format!("apis/{}/{}", r.group, r.version);
             let url = format!("/openapi/v3/{gv}?hash={:016X}", hasher.finish());

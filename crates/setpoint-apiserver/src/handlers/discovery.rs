@@ -219,14 +219,14 @@ fn merge_legacy(api: &Api, groups: &mut Vec<(String, Vec<String>)>, remote: &[Re
 }
 
 /// Merges aggregated groups into aggregated discovery: each version as its server's discovery
-/// last said (`freshness: Stale` when its last check failed); a version whose server was never
-/// reached is left out, and so is a group with no such version.
+/// last said (`freshness: Stale` when its last check failed; without resources if its server
+/// was never reached), as kube-apiserver lists them.
 fn merge_aggregated(api: &Api, items: &mut Vec<(String, Value)>, remote: &[RemoteGroup]) {
     for rg in remote {
         let entries: Vec<Value> = rg
             .versions
             .iter()
-            .filter_map(|r| aggregation::discovered(api, r))
+            .map(|r| aggregation::discovered(api, r))
             .collect();
         if let Some((_, item)) = items.iter_mut().find(|(n, _)| *n == rg.name) {
             let local: Vec<Value> = item["versions"]
@@ -241,7 +241,7 @@ fn merge_aggregated(api: &Api, items: &mut Vec<(String, Value)>, remote: &[Remot
                 .cloned()
                 .collect();
             item["versions"] = json!(entries.into_iter().chain(local).collect::<Vec<_>>());
-        } else if !entries.is_empty() {
+        } else {
             let at =
                 position(api, items.iter().map(|(n, _)| n), rg.priority).unwrap_or(items.len());
             let item = json!({"metadata": {"name": rg.name, "creationTimestamp": null},
