@@ -27,6 +27,11 @@
 //!   HTTPS with the admin client certificate, and `metrics.k8s.io` (`kubectl top`) is
 //!   answered from the agents' resource reports; [`serve`] hands the credentials to the handler
 //!   ([`Handler::credentials_loaded`]). An [`Api`] never served has none and answers 503.
+//! - **API aggregation**: an APIService with a Service has its group-version proxied to that
+//!   Service's server with the front-proxy client certificate (`DATA_DIR/pki/front-proxy-*`)
+//!   and the user in `X-Remote-*` headers; its availability is checked every
+//!   [`Api::set_apiservice_check_interval`]; every group-version served here has a local
+//!   APIService (`aggregation/`).
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -55,6 +60,7 @@
 //! ```
 
 mod admission;
+mod aggregation;
 mod api;
 mod auth;
 mod crd;
@@ -74,6 +80,7 @@ mod tls;
 mod watchcache;
 mod webhook;
 
+pub use aggregation::DEFAULT_CHECK_INTERVAL as DEFAULT_APISERVICE_CHECK_INTERVAL;
 pub use api::{Api, ComponentCheck, MetricsRenderer};
 pub use auth::{User, AUTHENTICATED_GROUP};
 pub use node_client::{NodeClient, NodeClientError};
@@ -129,6 +136,7 @@ impl Api {
         let builtins = registry::builtin_resources(crd::definitions());
         let api = Api::build(store, window, builtins).await?;
         crd::controller::start(&api).await?;
+        aggregation::start(&api).await;
         Ok(api)
     }
 }
@@ -180,6 +188,7 @@ impl Handler for Api {
         let _ = self
             .token_authenticator
             .set(auth::TokenAuthenticator::new(pki.token().clone()));
+        aggregation::credentials_loaded(self, pki);
         match NodeClient::from_pki(pki) {
             Ok(client) => {
                 self.set_node_client(client);

@@ -134,8 +134,9 @@ impl NodeClient {
 
 /// Accepts the agent's certificate without verifying it (see the module docs), checking only
 /// that the handshake is signed by its key.
+/// Also what an APIService with `insecureSkipTLSVerify` is called with (`aggregation/`).
 #[derive(Debug)]
-struct UnverifiedAgent(Arc<rustls::crypto::CryptoProvider>);
+pub(crate) struct UnverifiedAgent(pub(crate) Arc<rustls::crypto::CryptoProvider>);
 
 impl ServerCertVerifier for UnverifiedAgent {
     fn verify_server_cert(

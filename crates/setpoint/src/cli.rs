@@ -114,6 +114,11 @@ pub(crate) struct ServerArgs {
     /// `--horizontal-pod-autoscaler-sync-period`): `15s`, `2s`.
     #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
     pub(crate) hpa_sync_period: std::time::Duration,
+    /// How often the availability of each APIService served by another server (an aggregated
+    /// API) is checked; changes to APIServices, Services and endpoints are checked within a
+    /// second anyway: `30s`, `2s`.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub(crate) apiservice_check_interval: std::time::Duration,
     /// The local node agent.
     #[command(flatten)]
     pub(crate) agent: crate::agent::LocalAgentArgs,

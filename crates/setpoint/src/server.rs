@@ -164,6 +164,7 @@ async fn start_api(
         .await
         .context("starting the API")?;
     crate::metrics::serve_with_api(metrics, &api);
+    api.set_apiservice_check_interval(args.apiservice_check_interval);
     let mut transport = TransportConfig::new(data_dir, args.listen);
     transport.request_timeout = args.request_timeout;
     let running = serve(transport, api.clone(), shutdown.clone())

@@ -91,6 +91,9 @@ pub struct Api {
     /// Admission's state (compiled webhook configurations, connections to webhooks), of a
     /// type `admission/` owns and creates on first use.
     pub(crate) admission_state: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
+    /// Aggregation's state (the APIServices compiled, the front-proxy identity, aggregated
+    /// servers' discovery), of a type `aggregation/` owns and creates on first use.
+    pub(crate) aggregation_state: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
     /// This API, for what it serves that must reach it back (a CRD's conversion webhook
     /// resolves Services through it).
     pub(crate) this: std::sync::Weak<Api>,
@@ -140,6 +143,7 @@ impl Api {
             telemetry,
             metrics_renderer: std::sync::OnceLock::new(),
             admission_state: std::sync::OnceLock::new(),
+            aggregation_state: std::sync::OnceLock::new(),
             this: this.clone(),
         });
         api.bootstrap().await?;

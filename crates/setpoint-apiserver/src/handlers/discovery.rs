@@ -3,7 +3,9 @@
 //! `Accept` exactly as kube-apiserver does: the first aggregated version the client lists that
 //! we serve (`v2`, then `v2beta1`), with its exact `Content-Type`; otherwise legacy JSON.
 //! `/apis` lists the registry's groups and then `metrics.k8s.io`, which the registry does not
-//! hold (its own documents are served by the `metrics` module).
+//! hold (its own documents are served by the `metrics` module), with the groups of aggregated
+//! APIServices (`aggregation/`) merged in by their priorities; their versions' resources come
+//! from the aggregated servers' own discovery, fetched by the availability checks.
 
 use http::{header, HeaderValue, Response, StatusCode};
 use serde_json::{json, Value};
@@ -11,6 +13,7 @@ use setpoint_core::ApiError;
 
 use super::response::{self, Body};
 use super::Api;
+use crate::aggregation::{self, RemoteGroup};
 use crate::registry::ResourceDef;
 
 /// Which aggregated discovery version to answer with.
@@ -144,7 +147,8 @@ fn api_group(group: &str, versions: &[String]) -> Value {
     json!({"name": group, "versions": vs, "preferredVersion": vs[0]})
 }
 
-/// `GET /apis`.
+/// `GET /apis`: the groups served here, then `metrics.k8s.io`, with the groups of aggregated
+/// APIServices merged in (`merge_legacy`, `merge_aggregated`).
 pub(super) fn groups(api: &Api, accept: Option<&str>) -> Response<Body> {
     let served = api.served();
     let named = served
@@ -152,33 +156,127 @@ pub(super) fn groups(api: &Api, accept: Option<&str>) -> Response<Body> {
         .groups()
         .iter()
         .filter(|(g, _)| !g.is_empty());
+    let remote = aggregation::remote_groups(api);
     if let Some(v) = negotiate(accept) {
-        let items: Vec<Value> = named
-            .map(|(g, vs)| group_discovery(api, g, vs))
-            .chain([super::metrics::aggregated_group()])
+        let mut items: Vec<(String, Value)> = named
+            .map(|(g, vs)| (g.clone(), group_discovery(api, g, vs)))
+            .chain([(METRICS_GROUP.to_owned(), super::metrics::aggregated_group())])
             .collect();
+        merge_aggregated(api, &mut items, &remote);
+        let items: Vec<Value> = items.into_iter().map(|(_, item)| item).collect();
         return aggregated_response(
             v,
             json!({"kind": "APIGroupDiscoveryList", "metadata": {}, "items": items}),
         );
     }
-    let groups: Vec<Value> = named
-        .map(|(g, vs)| api_group(g, vs))
-        .chain([super::metrics::api_group()])
+    let mut groups: Vec<(String, Vec<String>)> = named
+        .cloned()
+        .chain([(METRICS_GROUP.to_owned(), vec!["v1beta1".to_owned()])])
         .collect();
+    merge_legacy(api, &mut groups, &remote);
+    let groups: Vec<Value> = groups.iter().map(|(g, vs)| api_group(g, vs)).collect();
     response::json(
         StatusCode::OK,
         &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}),
     )
 }
 
+/// The group `metrics.k8s.io`, served beside the registry.
+const METRICS_GROUP: &str = "metrics.k8s.io";
+
+/// Where a group of priority `priority` not served here goes among `names`: before the first
+/// one of lower priority (kube-apiserver orders `/apis` by priority).
+fn position<'a>(
+    api: &Api,
+    names: impl Iterator<Item = &'a String>,
+    priority: i64,
+) -> Option<usize> {
+    let mut names = names;
+    names.position(|n| aggregation::local::group_priority(api, n) < priority)
+}
+
+/// Merges aggregated groups into the legacy list: a group also served here lists the
+/// aggregated versions first (they override its own of the same name); another is placed by
+/// its priority. Every APIService counts, available or not, as in kube-apiserver.
+fn merge_legacy(api: &Api, groups: &mut Vec<(String, Vec<String>)>, remote: &[RemoteGroup]) {
+    for rg in remote {
+        let mut versions: Vec<String> = rg.versions.iter().map(|r| r.version.clone()).collect();
+        if let Some((_, local)) = groups.iter_mut().find(|(n, _)| *n == rg.name) {
+            versions.extend(
+                local
+                    .iter()
+                    .filter(|v| !versions.contains(v))
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            );
+            *local = versions;
+        } else {
+            let at =
+                position(api, groups.iter().map(|(n, _)| n), rg.priority).unwrap_or(groups.len());
+            groups.insert(at, (rg.name.clone(), versions));
+        }
+    }
+}
+
+/// Merges aggregated groups into aggregated discovery: each version as its server's discovery
+/// last said (`freshness: Stale` when its last check failed; without resources if its server
+/// was never reached), as kube-apiserver lists them.
+fn merge_aggregated(api: &Api, items: &mut Vec<(String, Value)>, remote: &[RemoteGroup]) {
+    for rg in remote {
+        let entries: Vec<Value> = rg
+            .versions
+            .iter()
+            .map(|r| aggregation::discovered(api, r))
+            .collect();
+        if let Some((_, item)) = items.iter_mut().find(|(n, _)| *n == rg.name) {
+            let local: Vec<Value> = item["versions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|v| {
+                    !rg.versions
+                        .iter()
+                        .any(|r| v["version"] == r.version.as_str())
+                })
+                .cloned()
+                .collect();
+            item["versions"] = json!(entries.into_iter().chain(local).collect::<Vec<_>>());
+        } else {
+            let at =
+                position(api, items.iter().map(|(n, _)| n), rg.priority).unwrap_or(items.len());
+            let item = json!({"metadata": {"name": rg.name, "creationTimestamp": null},
+                "versions": entries});
+            items.insert(at, (rg.name.clone(), item));
+        }
+    }
+    items.retain(|(_, item)| item["versions"].as_array().is_some_and(|v| !v.is_empty()));
+}
+
 fn not_found() -> ApiError {
     ApiError::no_such_path()
 }
 
-/// `GET /apis/{group}`.
+/// `GET /apis/{group}`: a group with aggregated APIServices lists their versions first.
 pub(super) fn group(api: &Api, group: &str) -> Result<Response<Body>, ApiError> {
     let served = api.served();
+    if let Some(rg) = aggregation::remote_groups(api)
+        .into_iter()
+        .find(|g| g.name == group)
+    {
+        let mut groups: Vec<(String, Vec<String>)> = served
+            .registry
+            .groups()
+            .iter()
+            .filter(|(g, _)| g == group)
+            .cloned()
+            .collect();
+        merge_legacy(api, &mut groups, &[rg]);
+        let (g, vs) = groups.first().ok_or_else(not_found)?;
+        let mut body = api_group(g, vs);
+        body["kind"] = json!("APIGroup");
+        body["apiVersion"] = json!("v1");
+        return Ok(response::json(StatusCode::OK, &body));
+    }
     let (g, vs) = served
         .registry
         .groups()

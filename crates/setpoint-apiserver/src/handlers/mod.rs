@@ -62,6 +62,16 @@ impl Api {
     }
 
     async fn route(&self, request: Request<Bytes>) -> Result<Response<Body>, ApiError> {
+        // An aggregated group-version is its server's, even one served here too; so is its
+        // OpenAPI v3 document.
+        let path = request.uri().path();
+        let aggregated = crate::aggregation::proxy::target(self, path).or_else(|| {
+            path.strip_prefix("/openapi/v3")
+                .and_then(|p| crate::aggregation::proxy::target(self, p))
+        });
+        if let Some(target) = aggregated {
+            return Ok(crate::aggregation::proxy::proxy(self, &target, request).await);
+        }
         let query = request_info::parse_query(request.uri().query());
         let target = request_info::resolve(request.method(), request.uri().path(), &query)?;
         let accept = request
@@ -103,7 +113,15 @@ impl Api {
                     ));
                 }
             }
-            if let Some(r) = openapi::serve(&self.served().openapi, path, accept)? {
+            let aggregated = || crate::aggregation::openapi_paths(self);
+            let aggregated_v2 = |own: &Bytes| crate::aggregation::openapi_v2(self, own);
+            if let Some(r) = openapi::serve(
+                &self.served().openapi,
+                path,
+                accept,
+                aggregated,
+                aggregated_v2,
+            )? {
                 return Ok(r);
             }
         }

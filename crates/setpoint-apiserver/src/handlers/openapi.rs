@@ -1,5 +1,7 @@
 //! Serving the OpenAPI documents (`openapi/docs.rs` generates them): `/openapi/v3`, its
-//! group-version documents, and `/openapi/v2` as protobuf.
+//! group-version documents, and `/openapi/v2` as protobuf. The `/openapi/v3` index also lists
+//! the group-versions of aggregated APIServices, whose documents are proxied to their servers
+//! (`handlers/mod.rs`); `/openapi/v2` adds their servers' definitions.
 
 use http::{header, HeaderValue, Response, StatusCode};
 use setpoint_core::{ApiError, Reason};
@@ -14,13 +16,24 @@ pub(crate) fn serve(
     docs: &OpenApiDocs,
     path: &str,
     accept: Option<&str>,
+    aggregated: impl FnOnce() -> Vec<(String, String)>,
+    aggregated_v2: impl FnOnce(&bytes::Bytes) -> Option<bytes::Bytes>,
 ) -> Result<Option<Response<Body>>, ApiError> {
     let path = path.trim_end_matches('/');
     if path == "/openapi/v3" {
-        return Ok(Some(response::json_bytes(
-            StatusCode::OK,
-            docs.index().clone(),
-        )));
+        let aggregated = aggregated();
+        if aggregated.is_empty() {
+            return Ok(Some(response::json_bytes(
+                StatusCode::OK,
+                docs.index().clone(),
+            )));
+        }
+        let mut index: serde_json::Value =
+            serde_json::from_slice(docs.index()).unwrap_or_else(|_| serde_json::json!({}));
+        for (gv, url) in aggregated {
+            index["paths"][gv] = serde_json::json!({"serverRelativeURL": url});
+        }
+        return Ok(Some(response::json(StatusCode::OK, &index)));
     }
     if let Some(gv) = path.strip_prefix("/openapi/v3/") {
         let Some(doc) = docs.group_version(gv) else {
@@ -45,7 +58,8 @@ pub(crate) fn serve(
                 ),
             ));
         }
-        let mut r = Response::new(response::full(docs.v2().clone()));
+        let document = aggregated_v2(docs.v2()).unwrap_or_else(|| docs.v2().clone());
+        let mut r = Response::new(response::full(document));
         r.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static(V2_PROTOBUF_CONTENT_TYPE),

@@ -46,7 +46,7 @@ mod tests;
 
 pub(crate) use builtin::builtin_schema;
 pub(crate) use docs::OpenApiDocs;
-pub(crate) use v2::{v2_protobuf, V2_PROTOBUF_ACCEPT, V2_PROTOBUF_CONTENT_TYPE};
+pub(crate) use v2::{v2_protobuf, with_definitions, V2_PROTOBUF_ACCEPT, V2_PROTOBUF_CONTENT_TYPE};
 pub(crate) use v3::{v3_group_version, v3_index};
 
 /// One served resource, as the OpenAPI documents describe it.

@@ -40,6 +40,55 @@ pub(crate) fn v2_protobuf(resources: &[OpenApiResource]) -> Vec<u8> {
     document(resources).encode_to_vec()
 }
 
+/// The v2 protobuf `document` with the Swagger 2.0 `definitions` of aggregated API servers
+/// added (those it lacks), in the same shape as its own; `None` if `document` does not decode.
+pub(crate) fn with_definitions(document: &[u8], extra: &Map<String, Value>) -> Option<Vec<u8>> {
+    let mut doc = pb::Document::decode(document).ok()?;
+    let definitions = doc.definitions.get_or_insert_with(Default::default);
+    let existing: BTreeSet<String> = definitions
+        .additional_properties
+        .iter()
+        .map(|d| d.name.clone())
+        .collect();
+    let known: BTreeSet<&str> = existing
+        .iter()
+        .map(String::as_str)
+        .chain(extra.keys().map(String::as_str))
+        .collect();
+    for (name, schema) in extra {
+        if existing.contains(name) {
+            continue;
+        }
+        definitions.additional_properties.push(pb::NamedSchema {
+            name: name.clone(),
+            value: Some(convert(&v3_references(schema), &known)),
+        });
+    }
+    Some(doc.encode_to_vec())
+}
+
+/// A Swagger 2.0 schema with its `#/definitions/` references written as v3 ones, which
+/// [`convert`] takes.
+fn v3_references(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| {
+                    let v = match (k.as_str(), v.as_str()) {
+                        ("$ref", Some(r)) => {
+                            Value::String(r.replacen("#/definitions/", REF_PREFIX, 1))
+                        }
+                        _ => v3_references(v),
+                    };
+                    (k.clone(), v)
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(v3_references).collect()),
+        other => other.clone(),
+    }
+}
+
 /// The v2 document of the resources.
 pub(super) fn document(resources: &[OpenApiResource]) -> pb::Document {
     let ops = paths(resources);
@@ -370,6 +419,39 @@ mod tests {
 
     fn known() -> BTreeSet<&'static str> {
         ["io.k8s.api.core.v1.PodSpec"].into_iter().collect()
+    }
+
+    #[test]
+    fn aggregated_definitions_should_be_added_with_their_references() {
+        let doc = pb::Document {
+            definitions: Some(pb::Definitions {
+                additional_properties: vec![pb::NamedSchema {
+                    name: "io.k8s.Own".into(),
+                    value: Some(pb::Schema::default()),
+                }],
+            }),
+            ..Default::default()
+        };
+        let extra = serde_json::json!({
+            "io.k8s.Own": {"description": "not replaced"},
+            "com.example.Flunder": {"description": "a flunder", "type": "object",
+                "properties": {"spec": {"$ref": "#/definitions/com.example.Spec"}}},
+            "com.example.Spec": {"type": "object"}});
+        let merged = with_definitions(&doc.encode_to_vec(), extra.as_object().unwrap()).unwrap();
+        let merged = pb::Document::decode(merged.as_slice()).unwrap();
+        let defs = merged.definitions.unwrap().additional_properties;
+        let names: Vec<&str> = defs.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["io.k8s.Own", "com.example.Flunder", "com.example.Spec"]
+        );
+        assert!(defs[0].value.as_ref().unwrap().description.is_empty());
+        let flunder = defs[1].value.as_ref().unwrap();
+        let spec = &flunder.properties.as_ref().unwrap().additional_properties[0];
+        assert_eq!(
+            spec.value.as_ref().unwrap().xref,
+            "#/definitions/com.example.Spec"
+        );
     }
 
     #[test]

@@ -82,9 +82,18 @@ pub(crate) struct Issued {
 }
 
 /// Creates a new self-signed cluster CA.
+#[cfg(test)]
 pub(crate) fn certificate_authority(now: OffsetDateTime) -> Result<Issued, rcgen::Error> {
+    certificate_authority_named(CA_COMMON_NAME, now)
+}
+
+/// Creates a new self-signed CA named `common_name` (the cluster CA, or the front-proxy CA).
+pub(crate) fn certificate_authority_named(
+    common_name: &str,
+    now: OffsetDateTime,
+) -> Result<Issued, rcgen::Error> {
     let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
-    let mut params = base_params(CA_COMMON_NAME, None, now, CA_VALIDITY);
+    let mut params = base_params(common_name, None, now, CA_VALIDITY);
     params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     params.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
@@ -130,6 +139,18 @@ pub(crate) fn admin_certificate(
         now,
         LEAF_VALIDITY,
     );
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    leaf(params, ca)
+}
+
+/// Issues a client certificate for `common_name` (no organization), signed by `ca`: the
+/// front-proxy client certificate.
+pub(crate) fn client_certificate(
+    ca: &Issuer<'_, KeyPair>,
+    common_name: &str,
+    now: OffsetDateTime,
+) -> Result<Issued, rcgen::Error> {
+    let mut params = base_params(common_name, None, now, LEAF_VALIDITY);
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
     leaf(params, ca)
 }

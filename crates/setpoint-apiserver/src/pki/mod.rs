@@ -28,6 +28,11 @@ pub const ADMIN_KUBECONFIG: &str = "admin.kubeconfig";
 const RENEW_BEFORE: Duration = Duration::days(30);
 /// Common name of the serving certificate.
 const SERVING_COMMON_NAME: &str = "setpoint-apiserver";
+/// Common name of the front-proxy CA.
+const FRONT_PROXY_CA_COMMON_NAME: &str = "setpoint-front-proxy-ca";
+/// Common name of the front-proxy client certificate: what aggregated API servers are told to
+/// accept (`requestheader-allowed-names`), kube's name for it.
+pub(crate) const FRONT_PROXY_CLIENT_COMMON_NAME: &str = "front-proxy-client";
 
 /// Failure to load or create the cluster's credentials.
 #[derive(Debug, thiserror::Error)]
@@ -99,6 +104,8 @@ pub(crate) type Result<T, E = PkiError> = std::result::Result<T, E>;
 /// | `server.crt`, `server.key` | the serving certificate, valid one year | `0644`, `0600` |
 /// | `admin.crt`, `admin.key` | the admin client certificate (`CN=setpoint-admin`, `O=system:masters`), valid one year | `0644`, `0600` |
 /// | `admin.token` | the admin bearer token, 32 random bytes in base64url | `0600` |
+/// | `front-proxy-ca.crt`, `front-proxy-ca.key` | the front-proxy CA, `CN=setpoint-front-proxy-ca`, valid ten years | `0644`, `0600` |
+/// | `front-proxy-client.crt`, `front-proxy-client.key` | the client certificate requests proxied to aggregated API servers present (`CN=front-proxy-client`), valid one year | `0644`, `0600` |
 ///
 /// [`Pki::load_or_create`] creates what is missing and reuses what is there, so a restart keeps
 /// every credential a client may hold. It re-issues a serving or admin certificate, from the
@@ -124,6 +131,13 @@ pub struct Pki {
     admin_key_pem: String,
     /// The admin bearer token.
     token: BearerToken,
+    /// The front-proxy CA certificate, PEM: aggregated API servers trust the identity headers
+    /// of requests presenting a certificate it issued.
+    front_proxy_ca_pem: String,
+    /// The front-proxy client certificate, PEM; issued by the front-proxy CA.
+    front_proxy_cert_pem: String,
+    /// The front-proxy client certificate's key, PEM.
+    front_proxy_key_pem: String,
 }
 
 impl Pki {
@@ -152,7 +166,7 @@ impl Pki {
         let dir = data_dir.join("pki");
         create_dir(&dir, true)?;
 
-        let (ca_pem, ca_der, ca) = load_or_create_ca(&dir, now)?;
+        let (ca_pem, ca_der, ca) = load_or_create_ca(&dir, "ca", issue::CA_COMMON_NAME, now)?;
         let names = issue::serving_names(listen);
         let serving = load_or_issue_leaf(
             &dir,
@@ -179,6 +193,20 @@ impl Pki {
             || issue::admin_certificate(&ca, now),
         )?;
         let token = load_or_create_token(&dir.join("admin.token"))?;
+        let (front_proxy_ca_pem, front_proxy_ca_der, front_proxy_ca) =
+            load_or_create_ca(&dir, "front-proxy-ca", FRONT_PROXY_CA_COMMON_NAME, now)?;
+        let front_proxy = load_or_issue_leaf(
+            &dir,
+            "front-proxy-client",
+            &front_proxy_ca_der,
+            &LeafRequirements {
+                common_name: FRONT_PROXY_CLIENT_COMMON_NAME,
+                names: &[],
+                renew_before: RENEW_BEFORE,
+            },
+            now,
+            || issue::client_certificate(&front_proxy_ca, FRONT_PROXY_CLIENT_COMMON_NAME, now),
+        )?;
         Ok(Self {
             data_dir: data_dir.to_owned(),
             ca_pem,
@@ -188,6 +216,9 @@ impl Pki {
             admin_cert_pem: admin.cert_pem,
             admin_key_pem: admin.key.serialize_pem(),
             token,
+            front_proxy_ca_pem,
+            front_proxy_cert_pem: front_proxy.cert_pem,
+            front_proxy_key_pem: front_proxy.key.serialize_pem(),
         })
     }
 
@@ -219,6 +250,17 @@ impl Pki {
     /// The admin client certificate's private key in PEM. A secret, like the token.
     pub fn admin_key_pem(&self) -> &str {
         &self.admin_key_pem
+    }
+
+    /// The front-proxy CA certificate in PEM (`requestheader-client-ca-file`).
+    pub(crate) fn front_proxy_ca_pem(&self) -> &str {
+        &self.front_proxy_ca_pem
+    }
+
+    /// The front-proxy client certificate and its key, in PEM: presented on requests proxied
+    /// to aggregated API servers.
+    pub(crate) fn front_proxy_client(&self) -> (&str, &str) {
+        (&self.front_proxy_cert_pem, &self.front_proxy_key_pem)
     }
 
     /// The CA certificate in DER.
@@ -279,12 +321,15 @@ struct Leaf {
     key: KeyPair,
 }
 
+/// Loads the CA `stem.crt`/`stem.key` in `dir`, or creates it (named `common_name`).
 fn load_or_create_ca(
     dir: &Path,
+    stem: &str,
+    common_name: &str,
     now: OffsetDateTime,
 ) -> Result<(String, CertificateDer<'static>, Issuer<'static, KeyPair>)> {
-    let cert_path = dir.join("ca.crt");
-    let key_path = dir.join("ca.key");
+    let cert_path = dir.join(format!("{stem}.crt"));
+    let key_path = dir.join(format!("{stem}.key"));
     let cert_pem = read(&cert_path)?;
     let key_pem = read(&key_path)?;
     let (cert_pem, der, key) = match (cert_pem, key_pem) {
@@ -315,10 +360,10 @@ fn load_or_create_ca(
                 cert_pem,
                 cert_der,
                 key,
-            } = issue::certificate_authority(now)?;
+            } = issue::certificate_authority_named(common_name, now)?;
             write(&key_path, &key.serialize_pem(), files::PRIVATE_FILE_MODE)?;
             write(&cert_path, &cert_pem, files::PUBLIC_FILE_MODE)?;
-            tracing::info!(cert = %cert_path.display(), "created the cluster CA");
+            tracing::info!(cert = %cert_path.display(), "created a CA");
             (cert_pem, cert_der, key)
         }
     };

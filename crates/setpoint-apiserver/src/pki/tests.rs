@@ -4,7 +4,7 @@ use std::os::unix::fs::PermissionsExt;
 
 use super::*;
 
-const FILES: [&str; 7] = [
+const FILES: [&str; 11] = [
     "ca.crt",
     "ca.key",
     "server.crt",
@@ -12,6 +12,10 @@ const FILES: [&str; 7] = [
     "admin.crt",
     "admin.key",
     "admin.token",
+    "front-proxy-ca.crt",
+    "front-proxy-ca.key",
+    "front-proxy-client.crt",
+    "front-proxy-client.key",
 ];
 
 fn loopback() -> IpAddr {

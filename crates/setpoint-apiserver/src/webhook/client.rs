@@ -41,6 +41,19 @@ pub(crate) enum CallError {
 
 /// The TLS settings of one webhook: its trust roots. Built once per configuration.
 pub(crate) fn tls_config(ca_bundle: Option<&[u8]>) -> Result<Arc<rustls::ClientConfig>, String> {
+    let roots = root_store(ca_bundle)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// The roots a `caBundle` (PEM) names, or the system's roots when there is none.
+pub(crate) fn root_store(ca_bundle: Option<&[u8]>) -> Result<rustls::RootCertStore, String> {
     let mut roots = rustls::RootCertStore::empty();
     match ca_bundle.filter(|b| !b.is_empty()) {
         Some(pem) => {
@@ -62,14 +75,7 @@ pub(crate) fn tls_config(ca_bundle: Option<&[u8]>) -> Result<Arc<rustls::ClientC
             }
         }
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+    Ok(roots)
 }
 
 /// Where one call goes.
@@ -212,7 +218,7 @@ async fn connect(
 }
 
 /// A connection error as Go words it (what users of kube-apiserver search for).
-fn dial_error(e: &std::io::Error) -> String {
+pub(crate) fn dial_error(e: &std::io::Error) -> String {
     match e.kind() {
         std::io::ErrorKind::ConnectionRefused => "connect: connection refused".to_owned(),
         std::io::ErrorKind::TimedOut => "i/o timeout".to_owned(),

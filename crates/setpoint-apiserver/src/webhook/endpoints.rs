@@ -90,27 +90,9 @@ async fn resolve_service(
     let server_name = format!("{name}.{namespace}.svc");
     let path = with_timeout(path, timeout_seconds);
     let url = format!("https://{server_name}:{port}{path}");
-    let services = served
-        .store("", "v1", "services")
-        .ok_or_else(|| "services are not served".to_owned())?;
-    let service = services
-        .get(Some(namespace), name)
+    let address = service_address(served, namespace, name, port)
         .await
-        .map_err(|_| format!("service \"{namespace}/{name}\" not found"))?;
-    let service_port = service["spec"]["ports"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|p| p["port"].as_u64() == Some(u64::from(port)))
-        .ok_or_else(|| format!("service \"{namespace}/{name}\" has no port {port}"))?;
-    let port_name = service_port["name"].as_str().unwrap_or_default();
-    let candidates = ready_endpoints(served, namespace, name, port_name, service_port).await;
-    if candidates.is_empty() {
-        return Err(format!(
-            "no endpoints available for service \"{namespace}/{name}\""
-        ));
-    }
-    let address = candidates[rand::Rng::gen_range(&mut rand::thread_rng(), 0..candidates.len())];
+        .map_err(|e| e.to_string())?;
     Ok(Destination {
         address,
         host: format!("{server_name}:{port}"),
@@ -118,6 +100,69 @@ async fn resolve_service(
         path,
         url,
     })
+}
+
+/// Why a Service has no address to call.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ServiceError {
+    #[error("services are not served")]
+    NotServed,
+    #[error("service \"{namespace}/{name}\" not found")]
+    NotFound { namespace: String, name: String },
+    #[error("service \"{namespace}/{name}\" has no port {port}")]
+    NoPort {
+        namespace: String,
+        name: String,
+        port: u16,
+    },
+    #[error("no endpoints available for service \"{namespace}/{name}\"")]
+    NoEndpoints {
+        namespace: String,
+        name: String,
+        /// The name of the Service's port (`""` when unnamed).
+        port_name: String,
+    },
+}
+
+/// One ready endpoint of port `port` of the Service `namespace/name`, picked at random (what
+/// webhooks and aggregated API servers are called at).
+pub(crate) async fn service_address(
+    served: &Served,
+    namespace: &str,
+    name: &str,
+    port: u16,
+) -> Result<SocketAddr, ServiceError> {
+    let services = served
+        .store("", "v1", "services")
+        .ok_or(ServiceError::NotServed)?;
+    let service =
+        services
+            .get(Some(namespace), name)
+            .await
+            .map_err(|_| ServiceError::NotFound {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+            })?;
+    let service_port = service["spec"]["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["port"].as_u64() == Some(u64::from(port)))
+        .ok_or_else(|| ServiceError::NoPort {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            port,
+        })?;
+    let port_name = service_port["name"].as_str().unwrap_or_default();
+    let candidates = ready_endpoints(served, namespace, name, port_name, service_port).await;
+    if candidates.is_empty() {
+        return Err(ServiceError::NoEndpoints {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            port_name: port_name.to_owned(),
+        });
+    }
+    Ok(candidates[rand::Rng::gen_range(&mut rand::thread_rng(), 0..candidates.len())])
 }
 
 /// The ready addresses of the Service's port named `port_name` (its only port when unnamed):

@@ -473,7 +473,9 @@ fn tables_should_print_kube_apiserver_columns() {
         ("flowschema", "NAME PRIORITYLEVEL MATCHINGPRECEDENCE DISTINGUISHERMETHOD AGE MISSINGPL", "batch-users batch-jobs 1000 ByUser "),
         ("prioritylevelconfiguration", "NAME TYPE NOMINALCONCURRENCYSHARES QUEUES HANDSIZE QUEUELENGTHLIMIT AGE", "batch-jobs Limited 30 16 8 50 "),
         ("certificatesigningrequest", "NAME AGE SIGNERNAME REQUESTOR REQUESTEDDURATION CONDITION", "alice "),
-        ("apiservice", "NAME SERVICE AVAILABLE AGE", "v1beta1.metrics.example.com kinds/metrics Unknown "),
+        // Named: the local APIServices list first. Its availability is checked at once (the
+        // Service is missing: `False (ServiceNotFound)`).
+        ("apiservice/v1beta1.metrics.example.com", "NAME SERVICE AVAILABLE AGE", "v1beta1.metrics.example.com kinds/metrics "),
         ("storageclass", "NAME PROVISIONER RECLAIMPOLICY VOLUMEBINDINGMODE ALLOWVOLUMEEXPANSION AGE", "fast (default) disk.example.com Delete Immediate false "),
         ("csidriver", "NAME ATTACHREQUIRED PODINFOONMOUNT STORAGECAPACITY TOKENREQUESTS REQUIRESREPUBLISH MODES AGE", "disk.example.com true true false <unset> false Persistent "),
         ("csinode", "NAME DRIVERS AGE", "node-1 1 "),

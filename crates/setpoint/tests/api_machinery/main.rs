@@ -1,7 +1,9 @@
 //! The API machinery operators rely on, driven by the real `kubectl` against a Setpoint
-//! server, one module per topic: admission webhooks and policies (`admission`), CRD conversion webhooks (`conversion`), server-side apply and field management (`apply`), the
-//! objects clients assume (`defaults`), every built-in kind (`kinds`) and those that describe
-//! the cluster itself (`cluster_kinds`), `/metrics` and health checks (`metrics`).
+//! server, one module per topic: admission webhooks and policies (`admission`), API
+//! aggregation (`aggregation`), CRD conversion webhooks (`conversion`), server-side apply and
+//! field management (`apply`), the objects clients assume (`defaults`), every built-in kind
+//! (`kinds`) and those that describe the cluster itself (`cluster_kinds`), `/metrics` and
+//! health checks (`metrics`).
 
 #![allow(clippy::unwrap_used)] // test helpers: a failure should panic
 
@@ -9,6 +11,7 @@
 mod common;
 
 mod admission;
+mod aggregation;
 mod apply;
 mod cluster_kinds;
 mod conversion;

@@ -53,7 +53,15 @@ fn start_server(dir: &Path, etcd: &LocalEtcd, extra: &[&str]) -> Server {
 fn copy_pki(from: &Path, to: &Path) {
     let target = to.join("pki");
     std::fs::create_dir_all(&target).unwrap();
-    for name in ["ca.crt", "ca.key", "admin.crt", "admin.key", "admin.token"] {
+    for name in [
+        "ca.crt",
+        "ca.key",
+        "admin.crt",
+        "admin.key",
+        "admin.token",
+        "front-proxy-ca.crt",
+        "front-proxy-ca.key",
+    ] {
         std::fs::copy(from.join("pki").join(name), target.join(name)).unwrap();
     }
 }

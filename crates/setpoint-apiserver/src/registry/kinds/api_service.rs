@@ -1,7 +1,9 @@
 //! apiregistration.k8s.io/v1 APIService (cluster-scoped): an API group-version served by
-//! another server (or, without a service, locally). Stored only: Setpoint does not proxy to
-//! aggregated servers, and lists none for its own groups. The name is `<version>.<group>`,
-//! the priorities are in range, a CA bundle excludes skipping TLS verification. The `status`
+//! another server (`spec.service`) or, without a service, locally. What is done with them —
+//! the local ones registered for every served group-version, requests proxied to the others,
+//! their `Available` condition checked — is `aggregation/`'s; this file holds the kind's
+//! rules: the name is `<version>.<group>` (any path segment: the core group's is `v1.`), the
+//! priorities are in range, a CA bundle excludes skipping TLS verification. The `status`
 //! subresource holds the `Available` condition the row shows (`Unknown` until one is written).
 
 use std::sync::Arc;
@@ -14,7 +16,7 @@ use setpoint_core::Cause;
 
 use crate::registry::defaults::set_status;
 use crate::registry::identity::{status, Identity, ALL_VERBS};
-use crate::registry::strategy::{round_trip, schema_of, Strategy, TypedSchema};
+use crate::registry::strategy::{round_trip, schema_of, NameRule, Strategy, TypedSchema};
 use crate::registry::table::{age_cell, name_cell, Column};
 use crate::registry::validation::{object_meta, required};
 use crate::registry::ResourceDef;
@@ -49,6 +51,11 @@ impl Strategy for ApiServices {
 
     fn has_status(&self) -> bool {
         true
+    }
+
+    /// Any path segment (the core group's is `v1.`); the name must be `VERSION.GROUP` anyway.
+    fn name_rule(&self) -> NameRule {
+        NameRule::Any
     }
 
     fn initialize(&self, object: &mut Value) {
