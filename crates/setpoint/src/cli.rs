@@ -285,6 +285,10 @@ pub(crate) struct ApiBenchArgs {
     /// times the 100 watchers.
     #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub(crate) watch_writers: u16,
+    /// Extra arguments for the `setpoint server` under test, one per use (e.g.
+    /// `--server-arg=--controllers=` to run it without controllers, to see what they cost).
+    #[arg(long = "server-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub(crate) server_args: Vec<String>,
 }
 
 /// The benchmarks of `setpoint bench api`.

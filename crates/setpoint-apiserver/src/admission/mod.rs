@@ -126,8 +126,8 @@ pub(crate) fn for_request(api: &Api, facts: RequestFacts<'_>) -> Option<Arc<Requ
     };
     let equivalents = served
         .registry
-        .all()
-        .filter(|d| d.gvk.group == facts.def.gvk.group && d.plural == facts.def.plural)
+        .versions_of(&facts.def.gvk.group, &facts.def.plural)
+        .iter()
         .map(|d| d.gvk.version.clone())
         .collect();
     Some(Arc::new(RequestAdmission {

@@ -322,15 +322,15 @@ impl Ctx<'_> {
 
     /// The resource's other served versions (their managers' fields are kept in their terms).
     pub(crate) fn other_versions(&self) -> Vec<Arc<ResourceDef>> {
-        self.api
-            .served()
+        let served = self.api.served();
+        let all = served
             .registry
-            .all()
-            .filter(|d| {
-                d.gvk.group == self.def.gvk.group
-                    && d.plural == self.def.plural
-                    && d.gvk.version != self.def.gvk.version
-            })
+            .versions_of(&self.def.gvk.group, &self.def.plural);
+        if all.len() < 2 {
+            return Vec::new();
+        }
+        all.iter()
+            .filter(|d| d.gvk.version != self.def.gvk.version)
             .cloned()
             .collect()
     }

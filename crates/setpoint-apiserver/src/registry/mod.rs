@@ -129,6 +129,8 @@ impl crate::watchcache::CachedResource for ResourceDef {
 /// Every served resource, by group, version and plural name.
 pub(crate) struct Registry {
     by_gvr: BTreeMap<(String, String, String), Arc<ResourceDef>>,
+    /// Every served version of each group and plural (writes and admission look them up).
+    by_gr: std::collections::HashMap<(String, String), Vec<Arc<ResourceDef>>>,
     /// Group names in the order discovery lists them, each with its versions (preferred first).
     groups: Vec<(String, Vec<String>)>,
 }
@@ -136,6 +138,7 @@ pub(crate) struct Registry {
 impl Registry {
     pub(crate) fn new(resources: Vec<Arc<ResourceDef>>) -> Registry {
         let mut by_gvr = BTreeMap::new();
+        let mut by_gr = std::collections::HashMap::new();
         let mut groups: Vec<(String, Vec<String>)> = Vec::new();
         for def in resources {
             let g = def.gvk.group.clone();
@@ -145,9 +148,17 @@ impl Registry {
                 Some(_) => {}
                 None => groups.push((g.clone(), vec![v.clone()])),
             }
+            by_gr
+                .entry((g.clone(), def.plural.clone()))
+                .or_insert_with(Vec::new)
+                .push(def.clone());
             by_gvr.insert((g, v, def.plural.clone()), def);
         }
-        Registry { by_gvr, groups }
+        Registry {
+            by_gvr,
+            by_gr,
+            groups,
+        }
     }
 
     pub(crate) fn get(
@@ -163,6 +174,13 @@ impl Registry {
     /// Every resource, in group/version/name order.
     pub(crate) fn all(&self) -> impl Iterator<Item = &Arc<ResourceDef>> {
         self.by_gvr.values()
+    }
+
+    /// Every served version of the resource `plural` of `group`.
+    pub(crate) fn versions_of(&self, group: &str, plural: &str) -> &[Arc<ResourceDef>] {
+        self.by_gr
+            .get(&(group.to_owned(), plural.to_owned()))
+            .map_or(&[], Vec::as_slice)
     }
 
     /// The resources of one group-version.

@@ -97,7 +97,8 @@ pub(crate) async fn bench_api(args: ApiBenchArgs) -> Result<()> {
 /// Starts the server, runs the selected benchmarks against it and stops it; returns the rows
 /// and how many benchmarks failed.
 async fn run_all(root: &Path, args: &ApiBenchArgs) -> Result<(Vec<Row>, usize)> {
-    let (server, endpoint) = ServerProcess::start(root, &[]).await?;
+    let extra: Vec<&str> = args.server_args.iter().map(String::as_str).collect();
+    let (server, endpoint) = ServerProcess::start(root, &extra).await?;
     let client = Client::new(endpoint)?;
     let mut harness = Harness {
         server,
