@@ -179,11 +179,7 @@ fn local_condition(old: &Value) -> Value {
 /// Whether `current` already is `want` (spec, label, condition).
 fn up_to_date(current: &Value, want: &Desired) -> bool {
     let spec = &current["spec"];
-    let condition = current["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| c["type"] == "Available");
+    let condition = super::available_condition(current);
     spec["group"] == want.group.as_str()
         && spec["version"] == want.version.as_str()
         && spec["groupPriorityMinimum"] == want.priorities.0
@@ -253,11 +249,7 @@ async fn write(store: &RegistryStore, name: &str, d: &Desired) -> Result<(), Api
             next["metadata"]["labels"] = json!({});
         }
         next["metadata"]["labels"][AUTOMANAGED] = json!(managed);
-        let old = next["status"]["conditions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|c| c["type"] == "Available")
+        let old = super::available_condition(&next)
             .cloned()
             .unwrap_or(Value::Null);
         next["status"] = json!({"conditions": [local_condition(&old)]});

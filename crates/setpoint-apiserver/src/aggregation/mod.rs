@@ -37,6 +37,14 @@ use crate::pki::Pki;
 use registered::Registered;
 pub(crate) use transport::Identity;
 
+/// An APIService's `Available` condition, if it has one.
+pub(crate) fn available_condition(api_service: &serde_json::Value) -> Option<&serde_json::Value> {
+    api_service["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Available")
+}
+
 /// How often each APIService with a Service is checked by default (kube-apiserver: 30 s).
 pub const DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(30);
 

@@ -130,11 +130,7 @@ pub(crate) fn compile(object: &Value) -> Vec<Arc<Registered>> {
             }
         }
     };
-    let condition = object["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| c["type"] == "Available")
+    let condition = super::available_condition(object)
         .cloned()
         .unwrap_or(Value::Null);
     let insecure = spec["insecureSkipTLSVerify"] == Value::Bool(true);

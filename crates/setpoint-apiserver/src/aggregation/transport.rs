@@ -19,10 +19,8 @@ use http::{HeaderMap, HeaderName, HeaderValue, Request, Response};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
-use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject as _;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use tokio::net::TcpStream;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::auth::User;
 
@@ -288,36 +286,15 @@ fn pooled(
     })
 }
 
-/// A new connection: TCP, TLS verified for `to.server_name`, HTTP/1.1.
+/// A new connection: TCP, TLS verified for `to.server_name`, HTTP/1.1, within
+/// [`DIAL_TIMEOUT`].
 async fn connect(to: &Destination<'_>) -> Result<SendRequest<Full<Bytes>>, String> {
-    let address = to.address;
-    let name = ServerName::try_from(to.server_name.to_owned())
-        .map_err(|e| format!("invalid server name {:?}: {e}", to.server_name))?;
-    let connect = async {
-        let tcp = TcpStream::connect(address).await.map_err(|e| {
-            format!(
-                "dial tcp {address}: {}",
-                crate::webhook::client::dial_error(&e)
-            )
-        })?;
-        let _ = tcp.set_nodelay(true);
-        tokio_rustls::TlsConnector::from(to.tls.clone())
-            .connect(name, tcp)
-            .await
-            .map_err(|e| format!("tls: {e}"))
-    };
-    let stream = tokio::time::timeout(DIAL_TIMEOUT, connect)
-        .await
-        .map_err(|_| format!("dial tcp {address}: i/o timeout"))??;
-    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| format!("HTTP handshake: {e}"))?;
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::debug!(error = %e, "aggregated API server connection ended");
-        }
-    });
-    Ok(sender)
+    tokio::time::timeout(
+        DIAL_TIMEOUT,
+        crate::webhook::client::connect(to.tls, to.address, to.server_name),
+    )
+    .await
+    .map_err(|_| format!("dial tcp {}: i/o timeout", to.address))?
 }
 
 #[cfg(test)]

@@ -119,24 +119,50 @@ pub(crate) async fn list(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
                 items.iter().map(|o| &o.json),
             ),
         ),
+        form => respond_decoded(
+            ctx,
+            items
+                .iter()
+                .filter_map(|o| serde_json::from_slice::<Value>(&o.json).ok())
+                .collect(),
+            metadata,
+            form,
+        ),
+    })
+}
+
+/// A list of decoded `items` with list `metadata`, in the `form` the client asked for: the
+/// kind's list, a `Table`, or `PartialObjectMetadataList`.
+pub(crate) fn respond_decoded(
+    ctx: &Ctx<'_>,
+    items: Vec<Value>,
+    metadata: Value,
+    form: Form,
+) -> Response<Body> {
+    match form {
+        Form::Object => response::json(
+            StatusCode::OK,
+            &json!({
+                "kind": ctx.def.list_kind(),
+                "apiVersion": api_version(&ctx.def.gvk.group, &ctx.def.gvk.version),
+                "metadata": metadata,
+                "items": items,
+            }),
+        ),
         Form::Table { v1beta1 } => {
             let include = ctx
                 .query
                 .get("includeObject")
                 .map_or("Metadata", String::as_str);
-            let values = items
-                .iter()
-                .filter_map(|o| serde_json::from_slice::<Value>(&o.json).ok());
             response::json(
                 StatusCode::OK,
-                &table_of(ctx.def, values, metadata, v1beta1, include),
+                &table_of(ctx.def, items.into_iter(), metadata, v1beta1, include),
             )
         }
         Form::Metadata { v1beta1 } => {
-            let values: Vec<Value> = items
+            let items: Vec<Value> = items
                 .iter()
-                .filter_map(|o| serde_json::from_slice::<Value>(&o.json).ok())
-                .map(|o| response::partial_metadata(&o, v1beta1))
+                .map(|o| response::partial_metadata(o, v1beta1))
                 .collect();
             response::json(
                 StatusCode::OK,
@@ -144,9 +170,9 @@ pub(crate) async fn list(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
                     "kind": "PartialObjectMetadataList",
                     "apiVersion": if v1beta1 { "meta.k8s.io/v1beta1" } else { "meta.k8s.io/v1" },
                     "metadata": metadata,
-                    "items": values,
+                    "items": items,
                 }),
             )
         }
-    })
+    }
 }

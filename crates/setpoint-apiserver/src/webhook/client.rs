@@ -135,7 +135,9 @@ impl Client {
         let key: PoolKey = (target.address, target.server_name.to_owned(), tls_key);
         let mut sender = match self.take_idle(&key) {
             Some(sender) => sender,
-            None => connect(tls, target).await.map_err(transport)?,
+            None => connect(tls, target.address, target.server_name)
+                .await
+                .map_err(transport)?,
         };
         let request = Request::post(target.path)
             .header(http::header::HOST, target.host)
@@ -191,16 +193,18 @@ impl Client {
     }
 }
 
-/// A new connection: TCP, TLS verified for `target.server_name`, HTTP/1.1.
-async fn connect(
+/// A new connection to `address`: TCP, TLS verified for `server_name`, HTTP/1.1 (webhooks
+/// and aggregated API servers).
+pub(crate) async fn connect(
     tls: &Arc<rustls::ClientConfig>,
-    target: &Target<'_>,
+    address: SocketAddr,
+    server_name: &str,
 ) -> Result<SendRequest<Full<Bytes>>, String> {
-    let name = ServerName::try_from(target.server_name.to_owned())
-        .map_err(|e| format!("invalid server name {:?}: {e}", target.server_name))?;
-    let tcp = TcpStream::connect(target.address)
+    let name = ServerName::try_from(server_name.to_owned())
+        .map_err(|e| format!("invalid server name {server_name:?}: {e}"))?;
+    let tcp = TcpStream::connect(address)
         .await
-        .map_err(|e| format!("dial tcp {}: {}", target.address, dial_error(&e)))?;
+        .map_err(|e| format!("dial tcp {address}: {}", dial_error(&e)))?;
     let _ = tcp.set_nodelay(true);
     let stream = tokio_rustls::TlsConnector::from(tls.clone())
         .connect(name, tcp)
@@ -211,7 +215,7 @@ async fn connect(
         .map_err(|e| format!("HTTP handshake: {e}"))?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
-            tracing::debug!(error = %e, "webhook connection ended");
+            tracing::debug!(error = %e, %address, "HTTPS connection ended");
         }
     });
     Ok(sender)

@@ -131,7 +131,7 @@ impl Strategy for Review {
 
     fn review(
         &self,
-        mut object: Value,
+        object: Value,
         asker: &Asker,
         namespace: Option<&str>,
     ) -> Result<Value, ApiError> {
@@ -155,16 +155,7 @@ impl Strategy for Review {
                 "incomplete": false,
             }),
         };
-        let mut meta = json!({"creationTimestamp": null});
-        if let Some(ns) = namespace {
-            meta["namespace"] = json!(ns);
-        }
-        if let Some(name) = object["metadata"]["name"].as_str() {
-            meta["name"] = json!(name);
-        }
-        object["metadata"] = meta;
-        object["status"] = status;
-        Ok(object)
+        Ok(answered(object, namespace, status))
     }
 
     fn columns(&self) -> Vec<Column> {
@@ -174,6 +165,21 @@ impl Strategy for Review {
     fn cells(&self, o: &Value, _now: DateTime<Utc>) -> Vec<Value> {
         vec![name_cell(o)]
     }
+}
+
+/// A review as answered: the request with kube's answer metadata (no uid or resource version:
+/// reviews are not stored; the name and namespace kept) and `status`.
+pub(crate) fn answered(mut review: Value, namespace: Option<&str>, status: Value) -> Value {
+    let mut meta = json!({"creationTimestamp": null});
+    if let Some(ns) = namespace {
+        meta["namespace"] = json!(ns);
+    }
+    if let Some(name) = review["metadata"]["name"].as_str() {
+        meta["name"] = json!(name);
+    }
+    review["metadata"] = meta;
+    review["status"] = status;
+    review
 }
 
 #[cfg(test)]

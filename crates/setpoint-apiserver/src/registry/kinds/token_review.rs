@@ -81,7 +81,7 @@ impl Strategy for TokenReviews {
 
     fn review(
         &self,
-        mut object: Value,
+        object: Value,
         asker: &Asker,
         _namespace: Option<&str>,
     ) -> Result<Value, ApiError> {
@@ -105,13 +105,7 @@ impl Strategy for TokenReviews {
             }),
             None => json!({"user": {}, "error": INVALID}),
         };
-        let mut meta = json!({"creationTimestamp": null});
-        if let Some(name) = object["metadata"]["name"].as_str() {
-            meta["name"] = json!(name);
-        }
-        object["metadata"] = meta;
-        object["status"] = status;
-        Ok(object)
+        Ok(super::review::answered(object, None, status))
     }
 
     fn columns(&self) -> Vec<Column> {
