@@ -124,6 +124,8 @@ pub(super) fn plan(
         }
         if should_run && on_node.is_empty() {
             plan.create.push(name.to_owned());
+            // A node about to get its first pod is unavailable for the rolling update.
+            eligible.push((name, Vec::new()));
             continue;
         }
         let mut running: Vec<Arc<Pod>> = Vec::new();
@@ -323,6 +325,18 @@ mod tests {
         // p3 is unavailable anyway (deleted at once, and uses one of the two); one more goes.
         assert_eq!(names(&p.delete), ["p1", "p3"]);
         assert!(p.create.is_empty());
+    }
+
+    #[test]
+    fn a_node_without_a_pod_should_count_as_unavailable() {
+        // Regression: an empty node was left out of the count, so a sync recreating one
+        // node's pod also deleted another node's, two unavailable under maxUnavailable 1.
+        let d = ds(1, 0);
+        let template = super::super::placement::template_pod(&d, "new");
+        let pods = BTreeMap::from([("n2".to_owned(), vec![pod("p2", "old", true)])]);
+        let p = plan(&d, &template, &[node("n1"), node("n2")], &pods, "new", Timestamp::now());
+        assert_eq!(p.create, ["n1"]);
+        assert!(p.delete.is_empty());
     }
 
     #[test]
