@@ -123,9 +123,7 @@ mod tests {
                     vec![PodCondition {
                         type_: "Ready".into(),
                         status: "True".into(),
-                        last_transition_time: Some(Time(
-                            Timestamp::from_second(s).expect("valid"),
-                        )),
+                        last_transition_time: Some(Time(Timestamp::from_second(s).expect("valid"))),
                         ..Default::default()
                     }]
                 }),
@@ -150,7 +148,11 @@ mod tests {
             availability(&pod("Running", Some(95)), Duration::from_secs(10), now),
             Availability::ReadyFor(Duration::from_secs(5))
         );
-        assert!(is_available(&pod("Running", Some(80)), Duration::from_secs(10), now));
+        assert!(is_available(
+            &pod("Running", Some(80)),
+            Duration::from_secs(10),
+            now
+        ));
         assert!(is_finished(&pod("Failed", None)));
         assert!(!is_finished(&pod("Running", None)));
     }

@@ -32,9 +32,10 @@ pub(super) struct Expectations {
 impl Expectations {
     /// Whether `ds` may write pods now.
     pub(super) fn satisfied(&self, ds: &ObjectKey) -> bool {
-        self.records.lock().get(ds).is_none_or(|r| {
-            (r.adds <= 0 && r.deletes.is_empty()) || r.set_at.elapsed() > TIMEOUT
-        })
+        self.records
+            .lock()
+            .get(ds)
+            .is_none_or(|r| (r.adds <= 0 && r.deletes.is_empty()) || r.set_at.elapsed() > TIMEOUT)
     }
 
     /// How long until `ds`'s outstanding record expires, if one is outstanding.
@@ -65,7 +66,9 @@ impl Expectations {
     /// `count` creates for `ds` were seen (or will never happen).
     pub(super) fn creations_observed(&self, ds: &ObjectKey, count: usize) {
         if let Some(r) = self.records.lock().get_mut(ds) {
-            r.adds = r.adds.saturating_sub(i64::try_from(count).unwrap_or(i64::MAX));
+            r.adds = r
+                .adds
+                .saturating_sub(i64::try_from(count).unwrap_or(i64::MAX));
         }
     }
 
@@ -99,7 +102,10 @@ mod tests {
         assert!(e.satisfied(&ds));
         e.expect(&ds, 1, []);
         tokio::time::advance(TIMEOUT + Duration::from_millis(1)).await;
-        assert!(e.satisfied(&ds), "a lost event must not wedge the DaemonSet");
+        assert!(
+            e.satisfied(&ds),
+            "a lost event must not wedge the DaemonSet"
+        );
         e.forget(&ds);
         assert_eq!(e.expires_in(&ds), None);
     }

@@ -99,9 +99,7 @@ pub(crate) async fn run(
         })
         .watches_with(
             InformerOptions::default(),
-            move |revision: &ControllerRevision| {
-                daemonsets_for(&revision_sets, &revision.metadata)
-            },
+            move |revision: &ControllerRevision| daemonsets_for(&revision_sets, &revision.metadata),
         )
         .run(sync::reconcile, context, shutdown.cancelled_owned())
         .await;

@@ -30,7 +30,8 @@ const AUTOMATIC_TOLERATIONS: &[(&str, &str)] = &[
 ];
 
 /// Tolerated too by pods on the host network.
-const HOST_NETWORK_TOLERATION: (&str, &str) = ("node.kubernetes.io/network-unavailable", "NoSchedule");
+const HOST_NETWORK_TOLERATION: (&str, &str) =
+    ("node.kubernetes.io/network-unavailable", "NoSchedule");
 
 /// Whether a node should run the DaemonSet's pod, and whether it may keep one it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,7 +45,11 @@ pub(super) struct Placement {
 /// The DaemonSet's pod template as a pod (no node yet): labels with `hash` and the
 /// generation, the automatic tolerations added.
 pub(super) fn template_pod(ds: &DaemonSet, hash: &str) -> Pod {
-    let template = ds.spec.as_ref().map(|s| s.template.clone()).unwrap_or_default();
+    let template = ds
+        .spec
+        .as_ref()
+        .map(|s| s.template.clone())
+        .unwrap_or_default();
     let meta = template.metadata.unwrap_or_default();
     let mut labels = meta.labels.unwrap_or_default();
     labels.insert(CONTROLLER_REVISION_HASH.to_owned(), hash.to_owned());
@@ -58,7 +63,8 @@ pub(super) fn template_pod(ds: &DaemonSet, hash: &str) -> Pod {
         .iter()
         .chain(host_network.then_some(&HOST_NETWORK_TOLERATION))
     {
-        tolerations.retain(|t| !(t.key.as_deref() == Some(key) && t.effect.as_deref() == Some(effect)));
+        tolerations
+            .retain(|t| !(t.key.as_deref() == Some(key) && t.effect.as_deref() == Some(effect)));
         tolerations.push(Toleration {
             key: Some((*key).to_owned()),
             operator: Some("Exists".to_owned()),
@@ -89,7 +95,9 @@ pub(super) fn pod_for_node(template: &Pod, node: &str) -> Pod {
     let mut pod = template.clone();
     let spec = pod.spec.get_or_insert_with(Default::default);
     let affinity = spec.affinity.get_or_insert_with(Affinity::default);
-    let node_affinity = affinity.node_affinity.get_or_insert_with(NodeAffinity::default);
+    let node_affinity = affinity
+        .node_affinity
+        .get_or_insert_with(NodeAffinity::default);
     node_affinity.required_during_scheduling_ignored_during_execution = Some(NodeSelector {
         node_selector_terms: vec![NodeSelectorTerm {
             match_expressions: None,
@@ -217,11 +225,17 @@ mod tests {
     #[test]
     fn placement_should_follow_selectors_and_taints() {
         let t = template_pod(&ds(Some(("disk", "ssd"))), "h1");
-        let yes = Placement { should_run: true, may_stay: true };
+        let yes = Placement {
+            should_run: true,
+            may_stay: true,
+        };
         assert_eq!(placement(&t, &node(&[("disk", "ssd")], &[])), yes);
         assert_eq!(
             placement(&t, &node(&[("disk", "hdd")], &[])),
-            Placement { should_run: false, may_stay: false }
+            Placement {
+                should_run: false,
+                may_stay: false
+            }
         );
         // The automatic tolerations: cordoned and unreachable nodes keep their pods.
         let tolerated = [
@@ -230,12 +244,21 @@ mod tests {
         ];
         assert_eq!(placement(&t, &node(&[("disk", "ssd")], &tolerated)), yes);
         assert_eq!(
-            placement(&t, &node(&[("disk", "ssd")], &[("dedicated", "NoSchedule")])),
-            Placement { should_run: false, may_stay: true }
+            placement(
+                &t,
+                &node(&[("disk", "ssd")], &[("dedicated", "NoSchedule")])
+            ),
+            Placement {
+                should_run: false,
+                may_stay: true
+            }
         );
         assert_eq!(
             placement(&t, &node(&[("disk", "ssd")], &[("dedicated", "NoExecute")])),
-            Placement { should_run: false, may_stay: false }
+            Placement {
+                should_run: false,
+                may_stay: false
+            }
         );
     }
 

@@ -166,7 +166,15 @@ pub(super) fn plan(
         }
     }
     if let Some((max_unavailable, max_surge)) = strategy {
-        roll(&mut plan, &eligible, hash, min_ready, now, max_unavailable, max_surge);
+        roll(
+            &mut plan,
+            &eligible,
+            hash,
+            min_ready,
+            now,
+            max_unavailable,
+            max_surge,
+        );
     }
     plan
 }
@@ -233,7 +241,9 @@ fn roll(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::apps::v1::{DaemonSetSpec, DaemonSetUpdateStrategy, RollingUpdateDaemonSet};
+    use k8s_openapi::api::apps::v1::{
+        DaemonSetSpec, DaemonSetUpdateStrategy, RollingUpdateDaemonSet,
+    };
     use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -292,7 +302,10 @@ mod tests {
     }
 
     fn names(pods: &[Arc<Pod>]) -> Vec<String> {
-        let mut n: Vec<String> = pods.iter().filter_map(|p| p.metadata.name.clone()).collect();
+        let mut n: Vec<String> = pods
+            .iter()
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
         n.sort();
         n
     }
@@ -305,7 +318,14 @@ mod tests {
             ("n1".to_owned(), vec![pod("a", "new", true)]),
             ("gone".to_owned(), vec![pod("b", "new", true)]),
         ]);
-        let p = plan(&d, &template, &[node("n1"), node("n2")], &pods, "new", Timestamp::now());
+        let p = plan(
+            &d,
+            &template,
+            &[node("n1"), node("n2")],
+            &pods,
+            "new",
+            Timestamp::now(),
+        );
         assert_eq!(p.create, ["n2"]);
         assert_eq!(names(&p.delete), ["b"]);
     }
@@ -334,7 +354,14 @@ mod tests {
         let d = ds(1, 0);
         let template = super::super::placement::template_pod(&d, "new");
         let pods = BTreeMap::from([("n2".to_owned(), vec![pod("p2", "old", true)])]);
-        let p = plan(&d, &template, &[node("n1"), node("n2")], &pods, "new", Timestamp::now());
+        let p = plan(
+            &d,
+            &template,
+            &[node("n1"), node("n2")],
+            &pods,
+            "new",
+            Timestamp::now(),
+        );
         assert_eq!(p.create, ["n1"]);
         assert!(p.delete.is_empty());
     }
@@ -345,7 +372,10 @@ mod tests {
         let template = super::super::placement::template_pod(&d, "new");
         let nodes: Vec<_> = (1..=3).map(|i| node(&format!("n{i}"))).collect();
         let pods = BTreeMap::from([
-            ("n1".to_owned(), vec![pod("o1", "old", true), pod("w1", "new", true)]),
+            (
+                "n1".to_owned(),
+                vec![pod("o1", "old", true), pod("w1", "new", true)],
+            ),
             ("n2".to_owned(), vec![pod("o2", "old", true)]),
             ("n3".to_owned(), vec![pod("o3", "old", true)]),
         ]);
@@ -354,7 +384,10 @@ mod tests {
         assert_eq!(p.create, ["n2"], "one surge pod at a time");
         let pods = BTreeMap::from([
             ("n1".to_owned(), vec![pod("w1", "new", true)]),
-            ("n2".to_owned(), vec![pod("o2", "old", true), pod("w2", "new", false)]),
+            (
+                "n2".to_owned(),
+                vec![pod("o2", "old", true), pod("w2", "new", false)],
+            ),
             ("n3".to_owned(), vec![pod("o3", "old", true)]),
         ]);
         let p = plan(&d, &template, &nodes, &pods, "new", Timestamp::now());

@@ -70,7 +70,10 @@ pub(super) async fn reconcile(
     let mut by_node: BTreeMap<String, Vec<Arc<Pod>>> = BTreeMap::new();
     for pod in &pods {
         if let Some(node) = node_of(pod) {
-            by_node.entry(node.to_owned()).or_default().push(pod.clone());
+            by_node
+                .entry(node.to_owned())
+                .or_default()
+                .push(pod.clone());
         }
     }
     let template = template_pod(&ds, &hash);
@@ -116,7 +119,11 @@ async fn claim_pods(
 ) -> Result<Vec<Arc<Pod>>, DaemonSetError> {
     let uid = ds.metadata.uid.as_deref().unwrap_or_default();
     let mut candidates: BTreeMap<ObjectKey, Arc<Pod>> = BTreeMap::new();
-    for pod in ctx.pods.by_index(BY_CONTROLLER_UID, uid).unwrap_or_default() {
+    for pod in ctx
+        .pods
+        .by_index(BY_CONTROLLER_UID, uid)
+        .unwrap_or_default()
+    {
         candidates.insert(ObjectKey::of(pod.as_ref()), pod);
     }
     for pod in ctx

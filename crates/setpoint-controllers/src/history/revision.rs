@@ -176,7 +176,10 @@ mod tests {
             "nginx:1"
         );
         let stored = r.to_object("web", Some("ns"), None, 3);
-        assert_eq!(stored.metadata.name.as_deref(), Some(&*format!("web-{}", r.hash)));
+        assert_eq!(
+            stored.metadata.name.as_deref(),
+            Some(&*format!("web-{}", r.hash))
+        );
         assert_eq!(stored.revision, 3);
         let back = template_of_revision(&stored).expect("a template");
         assert_eq!(Revision::of(&back, None), r);

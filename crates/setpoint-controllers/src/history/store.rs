@@ -161,15 +161,11 @@ pub(crate) async fn update_revision<O: Owner>(
         match api.create(&PostParams::default(), &object).await {
             Ok(created) => return Ok((created, collision_count)),
             Err(kube::Error::Api(e)) if e.code == 409 => {
-                let existing = api
-                    .get(&name)
-                    .await
-                    .map_err(|source| HistoryError::Write {
-                        name: name.clone(),
-                        source,
-                    })?;
-                if revision.equals(&existing) && owner::is_controlled_by(&existing.metadata, meta)
-                {
+                let existing = api.get(&name).await.map_err(|source| HistoryError::Write {
+                    name: name.clone(),
+                    source,
+                })?;
+                if revision.equals(&existing) && owner::is_controlled_by(&existing.metadata, meta) {
                     return Ok((existing, collision_count));
                 }
                 collision_count = Some(collision_count.unwrap_or(0).saturating_add(1));

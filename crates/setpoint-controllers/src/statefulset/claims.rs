@@ -182,12 +182,20 @@ mod tests {
     }
 
     fn owners(refs: &[OwnerReference]) -> Vec<(String, String)> {
-        refs.iter().map(|r| (r.kind.clone(), r.uid.clone())).collect()
+        refs.iter()
+            .map(|r| (r.kind.clone(), r.uid.clone()))
+            .collect()
     }
 
     #[test]
     fn retain_retain_should_own_nothing() {
-        let refs = wanted_references(&[], &set("Retain", "Retain"), "web-1", Some(&pod("p")), true);
+        let refs = wanted_references(
+            &[],
+            &set("Retain", "Retain"),
+            "web-1",
+            Some(&pod("p")),
+            true,
+        );
         assert!(refs.is_empty());
     }
 

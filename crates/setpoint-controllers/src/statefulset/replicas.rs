@@ -68,7 +68,7 @@ impl Slots {
                 _ => slots.condemned.push((ordinal, pod.clone())),
             }
         }
-        slots.condemned.sort_by(|a, b| b.0.cmp(&a.0));
+        slots.condemned.sort_by_key(|c| std::cmp::Reverse(c.0));
         slots
     }
 }
@@ -81,7 +81,10 @@ pub(super) struct Pass {
 }
 
 fn parallel(set: &StatefulSet) -> bool {
-    set.spec.as_ref().and_then(|s| s.pod_management_policy.as_deref()) == Some("Parallel")
+    set.spec
+        .as_ref()
+        .and_then(|s| s.pod_management_policy.as_deref())
+        == Some("Parallel")
 }
 
 /// `updateStrategy.rollingUpdate` — `(partition, maxUnavailable)` — or `None` under
@@ -242,12 +245,10 @@ async fn create_pods(
                     Ok(_) => {
                         ctx.recorder.publish_for(
                             set,
-                            EventDetails::normal("SuccessfulCreate", "Create").with_note(
-                                format!(
-                                    "create Pod {name} in StatefulSet {} successful",
-                                    set.metadata.name.as_deref().unwrap_or_default()
-                                ),
-                            ),
+                            EventDetails::normal("SuccessfulCreate", "Create").with_note(format!(
+                                "create Pod {name} in StatefulSet {} successful",
+                                set.metadata.name.as_deref().unwrap_or_default()
+                            )),
                         );
                         Ok(())
                     }

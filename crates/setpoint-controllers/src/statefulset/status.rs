@@ -12,7 +12,9 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 
 use super::identity::revision_of;
-use crate::pod_state::{availability, is_running_and_ready, is_terminating, min_ready, Availability};
+use crate::pod_state::{
+    availability, is_running_and_ready, is_terminating, min_ready, Availability,
+};
 
 /// The status `set` has with `pods` (its members), revisions `current`/`update` and
 /// `collision_count`; and when a ready pod becomes available, if one will.

@@ -43,8 +43,8 @@ pub(super) async fn reconcile(
         return Ok(Action::await_change());
     };
     let pods = claim_pods(&ctx, &set, &selector).await?;
-    let revisions = history::claim_revisions(&ctx.client, &ctx.revisions, set.as_ref(), &selector)
-        .await?;
+    let revisions =
+        history::claim_revisions(&ctx.client, &ctx.revisions, set.as_ref(), &selector).await?;
     let (update, collision_count) =
         history::update_revision(&ctx.client, set.as_ref(), &revisions).await?;
     let update_name = update.metadata.name.clone().unwrap_or_default();
@@ -95,7 +95,10 @@ pub(super) async fn reconcile(
     );
     write_status(&ctx, &set, computed).await?;
     let mut live: HashSet<String> = [current_name, update_name].into();
-    live.extend(pods.iter().filter_map(|p| revision_of(p).map(str::to_owned)));
+    live.extend(
+        pods.iter()
+            .filter_map(|p| revision_of(p).map(str::to_owned)),
+    );
     history::truncate(&ctx.client, &revisions, &live, set.history_limit()).await?;
     let requeue = match outcome {
         Some(Err(error)) => return Err(error),
@@ -114,7 +117,11 @@ async fn claim_pods(
 ) -> Result<Vec<Arc<Pod>>, StatefulSetError> {
     let uid = set.metadata.uid.as_deref().unwrap_or_default();
     let mut candidates: BTreeMap<ObjectKey, Arc<Pod>> = BTreeMap::new();
-    for pod in ctx.pods.by_index(BY_CONTROLLER_UID, uid).unwrap_or_default() {
+    for pod in ctx
+        .pods
+        .by_index(BY_CONTROLLER_UID, uid)
+        .unwrap_or_default()
+    {
         candidates.insert(ObjectKey::of(pod.as_ref()), pod);
     }
     for pod in ctx

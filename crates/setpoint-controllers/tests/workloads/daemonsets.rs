@@ -75,12 +75,15 @@ async fn status(api: &Api<DaemonSet>, name: &str) -> DaemonSetStatus {
 }
 
 async fn wait_nodes(api: &Api<Pod>, app: &str, nodes: &[&str]) {
-    eventually(&format!("one ready pod of {app} on each of {nodes:?}"), || async {
-        let map = by_node(api, app).await;
-        let ok = map.keys().map(String::as_str).eq(nodes.iter().copied())
-            && map.values().all(|p| p.len() == 1 && is_ready(&p[0]));
-        ok.then_some(())
-    })
+    eventually(
+        &format!("one ready pod of {app} on each of {nodes:?}"),
+        || async {
+            let map = by_node(api, app).await;
+            let ok = map.keys().map(String::as_str).eq(nodes.iter().copied())
+                && map.values().all(|p| p.len() == 1 && is_ready(&p[0]));
+            ok.then_some(())
+        },
+    )
     .await;
 }
 
@@ -90,7 +93,13 @@ async fn daemonset_should_run_one_pod_per_eligible_node_and_follow_nodes() {
     let client = env.client();
     let worker = json!({"role": "worker"});
     add_node(&client, "n1", worker.clone(), json!({})).await;
-    add_node(&client, "n2", worker.clone(), json!({"unschedulable": true})).await;
+    add_node(
+        &client,
+        "n2",
+        worker.clone(),
+        json!({"unschedulable": true}),
+    )
+    .await;
     add_node(&client, "n3", json!({"role": "db"}), json!({})).await;
     add_node(
         &client,
@@ -103,9 +112,12 @@ async fn daemonset_should_run_one_pod_per_eligible_node_and_follow_nodes() {
     let _kubelet = Kubelet::start(&client, Duration::from_millis(50), true);
     let sets = client.namespaced_api::<DaemonSet>(NS);
     let pods = client.namespaced_api::<Pod>(NS);
-    sets.create(&PostParams::default(), &daemonset("agent", "agent:1", json!({})))
-        .await
-        .expect("create");
+    sets.create(
+        &PostParams::default(),
+        &daemonset("agent", "agent:1", json!({})),
+    )
+    .await
+    .expect("create");
     // n2 is cordoned (tolerated), n3 selected out, n4 tainted.
     wait_nodes(&pods, "agent", &["n1", "n2"]).await;
     let pod = &live_pods(&pods, "agent").await[0];
@@ -124,7 +136,10 @@ async fn daemonset_should_run_one_pod_per_eligible_node_and_follow_nodes() {
         .and_then(|a| a.required_during_scheduling_ignored_during_execution)
         .expect("required affinity")
         .node_selector_terms[0];
-    assert_eq!(term.match_fields.as_ref().expect("fields")[0].key, "metadata.name");
+    assert_eq!(
+        term.match_fields.as_ref().expect("fields")[0].key,
+        "metadata.name"
+    );
     let s = eventually("status", || async {
         let s = status(&sets, "agent").await;
         (s.number_available == Some(2)).then_some(s)
@@ -142,15 +157,26 @@ async fn daemonset_should_run_one_pod_per_eligible_node_and_follow_nodes() {
     wait_nodes(&pods, "agent", &["n1", "n2", "n5"]).await;
     let nodes = client.api::<Node>();
     nodes
-        .patch("n1", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"role": "db"}}})))
+        .patch(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"role": "db"}}})),
+        )
         .await
         .expect("relabel");
     nodes
-        .patch("n3", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"role": "worker"}}})))
+        .patch(
+            "n3",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"role": "worker"}}})),
+        )
         .await
         .expect("relabel");
     wait_nodes(&pods, "agent", &["n2", "n3", "n5"]).await;
-    nodes.delete("n5", &DeleteParams::default()).await.expect("delete node");
+    nodes
+        .delete("n5", &DeleteParams::default())
+        .await
+        .expect("delete node");
     wait_nodes(&pods, "agent", &["n2", "n3"]).await;
     eventually("desired follows", || async {
         let s = status(&sets, "agent").await;
@@ -161,7 +187,8 @@ async fn daemonset_should_run_one_pod_per_eligible_node_and_follow_nodes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rolling_update_should_keep_within_max_unavailable_and_surge_should_keep_every_node_served() {
+async fn rolling_update_should_keep_within_max_unavailable_and_surge_should_keep_every_node_served()
+{
     let env = TestEnv::start().await.expect("test server");
     let client = env.client();
     let worker = json!({"role": "worker"});
@@ -173,27 +200,38 @@ async fn rolling_update_should_keep_within_max_unavailable_and_surge_should_keep
     let sets = client.namespaced_api::<DaemonSet>(NS);
     let pods = client.namespaced_api::<Pod>(NS);
     let all = ["n1", "n2", "n3", "n4"];
-    sets.create(&PostParams::default(), &daemonset("agent", "agent:1", json!({})))
-        .await
-        .expect("create");
+    sets.create(
+        &PostParams::default(),
+        &daemonset("agent", "agent:1", json!({})),
+    )
+    .await
+    .expect("create");
     wait_nodes(&pods, "agent", &all).await;
 
-    let image = |image: &str| {
-        json!({"spec": {"template": {"spec": {"containers": [{"name": "agent", "image": image}]}}}})
-    };
+    let image = |image: &str| json!({"spec": {"template": {"spec": {"containers": [{"name": "agent", "image": image}]}}}});
     // maxUnavailable 1 (the default): at most one node without a ready pod at any time.
-    sets.patch("agent", &PatchParams::default(), &Patch::Strategic(image("agent:2")))
-        .await
-        .expect("update");
+    sets.patch(
+        "agent",
+        &PatchParams::default(),
+        &Patch::Strategic(image("agent:2")),
+    )
+    .await
+    .expect("update");
     eventually("all on agent:2", || async {
         let map = by_node(&pods, "agent").await;
         let served = all
             .iter()
             .filter(|n| map.get(**n).is_some_and(|p| p.iter().any(is_ready)))
             .count();
-        assert!(served >= 3, "more than one node unavailable: {}", summary(&map));
+        assert!(
+            served >= 3,
+            "more than one node unavailable: {}",
+            summary(&map)
+        );
         let done = map.len() == 4
-            && map.values().all(|p| p.len() == 1 && is_ready(&p[0]) && image_of(&p[0]) == "agent:2");
+            && map
+                .values()
+                .all(|p| p.len() == 1 && is_ready(&p[0]) && image_of(&p[0]) == "agent:2");
         done.then_some(())
     })
     .await;
@@ -212,9 +250,13 @@ async fn rolling_update_should_keep_within_max_unavailable_and_surge_should_keep
     )
     .await
     .expect("strategy");
-    sets.patch("agent", &PatchParams::default(), &Patch::Strategic(image("agent:3")))
-        .await
-        .expect("update");
+    sets.patch(
+        "agent",
+        &PatchParams::default(),
+        &Patch::Strategic(image("agent:3")),
+    )
+    .await
+    .expect("update");
     let saw_two = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     eventually("all on agent:3", || {
         let pods = pods.clone();
@@ -223,18 +265,27 @@ async fn rolling_update_should_keep_within_max_unavailable_and_surge_should_keep
             let map = by_node(&pods, "agent").await;
             for n in all {
                 let ready = map.get(n).is_some_and(|p| p.iter().any(is_ready));
-                assert!(ready, "node {n} without a ready pod during a surge: {}", summary(&map));
+                assert!(
+                    ready,
+                    "node {n} without a ready pod during a surge: {}",
+                    summary(&map)
+                );
             }
             if map.values().any(|p| p.len() == 2) {
                 saw.store(true, std::sync::atomic::Ordering::SeqCst);
             }
             let done = map.len() == 4
-                && map.values().all(|p| p.len() == 1 && image_of(&p[0]) == "agent:3" && is_ready(&p[0]));
+                && map
+                    .values()
+                    .all(|p| p.len() == 1 && image_of(&p[0]) == "agent:3" && is_ready(&p[0]));
             done.then_some(())
         }
     })
     .await;
-    assert!(saw_two.load(std::sync::atomic::Ordering::SeqCst), "a surge pod ran beside an old one");
+    assert!(
+        saw_two.load(std::sync::atomic::Ordering::SeqCst),
+        "a surge pod ran beside an old one"
+    );
     let revisions = client
         .namespaced_api::<ControllerRevision>(NS)
         .list(&ListParams::default())
@@ -244,6 +295,8 @@ async fn rolling_update_should_keep_within_max_unavailable_and_surge_should_keep
     let mut numbers: Vec<i64> = revisions.iter().map(|r| r.revision).collect();
     numbers.sort_unstable();
     assert_eq!(numbers, [1, 2, 3]);
-    assert!(revisions.iter().all(|r| r.owner_references()[0].name == "agent"));
+    assert!(revisions
+        .iter()
+        .all(|r| r.owner_references()[0].name == "agent"));
     loops.stop().await;
 }

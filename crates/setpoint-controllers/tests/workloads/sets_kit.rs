@@ -40,7 +40,11 @@ impl Kubelet {
                         let _ = api.delete(&name, &params).await;
                         continue;
                     }
-                    let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
+                    let bound = pod
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.node_name.as_ref())
+                        .is_some();
                     if is_ready(&pod)
                         || image_of(&pod) == NEVER_READY
                         || (bound_only && !bound)

@@ -59,7 +59,10 @@ async fn wait_for_names(api: &Api<Pod>, app: &str, wanted: &[&str]) -> Vec<Pod> 
     .await
 }
 
-async fn status(api: &Api<StatefulSet>, name: &str) -> k8s_openapi::api::apps::v1::StatefulSetStatus {
+async fn status(
+    api: &Api<StatefulSet>,
+    name: &str,
+) -> k8s_openapi::api::apps::v1::StatefulSetStatus {
     api.get(name).await.expect("get").status.unwrap_or_default()
 }
 
@@ -71,13 +74,19 @@ async fn ordered_ready_should_create_in_order_with_claims_and_recreate_a_deleted
     let sets = client.namespaced_api::<StatefulSet>(NS);
     let pods = client.namespaced_api::<Pod>(NS);
     let claims = client.namespaced_api::<PersistentVolumeClaim>(NS);
-    sets.create(&PostParams::default(), &statefulset("web", 3, "nginx:1", json!({})))
-        .await
-        .expect("create");
+    sets.create(
+        &PostParams::default(),
+        &statefulset("web", 3, "nginx:1", json!({})),
+    )
+    .await
+    .expect("create");
 
     // Only web-0 until it is running and ready.
     let first = wait_for_names(&pods, "web", &["web-0"]).await;
-    let claim = claims.get("data-web-0").await.expect("claim made with the pod");
+    let claim = claims
+        .get("data-web-0")
+        .await
+        .expect("claim made with the pod");
     assert_eq!(claim.labels()["app"], "web");
     let pod = &first[0];
     assert_eq!(label(pod, "statefulset.kubernetes.io/pod-name"), "web-0");
@@ -87,11 +96,18 @@ async fn ordered_ready_should_create_in_order_with_claims_and_recreate_a_deleted
     assert_eq!(spec.subdomain.as_deref(), Some("web"));
     let volume = spec.volumes.expect("volumes");
     assert_eq!(
-        volume[0].persistent_volume_claim.as_ref().map(|c| c.claim_name.clone()),
+        volume[0]
+            .persistent_volume_claim
+            .as_ref()
+            .map(|c| c.claim_name.clone()),
         Some("data-web-0".to_owned())
     );
     sleep(Duration::from_millis(500)).await;
-    assert_eq!(names(&live_pods(&pods, "web").await), ["web-0"], "web-1 waits for web-0");
+    assert_eq!(
+        names(&live_pods(&pods, "web").await),
+        ["web-0"],
+        "web-1 waits for web-0"
+    );
 
     mark_ready(&pods, "web-0").await.expect("ready");
     wait_for_names(&pods, "web", &["web-0", "web-1"]).await;
@@ -113,7 +129,9 @@ async fn ordered_ready_should_create_in_order_with_claims_and_recreate_a_deleted
 
     // A deleted pod comes back under its name, with its claim.
     let old_uid = pods.get("web-1").await.expect("web-1").uid();
-    pods.delete("web-1", &DeleteParams::default()).await.expect("delete");
+    pods.delete("web-1", &DeleteParams::default())
+        .await
+        .expect("delete");
     let back = eventually("web-1 recreated", || async {
         pods.get_opt("web-1")
             .await
@@ -125,7 +143,11 @@ async fn ordered_ready_should_create_in_order_with_claims_and_recreate_a_deleted
     let claims_of = |p: &Pod| {
         p.spec.as_ref().and_then(|s| s.volumes.as_ref()).map(|v| {
             v.iter()
-                .filter_map(|v| v.persistent_volume_claim.as_ref().map(|c| c.claim_name.clone()))
+                .filter_map(|v| {
+                    v.persistent_volume_claim
+                        .as_ref()
+                        .map(|c| c.claim_name.clone())
+                })
                 .collect::<Vec<_>>()
         })
     };
@@ -138,7 +160,11 @@ async fn ordered_ready_should_create_in_order_with_claims_and_recreate_a_deleted
         .iter()
         .map(ResourceExt::name_any)
         .collect();
-    assert_eq!(all, ["data-web-0", "data-web-1", "data-web-2"], "no claim made twice");
+    assert_eq!(
+        all,
+        ["data-web-0", "data-web-1", "data-web-2"],
+        "no claim made twice"
+    );
     loops.stop().await;
 }
 
@@ -152,23 +178,37 @@ async fn scale_down_should_go_from_the_highest_ordinal_and_hand_claims_to_their_
     let pods = client.namespaced_api::<Pod>(NS);
     let claims = client.namespaced_api::<PersistentVolumeClaim>(NS);
     let policy = json!({"persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Delete"}});
-    sets.create(&PostParams::default(), &statefulset("db", 3, "pg:1", policy))
-        .await
-        .expect("create");
+    sets.create(
+        &PostParams::default(),
+        &statefulset("db", 3, "pg:1", policy),
+    )
+    .await
+    .expect("create");
     wait_for_names(&pods, "db", &["db-0", "db-1", "db-2"]).await;
     let owner_kinds = |c: &PersistentVolumeClaim| -> Vec<String> {
-        c.owner_references().iter().map(|r| r.kind.clone()).collect()
+        c.owner_references()
+            .iter()
+            .map(|r| r.kind.clone())
+            .collect()
     };
     let kept = eventually("claim owned by the set", || async {
-        claims.get("data-db-0").await.ok().filter(|c| owner_kinds(c) == ["StatefulSet"])
+        claims
+            .get("data-db-0")
+            .await
+            .ok()
+            .filter(|c| owner_kinds(c) == ["StatefulSet"])
     })
     .await;
     assert_eq!(kept.owner_references()[0].name, "db");
 
     // Watch the scale-down: db-1 must never go while db-2 is still there.
-    sets.patch("db", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 1}})))
-        .await
-        .expect("scale");
+    sets.patch(
+        "db",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 1}})),
+    )
+    .await
+    .expect("scale");
     eventually("scaled to db-0", || async {
         let present: Vec<String> = pods
             .list(&ListParams::default().labels("app=db"))
@@ -179,7 +219,7 @@ async fn scale_down_should_go_from_the_highest_ordinal_and_hand_claims_to_their_
             .map(ResourceExt::name_any)
             .collect();
         assert!(
-            !(present.contains(&"db-2".to_owned()) && !present.contains(&"db-1".to_owned())),
+            !present.contains(&"db-2".to_owned()) || present.contains(&"db-1".to_owned()),
             "db-1 went before db-2: {present:?}"
         );
         (present == ["db-0"]).then_some(())
@@ -191,12 +231,16 @@ async fn scale_down_should_go_from_the_highest_ordinal_and_hand_claims_to_their_
         let c = claims.get(claim).await.expect("claim");
         assert_eq!(owner_kinds(&c), ["Pod"], "{claim}");
     }
-    assert_eq!(owner_kinds(&claims.get("data-db-0").await.expect("claim")), ["StatefulSet"]);
+    assert_eq!(
+        owner_kinds(&claims.get("data-db-0").await.expect("claim")),
+        ["StatefulSet"]
+    );
     loops.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn partitioned_rolling_update_should_move_only_ordinals_at_or_above_the_partition_then_undo() {
+async fn partitioned_rolling_update_should_move_only_ordinals_at_or_above_the_partition_then_undo()
+{
     let env = TestEnv::start().await.expect("test server");
     let client = env.client();
     let loops = run_loops(&client, "statefulset");
@@ -208,21 +252,29 @@ async fn partitioned_rolling_update_should_move_only_ordinals_at_or_above_the_pa
         "podManagementPolicy": "Parallel",
         "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 2}},
     });
-    sets.create(&PostParams::default(), &statefulset("web", 4, "nginx:1", extra))
-        .await
-        .expect("create");
+    sets.create(
+        &PostParams::default(),
+        &statefulset("web", 4, "nginx:1", extra),
+    )
+    .await
+    .expect("create");
     eventually("4 ready", || async {
         (status(&sets, "web").await.ready_replicas == Some(4)).then_some(())
     })
     .await;
-    let first = status(&sets, "web").await.update_revision.expect("revision");
-
-    let image = |image: &str| {
-        json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": image}]}}}})
-    };
-    sets.patch("web", &PatchParams::default(), &Patch::Strategic(image("nginx:2")))
+    let first = status(&sets, "web")
         .await
-        .expect("update");
+        .update_revision
+        .expect("revision");
+
+    let image = |image: &str| json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": image}]}}}});
+    sets.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Strategic(image("nginx:2")),
+    )
+    .await
+    .expect("update");
     let images = eventually("ordinals 2 and 3 updated", || async {
         let pods = live_pods(&pods, "web").await;
         let images: BTreeMap<String, String> =
@@ -265,21 +317,32 @@ async fn partitioned_rolling_update_should_move_only_ordinals_at_or_above_the_pa
     })
     .await;
     let second = s.update_revision.expect("revision");
-    assert!(live_pods(&pods, "web").await.iter().all(|p| image_of(p) == "nginx:2"));
+    assert!(live_pods(&pods, "web")
+        .await
+        .iter()
+        .all(|p| image_of(p) == "nginx:2"));
 
     // Back to the first template: its revision is renumbered, not duplicated.
-    sets.patch("web", &PatchParams::default(), &Patch::Strategic(image("nginx:1")))
-        .await
-        .expect("undo");
+    sets.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Strategic(image("nginx:1")),
+    )
+    .await
+    .expect("undo");
     eventually("rolled back", || async {
         let s = status(&sets, "web").await;
         (s.update_revision.as_deref() == Some(first.as_str())
             && s.current_revision == s.update_revision
             && s.updated_replicas == Some(4))
-            .then_some(())
+        .then_some(())
     })
     .await;
-    let history = revisions.list(&ListParams::default()).await.expect("revisions").items;
+    let history = revisions
+        .list(&ListParams::default())
+        .await
+        .expect("revisions")
+        .items;
     let mut numbered: Vec<(String, i64)> =
         history.iter().map(|r| (r.name_any(), r.revision)).collect();
     numbered.sort_by_key(|(_, n)| *n);

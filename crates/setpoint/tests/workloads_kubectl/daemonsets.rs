@@ -65,7 +65,10 @@ fn wait_placed(s: &Server, image: &str, nodes: &[&str]) {
         if ok {
             return;
         }
-        assert!(Instant::now() < deadline, "waiting for {image} on {nodes:?}; found {found:?}");
+        assert!(
+            Instant::now() < deadline,
+            "waiting for {image} on {nodes:?}; found {found:?}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -88,12 +91,20 @@ fn daemonset_should_cover_eligible_nodes_and_roll_with_rollout_status() {
     s.ok(&["taint", "nodes", "sim-4", "dedicated=db:NoSchedule"]);
     s.ok(&["label", "nodes", "sim-3", "daemons=off"]);
     let out = s.kubectl_stdin(&["apply", "-f", "-"], &daemonset(&marker));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let eligible = ["local", "sim-0", "sim-1", "sim-2"];
     let status = s.ok(&["rollout", "status", "daemonset/agent", "--timeout=120s"]);
     assert!(status.contains("successfully rolled out"), "{status}");
     wait_placed(&s, "busybox:1", &eligible);
-    assert_eq!(processes_with(&marker).len(), 1, "one real process, on the local node");
+    assert_eq!(
+        processes_with(&marker).len(),
+        1,
+        "one real process, on the local node"
+    );
     let desired = s.ok(&["get", "ds", "agent", "-o", "jsonpath={.status.desiredNumberScheduled}/{.status.numberAvailable}/{.status.numberMisscheduled}"]);
     assert_eq!(desired, "4/4/0");
 
@@ -113,6 +124,12 @@ fn daemonset_should_cover_eligible_nodes_and_roll_with_rollout_status() {
     assert!(undo.contains("rolled back"), "{undo}");
     s.ok(&["rollout", "status", "daemonset/agent", "--timeout=120s"]);
     wait_placed(&s, "busybox:1", &eligible);
-    let image = s.ok(&["get", "ds", "agent", "-o", "jsonpath={.spec.template.spec.containers[0].image}"]);
+    let image = s.ok(&[
+        "get",
+        "ds",
+        "agent",
+        "-o",
+        "jsonpath={.spec.template.spec.containers[0].image}",
+    ]);
     assert_eq!(image, "busybox:1");
 }

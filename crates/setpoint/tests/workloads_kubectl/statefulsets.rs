@@ -69,7 +69,12 @@ fn pods(s: &Server) -> Pods {
 
 /// Polls the pods until `check` accepts them (90 s at most); `invariant` must hold at every
 /// poll.
-fn wait_pods(s: &Server, what: &str, invariant: impl Fn(&Pods), check: impl Fn(&Pods) -> bool) -> Pods {
+fn wait_pods(
+    s: &Server,
+    what: &str,
+    invariant: impl Fn(&Pods),
+    check: impl Fn(&Pods) -> bool,
+) -> Pods {
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         let found = pods(s);
@@ -77,13 +82,19 @@ fn wait_pods(s: &Server, what: &str, invariant: impl Fn(&Pods), check: impl Fn(&
         if check(&found) {
             return found;
         }
-        assert!(Instant::now() < deadline, "waiting for {what}; pods: {found:?}");
+        assert!(
+            Instant::now() < deadline,
+            "waiting for {what}; pods: {found:?}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
 
 fn running_ready(p: &Pods, name: &str) -> bool {
-    p.get(name).is_some_and(|(_, phase, ready, _, _, terminating)| phase == "Running" && *ready && !terminating)
+    p.get(name)
+        .is_some_and(|(_, phase, ready, _, _, terminating)| {
+            phase == "Running" && *ready && !terminating
+        })
 }
 
 fn all_on(p: &Pods, images: &[(&str, &str)]) -> bool {
@@ -106,47 +117,94 @@ fn statefulset_should_start_in_order_keep_identity_and_roll_with_a_partition() {
         agent_root: s.dir.join("agent").display().to_string(),
     };
     let out = s.kubectl_stdin(&["apply", "-f", "-"], &statefulset(&marker, "busybox:1"));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // Created in order: web-N appears only once web-(N-1) is running and ready.
     let ordered = |p: &Pods| {
         for (later, earlier) in [("web-1", "web-0"), ("web-2", "web-1")] {
             if p.contains_key(later) {
-                assert!(running_ready(p, earlier), "{later} before {earlier} was ready: {p:?}");
+                assert!(
+                    running_ready(p, earlier),
+                    "{later} before {earlier} was ready: {p:?}"
+                );
             }
         }
     };
     let first = wait_pods(&s, "3 running pods", ordered, |p| {
-        all_on(p, &[("web-0", "busybox:1"), ("web-1", "busybox:1"), ("web-2", "busybox:1")])
+        all_on(
+            p,
+            &[
+                ("web-0", "busybox:1"),
+                ("web-1", "busybox:1"),
+                ("web-2", "busybox:1"),
+            ],
+        )
     });
     for (name, pod) in &first {
         assert_eq!(pod.4, format!("data-{name}"), "claim of {name}");
     }
     let claims = s.ok(&["get", "pvc", "-o", "jsonpath={.items[*].metadata.name}"]);
     assert_eq!(claims, "data-web-0 data-web-1 data-web-2");
-    let hostname = s.ok(&["get", "pod", "web-1", "-o", "jsonpath={.spec.hostname}/{.spec.subdomain}"]);
+    let hostname = s.ok(&[
+        "get",
+        "pod",
+        "web-1",
+        "-o",
+        "jsonpath={.spec.hostname}/{.spec.subdomain}",
+    ]);
     assert_eq!(hostname, "web-1/web");
 
     // A deleted pod comes back under its name, with its claim.
     s.ok(&["delete", "pod", "web-1", "--wait=false"]);
     let old_uid = first["web-1"].0.clone();
-    let back = wait_pods(&s, "web-1 recreated", |_| {}, |p| {
-        running_ready(p, "web-1") && p["web-1"].0 != old_uid
-    });
+    let back = wait_pods(
+        &s,
+        "web-1 recreated",
+        |_| {},
+        |p| running_ready(p, "web-1") && p["web-1"].0 != old_uid,
+    );
     assert_eq!(back["web-1"].4, "data-web-1");
     let claims = s.ok(&["get", "pvc", "-o", "jsonpath={.items[*].metadata.name}"]);
-    assert_eq!(claims, "data-web-0 data-web-1 data-web-2", "the claim was kept, not remade");
+    assert_eq!(
+        claims, "data-web-0 data-web-1 data-web-2",
+        "the claim was kept, not remade"
+    );
 
     // A rolling update held at partition 2: only web-2 moves.
-    s.ok(&["patch", "statefulset", "web", "-p", r#"{"spec":{"updateStrategy":{"rollingUpdate":{"partition":2}}}}"#]);
+    s.ok(&[
+        "patch",
+        "statefulset",
+        "web",
+        "-p",
+        r#"{"spec":{"updateStrategy":{"rollingUpdate":{"partition":2}}}}"#,
+    ]);
     s.ok(&["set", "image", "statefulset/web", "app=busybox:2"]);
     let status = s.ok(&["rollout", "status", "statefulset/web", "--timeout=120s"]);
     assert!(status.contains("partitioned roll out complete"), "{status}");
-    let rolled = wait_pods(&s, "web-2 updated", |_| {}, |p| {
-        all_on(p, &[("web-0", "busybox:1"), ("web-1", "busybox:1"), ("web-2", "busybox:2")])
-    });
+    let rolled = wait_pods(
+        &s,
+        "web-2 updated",
+        |_| {},
+        |p| {
+            all_on(
+                p,
+                &[
+                    ("web-0", "busybox:1"),
+                    ("web-1", "busybox:1"),
+                    ("web-2", "busybox:2"),
+                ],
+            )
+        },
+    );
     assert_ne!(rolled["web-2"].0, back["web-2"].0, "web-2 was replaced");
-    assert_eq!(rolled["web-0"].0, first["web-0"].0, "web-0 below the partition untouched");
+    assert_eq!(
+        rolled["web-0"].0, first["web-0"].0,
+        "web-0 below the partition untouched"
+    );
     let history = s.ok(&["rollout", "history", "statefulset/web"]);
     let revisions: Vec<&str> = history
         .lines()
@@ -158,10 +216,28 @@ fn statefulset_should_start_in_order_keep_identity_and_roll_with_a_partition() {
     // Undo: back to busybox:1 (web-2 moves back; the rest never left).
     let undo = s.ok(&["rollout", "undo", "statefulset/web"]);
     assert!(undo.contains("rolled back"), "{undo}");
-    wait_pods(&s, "web-2 back on busybox:1", |_| {}, |p| {
-        all_on(p, &[("web-0", "busybox:1"), ("web-1", "busybox:1"), ("web-2", "busybox:1")])
-    });
-    let image = s.ok(&["get", "statefulset", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}"]);
+    wait_pods(
+        &s,
+        "web-2 back on busybox:1",
+        |_| {},
+        |p| {
+            all_on(
+                p,
+                &[
+                    ("web-0", "busybox:1"),
+                    ("web-1", "busybox:1"),
+                    ("web-2", "busybox:1"),
+                ],
+            )
+        },
+    );
+    let image = s.ok(&[
+        "get",
+        "statefulset",
+        "web",
+        "-o",
+        "jsonpath={.spec.template.spec.containers[0].image}",
+    ]);
     assert_eq!(image, "busybox:1");
     s.ok(&["rollout", "status", "statefulset/web", "--timeout=120s"]);
 }

@@ -31,7 +31,13 @@ pub(super) async fn bench(root: &Path, replicas: u32) -> Result<Vec<Row>> {
     let nodes = NODES.to_string();
     let (mut server, _) = ServerProcess::start(
         root,
-        &["--no-agent", "--simulated-nodes", &nodes, "--simulated-node-pods", "200"],
+        &[
+            "--no-agent",
+            "--simulated-nodes",
+            &nodes,
+            "--simulated-node-pods",
+            "200",
+        ],
     )
     .await?;
     let outcome = run(&server, replicas).await;
@@ -77,7 +83,11 @@ async fn run(server: &ServerProcess, replicas: u32) -> Result<Vec<Row>> {
             "statefulset of {} (Parallel) on {NODES} simulated nodes: create → all ready",
             report::count(replicas.into())
         ),
-        format!("{} s ({} pods/s)", secs(elapsed), report::rate(replicas.into(), elapsed)),
+        format!(
+            "{} s ({} pods/s)",
+            secs(elapsed),
+            report::rate(replicas.into(), elapsed)
+        ),
     );
     if replicas == 1_000 {
         row = row.target(format!("≤ {} s", TARGET.as_secs()), elapsed <= TARGET);
