@@ -300,3 +300,75 @@ async fn rolling_update_should_keep_within_max_unavailable_and_surge_should_keep
         .all(|r| r.owner_references()[0].name == "agent"));
     loops.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_pod_should_be_replaced_and_on_delete_should_wait_for_deletes() {
+    let env = TestEnv::start().await.expect("test server");
+    let client = env.client();
+    for n in ["n1", "n2"] {
+        add_node(&client, n, json!({"role": "worker"}), json!({})).await;
+    }
+    let loops = run_loops(&client, "daemonset,scheduler");
+    let _kubelet = Kubelet::start(&client, Duration::from_millis(50), true);
+    let sets = client.namespaced_api::<DaemonSet>(NS);
+    let pods = client.namespaced_api::<Pod>(NS);
+    let extra = json!({"updateStrategy": {"type": "OnDelete"}});
+    sets.create(
+        &PostParams::default(),
+        &daemonset("agent", "agent:1", extra),
+    )
+    .await
+    .expect("create");
+    wait_nodes(&pods, "agent", &["n1", "n2"]).await;
+
+    let failed = by_node(&pods, "agent").await["n1"][0].name_any();
+    pods.patch_status(
+        &failed,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Failed"}})),
+    )
+    .await
+    .expect("fail");
+    eventually("n1's failed pod replaced", || async {
+        let map = by_node(&pods, "agent").await;
+        let n1 = map.get("n1")?;
+        (n1.len() == 1 && n1[0].name_any() != failed && is_ready(&n1[0])).then_some(())
+    })
+    .await;
+
+    let image = json!({"spec": {"template": {"spec": {"containers": [{"name": "agent", "image": "agent:2"}]}}}});
+    sets.patch("agent", &PatchParams::default(), &Patch::Strategic(image))
+        .await
+        .expect("update");
+    eventually("the new revision observed", || async {
+        let ds = sets.get("agent").await.ok()?;
+        let s = ds.status?;
+        (s.observed_generation == ds.metadata.generation && s.updated_number_scheduled == Some(0))
+            .then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(live_pods(&pods, "agent")
+        .await
+        .iter()
+        .all(|p| image_of(p) == "agent:1"));
+    let old = by_node(&pods, "agent").await["n2"][0].name_any();
+    pods.delete(&old, &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("n2 on agent:2, n1 untouched", || async {
+        let map = by_node(&pods, "agent").await;
+        let images: Vec<(String, String)> = map
+            .iter()
+            .flat_map(|(n, p)| p.iter().map(move |p| (n.clone(), image_of(p))))
+            .collect();
+        (images
+            == [
+                ("n1".into(), "agent:1".into()),
+                ("n2".into(), "agent:2".into()),
+            ])
+        .then_some(())
+    })
+    .await;
+    loops.stop().await;
+}

@@ -382,3 +382,73 @@ async fn parallel_should_create_every_pod_at_once_and_replace_failed_ones() {
     .await;
     loops.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_delete_should_update_only_deleted_pods_and_history_should_be_truncated() {
+    let env = TestEnv::start().await.expect("test server");
+    let client = env.client();
+    let loops = run_loops(&client, "statefulset");
+    let _kubelet = Kubelet::start(&client, Duration::from_millis(50), false);
+    let sets = client.namespaced_api::<StatefulSet>(NS);
+    let pods = client.namespaced_api::<Pod>(NS);
+    let revisions = client.namespaced_api::<ControllerRevision>(NS);
+    let extra = json!({
+        "podManagementPolicy": "Parallel",
+        "updateStrategy": {"type": "OnDelete"},
+        "revisionHistoryLimit": 1,
+    });
+    sets.create(&PostParams::default(), &statefulset("od", 2, "v:1", extra))
+        .await
+        .expect("create");
+    eventually("2 ready", || async {
+        (status(&sets, "od").await.ready_replicas == Some(2)).then_some(())
+    })
+    .await;
+    let image = |image: &str| json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": image}]}}}});
+    for v in ["v:2", "v:3", "v:4"] {
+        sets.patch("od", &PatchParams::default(), &Patch::Strategic(image(v)))
+            .await
+            .expect("update");
+        eventually(&format!("update revision for {v}"), || async {
+            let s = status(&sets, "od").await;
+            let generation = sets.get("od").await.ok()?.metadata.generation;
+            (s.observed_generation == generation).then_some(())
+        })
+        .await;
+    }
+    sleep(Duration::from_millis(500)).await;
+    assert!(
+        live_pods(&pods, "od")
+            .await
+            .iter()
+            .all(|p| image_of(p) == "v:1"),
+        "OnDelete: nothing moves by itself"
+    );
+    // Kept: the current revision (v:1, still run by both pods), the update revision (v:4) and
+    // one more (the limit); the oldest unused one (v:2) is gone.
+    let kept = eventually("history truncated to the limit", || async {
+        let items = revisions.list(&ListParams::default()).await.ok()?.items;
+        (items.len() == 3).then_some(items)
+    })
+    .await;
+    let mut numbers: Vec<i64> = kept.iter().map(|r| r.revision).collect();
+    numbers.sort_unstable();
+    assert_eq!(numbers, [1, 3, 4]);
+
+    pods.delete("od-1", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("od-1 recreated on v:4", || async {
+        let pods = live_pods(&pods, "od").await;
+        let images: Vec<String> = pods.iter().map(image_of).collect();
+        (images == ["v:1", "v:4"]).then_some(())
+    })
+    .await;
+    let s = eventually("status counts one updated pod", || async {
+        let s = status(&sets, "od").await;
+        (s.updated_replicas == Some(1) && s.current_replicas == Some(1)).then_some(s)
+    })
+    .await;
+    assert_ne!(s.current_revision, s.update_revision);
+    loops.stop().await;
+}
