@@ -183,6 +183,33 @@ async fn daemonset_should_run_one_pod_per_eligible_node_and_follow_nodes() {
         (s.desired_number_scheduled == 2 && s.number_available == Some(2)).then_some(())
     })
     .await;
+
+    // A NoSchedule taint: the pod may stay, but is misscheduled; NoExecute: it goes.
+    let taint = |effect: &str| json!({"spec": {"taints": [{"key": "maintenance", "value": "yes", "effect": effect}]}});
+    nodes
+        .patch(
+            "n3",
+            &PatchParams::default(),
+            &Patch::Merge(taint("NoSchedule")),
+        )
+        .await
+        .expect("taint");
+    let s = eventually("n3 misscheduled", || async {
+        let s = status(&sets, "agent").await;
+        (s.number_misscheduled == 1).then_some(s)
+    })
+    .await;
+    assert_eq!(s.desired_number_scheduled, 1);
+    wait_nodes(&pods, "agent", &["n2", "n3"]).await;
+    nodes
+        .patch(
+            "n3",
+            &PatchParams::default(),
+            &Patch::Merge(taint("NoExecute")),
+        )
+        .await
+        .expect("taint");
+    wait_nodes(&pods, "agent", &["n2"]).await;
     loops.stop().await;
 }
 
