@@ -452,3 +452,38 @@ async fn on_delete_should_update_only_deleted_pods_and_history_should_be_truncat
     assert_ne!(s.current_revision, s.update_revision);
     loops.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_ready_seconds_should_hold_availability_and_the_next_ordinal() {
+    let env = TestEnv::start().await.expect("test server");
+    let client = env.client();
+    let loops = run_loops(&client, "statefulset");
+    let sets = client.namespaced_api::<StatefulSet>(NS);
+    let pods = client.namespaced_api::<Pod>(NS);
+    sets.create(
+        &PostParams::default(),
+        &statefulset("slow", 2, "x:1", json!({"minReadySeconds": 2})),
+    )
+    .await
+    .expect("create");
+    wait_for_names(&pods, "slow", &["slow-0"]).await;
+    mark_ready(&pods, "slow-0").await.expect("ready");
+    let s = eventually("ready but not yet available", || async {
+        let s = status(&sets, "slow").await;
+        (s.ready_replicas == Some(1)).then_some(s)
+    })
+    .await;
+    assert_eq!(s.available_replicas, Some(0), "ready for less than 2 s");
+    assert_eq!(
+        names(&live_pods(&pods, "slow").await),
+        ["slow-0"],
+        "slow-1 waits for slow-0 to be available"
+    );
+    // The loop requeues itself for the moment slow-0 becomes available, then goes on.
+    wait_for_names(&pods, "slow", &["slow-0", "slow-1"]).await;
+    eventually("slow-0 counted available", || async {
+        (status(&sets, "slow").await.available_replicas == Some(1)).then_some(())
+    })
+    .await;
+    loops.stop().await;
+}
