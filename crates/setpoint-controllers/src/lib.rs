@@ -5,17 +5,21 @@
 //! `setpoint server` starts the enabled loops in-process ([`run`]); each can be switched off by
 //! name (`--controllers=*,-garbage-collector`, as kube-controller-manager's flag works).
 
+mod daemonset;
 mod deployment;
 mod garbage_collector;
+mod history;
 mod hpa;
 mod loops;
 mod namespace;
 mod namespace_defaults;
 mod node_lifecycle;
 mod pid_autoscaler;
+mod pod_state;
 mod replicaset;
 mod scheduler;
 mod settings;
+mod statefulset;
 
 pub use loops::{run, Loop, LoopError, LoopSelection, UnknownLoop};
 pub use pid_autoscaler::{

@@ -31,6 +31,10 @@ pub enum Loop {
     ServiceAccount,
     /// Publishes the cluster CA bundle as `kube-root-ca.crt` in every namespace.
     RootCaPublisher,
+    /// Keeps each StatefulSet's ordinal pods and their claims, rolls them by revision.
+    StatefulSet,
+    /// Runs one pod of each DaemonSet on every eligible node, rolls them by revision.
+    DaemonSet,
 }
 
 impl Loop {
@@ -46,6 +50,8 @@ impl Loop {
         Loop::PidAutoscaler,
         Loop::ServiceAccount,
         Loop::RootCaPublisher,
+        Loop::StatefulSet,
+        Loop::DaemonSet,
     ];
 
     /// The loop's name on the command line and in logs.
@@ -61,6 +67,8 @@ impl Loop {
             Loop::PidAutoscaler => "pid-autoscaler",
             Loop::ServiceAccount => "serviceaccount",
             Loop::RootCaPublisher => "root-ca-cert-publisher",
+            Loop::StatefulSet => "statefulset",
+            Loop::DaemonSet => "daemonset",
         }
     }
 
@@ -82,6 +90,8 @@ impl Loop {
                 crate::namespace_defaults::service_account::run(ctx, shutdown).await
             }
             Loop::RootCaPublisher => crate::namespace_defaults::root_ca::run(ctx, shutdown).await,
+            Loop::StatefulSet => crate::statefulset::run(ctx, shutdown).await,
+            Loop::DaemonSet => crate::daemonset::run(ctx, shutdown).await,
         }
     }
 }
@@ -206,7 +216,7 @@ mod tests {
         let all: LoopSelection = "*".parse().expect("parses");
         assert_eq!(all, LoopSelection::all());
         let none: LoopSelection =
-            "*,-namespace,-garbage-collector,-replicaset,-deployment,-scheduler,-node-lifecycle,-horizontal-pod-autoscaler,-pid-autoscaler,-serviceaccount,-root-ca-cert-publisher"
+            "*,-namespace,-garbage-collector,-replicaset,-deployment,-scheduler,-node-lifecycle,-horizontal-pod-autoscaler,-pid-autoscaler,-serviceaccount,-root-ca-cert-publisher,-statefulset,-daemonset"
                 .parse()
                 .expect("parses");
         assert!(none.loops().is_empty());

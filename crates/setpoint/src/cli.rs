@@ -349,12 +349,23 @@ pub(crate) enum WorkloadsBench {
     /// 200 pods as real processes on one node agent (a separate process): apply to Running,
     /// the agent's CPU and memory while they run, and a killed process's restart.
     Processes,
+    /// A DaemonSet over 1,000 simulated nodes: create → all available, then a rolling update
+    /// → all updated and available.
+    #[value(name = "daemonsets")]
+    DaemonSets,
+    /// A 1,000-replica StatefulSet (`Parallel`) on simulated nodes: create → all ready.
+    #[value(name = "statefulsets")]
+    StatefulSets,
 }
 
 impl WorkloadsBench {
     /// Every benchmark, in the order they run.
-    pub(crate) const ALL: [WorkloadsBench; 2] =
-        [WorkloadsBench::Simulated, WorkloadsBench::Processes];
+    pub(crate) const ALL: [WorkloadsBench; 4] = [
+        WorkloadsBench::Simulated,
+        WorkloadsBench::Processes,
+        WorkloadsBench::DaemonSets,
+        WorkloadsBench::StatefulSets,
+    ];
 }
 
 /// The hidden `setpoint debug` subcommands.

@@ -124,7 +124,7 @@ pub(super) fn untolerated_taint<'a>(
 /// Whether `toleration` tolerates `taint`: the effects match (an empty effect matches all),
 /// the keys match (an empty key with `Exists` matches every key), and the values match
 /// (`Exists` matches any value; `Equal`, the default, the same value).
-pub(super) fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
+pub(crate) fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
     let effect = toleration.effect.as_deref().unwrap_or_default();
     if !effect.is_empty() && effect != taint.effect {
         return false;
@@ -149,7 +149,7 @@ pub(super) fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
 
 /// Whether `node` satisfies the pod's `nodeSelector` (every label equal) and its required
 /// node affinity (any term).
-pub(super) fn matches_node_selection(pod: &Pod, node: &Node) -> bool {
+pub(crate) fn matches_node_selection(pod: &Pod, node: &Node) -> bool {
     let Some(spec) = pod.spec.as_ref() else {
         return true;
     };

@@ -25,6 +25,7 @@ mod outcome;
 mod resources;
 mod score;
 
+pub(crate) use filter::{matches_node_selection, tolerates};
 pub(crate) use resources::milli_value;
 
 use std::sync::Arc;

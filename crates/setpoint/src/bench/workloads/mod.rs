@@ -5,13 +5,17 @@
 //!   rolling update of the larger one.
 //! - [`processes`]: 200 pods as real processes on a node agent running as its own process, the
 //!   agent's CPU and memory while they run, and the first restart of a killed container.
+//! - [`daemonsets`]: a DaemonSet over 1,000 simulated nodes, created and rolled.
+//! - [`statefulsets`]: a 1,000-replica `Parallel` StatefulSet to all ready.
 //!
 //! Each benchmark runs its own `setpoint server` child (this executable) on a fresh data
 //! directory, killed when the benchmark ends, fails or is interrupted.
 
+mod daemonsets;
 mod pods;
 mod processes;
 mod simulated;
+mod statefulsets;
 
 use anyhow::{bail, Context as _, Result};
 
@@ -41,6 +45,12 @@ pub(crate) async fn bench_workloads(args: WorkloadsBenchArgs) -> Result<()> {
                 WorkloadsBench::Simulated => simulated::bench(&dir, args.quick).await,
                 WorkloadsBench::Processes => {
                     processes::bench(&dir, if args.quick { 50 } else { 200 }).await
+                }
+                WorkloadsBench::DaemonSets => {
+                    daemonsets::bench(&dir, if args.quick { 100 } else { 1_000 }).await
+                }
+                WorkloadsBench::StatefulSets => {
+                    statefulsets::bench(&dir, if args.quick { 200 } else { 1_000 }).await
                 }
             }
         };

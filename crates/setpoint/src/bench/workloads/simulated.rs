@@ -285,7 +285,7 @@ fn deployment(app: &str, replicas: u32) -> Deployment {
 }
 
 /// Waits until `count` nodes are Ready.
-async fn wait_for_nodes(client: &Client, count: u32) -> Result<()> {
+pub(super) async fn wait_for_nodes(client: &Client, count: u32) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let nodes = client.api::<Node>().list(&ListParams::default()).await?;

@@ -1,0 +1,11 @@
+//! The workload loops of issue 17 against a real in-process API server (the loops under test
+//! run in the test process; test-side "kubelets" write pod status).
+//!
+//! Real time: tests poll with generous deadlines and never assert on how long something took.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod daemonsets;
+mod sets_kit;
+mod statefulsets;

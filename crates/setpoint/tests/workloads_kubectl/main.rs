@@ -1,0 +1,9 @@
+//! The workload loops of issue 17 driven by the real `kubectl` against `setpoint server`
+//! processes (all loops on; real process pods on the local agent, simulated nodes where a
+//! test asks for them).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod daemonsets;
+mod statefulsets;
