@@ -6,6 +6,7 @@
 //! name (`--controllers=*,-garbage-collector`, as kube-controller-manager's flag works).
 
 mod deployment;
+mod disruption;
 mod garbage_collector;
 mod hpa;
 mod loops;

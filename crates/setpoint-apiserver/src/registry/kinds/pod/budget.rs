@@ -24,8 +24,8 @@ const DISRUPTION_BUDGET_CAUSE: &str = "DisruptionBudget";
 /// The refusal's message, the line `kubectl drain` prints for each retry.
 const REFUSED: &str = "Cannot evict pod as it would violate the pod's disruption budget.";
 
-/// The budgets of `pod`'s namespace whose selector matches its labels. A budget with a null or
-/// empty selector covers no pod here (as kube-apiserver has it; the disruption loop differs).
+/// The budgets of `pod`'s namespace whose selector matches its labels. In policy/v1 an empty
+/// selector (`{}`) covers every pod of the namespace and a missing one none.
 pub(crate) async fn covering(pdbs: &RegistryStore, pod: &Value) -> Result<Vec<Value>, ApiError> {
     let namespace = meta_str(pod, "namespace").unwrap_or_default();
     let (objects, _) = pdbs.consistent().await?;
@@ -40,7 +40,7 @@ pub(crate) async fn covering(pdbs: &RegistryStore, pod: &Value) -> Result<Vec<Va
         let Ok(selector) = LabelSelector::from_structured(&pdb["spec"]["selector"]) else {
             continue;
         };
-        if selector.is_everything() || selector.is_nothing() || !selector.matches_object(pod) {
+        if !selector.matches_object(pod) {
             continue;
         }
         out.push(pdb);
