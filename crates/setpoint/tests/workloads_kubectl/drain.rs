@@ -4,7 +4,8 @@
 //! evictions' 429s (printing kube's budget message) and fails at its timeout with the pods
 //! still there; with the budget relaxed to `minAvailable: 1` the drain evicts one pod, waits for
 //! its replacement on another node to be ready, evicts the other and succeeds; `uncordon`
-//! makes the node schedulable again.
+//! makes the node schedulable again. A bare pod with an `emptyDir` on the node needs `--force`
+//! and `--delete-emptydir-data`.
 
 use crate::common::Server;
 use setpoint_testenv::eventually_blocking;
@@ -21,6 +22,17 @@ spec:
     spec:
       containers:
       - {name: c, image: "nginx:1.27"}
+"#;
+
+const LONER: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: loner}
+spec:
+  nodeName: sim-0
+  volumes: [{name: scratch, emptyDir: {}}]
+  containers:
+  - {name: c, image: busybox, volumeMounts: [{name: scratch, mountPath: /scratch}]}
 "#;
 
 fn budget(min_available: u32) -> String {
@@ -107,7 +119,11 @@ fn kubectl_drain_should_wait_for_the_disruption_budget() {
     apply(&server, DEPLOYMENT);
     eventually_blocking("2 ready web pods on sim-0", || {
         let pods = web_pods(&server);
-        if pods.len() == 2 && pods.iter().all(|(_, node, ready, _)| node == "sim-0" && *ready) {
+        if pods.len() == 2
+            && pods
+                .iter()
+                .all(|(_, node, ready, _)| node == "sim-0" && *ready)
+        {
             Ok(())
         } else {
             Err(format!("{pods:?}"))
@@ -157,7 +173,28 @@ fn kubectl_drain_should_wait_for_the_disruption_budget() {
             Err(status)
         }
     });
-    let out = server.kubectl(&["drain", "sim-0", "--timeout=120s"]);
+    // A bare pod with an emptyDir on the node too: refused without --force and
+    // --delete-emptydir-data, evicted with them.
+    apply(&server, LONER);
+    // kubectl stops at a pod's first objection: local storage, then the missing controller.
+    let refused = server.fails(&["drain", "sim-0", "--timeout=20s"]);
+    assert!(
+        refused.contains("cannot delete Pods with local storage (use --delete-emptydir-data to override): default/loner"),
+        "{refused}"
+    );
+    let refused = server.fails(&["drain", "sim-0", "--delete-emptydir-data", "--timeout=20s"]);
+    assert!(
+        refused.contains("cannot delete Pods that declare no controller (use --force to override): default/loner"),
+        "{refused}"
+    );
+    let out = server.kubectl(&[
+        "drain",
+        "sim-0",
+        "--ignore-daemonsets",
+        "--delete-emptydir-data",
+        "--force",
+        "--timeout=120s",
+    ]);
     let all = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -167,10 +204,15 @@ fn kubectl_drain_should_wait_for_the_disruption_budget() {
     for name in &before {
         assert!(all.contains(&format!("pod/{name} evicted")), "{all}");
     }
+    assert!(all.contains("pod/loner evicted"), "{all}");
     assert!(all.contains("node/sim-0 drained"), "{all}");
     eventually_blocking("2 ready web pods elsewhere", || {
         let pods: Vec<_> = web_pods(&server).into_iter().filter(|p| !p.3).collect();
-        if pods.len() == 2 && pods.iter().all(|(_, node, ready, _)| node != "sim-0" && *ready) {
+        if pods.len() == 2
+            && pods
+                .iter()
+                .all(|(_, node, ready, _)| node != "sim-0" && *ready)
+        {
             Ok(())
         } else {
             Err(format!("{pods:?}"))
