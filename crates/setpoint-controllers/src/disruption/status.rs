@@ -75,7 +75,7 @@ pub(crate) fn healthy(
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .filter(|p| {
             let name = p.metadata.name.as_deref().unwrap_or_default();
-            !disrupted.get(name).is_some_and(|at| expiry(at) > now)
+            disrupted.get(name).is_none_or(|at| expiry(at) <= now)
         })
         .filter(|p| is_ready(p))
         .count();
