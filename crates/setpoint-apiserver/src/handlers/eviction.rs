@@ -317,4 +317,48 @@ mod tests {
         assert_eq!(pdb["status"]["disruptionsAllowed"], 0, "{pdb}");
         assert!(pdb["status"]["disruptedPods"].is_null(), "{pdb}");
     }
+
+    #[tokio::test]
+    async fn an_unready_pod_under_a_short_budget_should_go_only_if_the_policy_always_allows() {
+        let api = api_with_budget(0).await;
+        let (_, mut pod) = call(&api, "GET", &format!("{PODS}/p"), "").await;
+        pod["status"]["conditions"] = json!([{"type": "Ready", "status": "False"}]);
+        let (code, body) = call(&api, "PUT", &format!("{PODS}/p/status"), &pod.to_string()).await;
+        assert_eq!(code, 200, "{body}");
+        // The budget is short (0 of 1 healthy): IfHealthyBudget keeps the unready pod.
+        let (_, mut pdb) = call(&api, "GET", &format!("{PDBS}/b"), "").await;
+        pdb["status"]["currentHealthy"] = json!(0);
+        let (code, body) = call(&api, "PUT", &format!("{PDBS}/b/status"), &pdb.to_string()).await;
+        assert_eq!(code, 200, "{body}");
+        let uri = format!("{PODS}/p/eviction");
+        let (code, body) = call(&api, "POST", &uri, &eviction("p", Value::Null)).await;
+        assert_eq!(code, 429, "{body}");
+        // AlwaysAllow lets it go without spending anything.
+        let (_, mut pdb) = call(&api, "GET", &format!("{PDBS}/b"), "").await;
+        pdb["spec"]["unhealthyPodEvictionPolicy"] = json!("AlwaysAllow");
+        let (code, body) = call(&api, "PUT", &format!("{PDBS}/b"), &pdb.to_string()).await;
+        assert_eq!(code, 200, "{body}");
+        let (code, body) = call(&api, "POST", &uri, &eviction("p", Value::Null)).await;
+        assert_eq!(code, 201, "{body}");
+    }
+
+    #[tokio::test]
+    async fn a_stale_resource_version_precondition_should_conflict_and_keep_the_pod() {
+        let api = api_with_budget(1).await;
+        let (code, body) = call(
+            &api,
+            "POST",
+            &format!("{PODS}/p/eviction"),
+            &eviction("p", json!({"preconditions": {"resourceVersion": "1"}})),
+        )
+        .await;
+        assert_eq!(code, 409, "{body}");
+        let message = body["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with("Operation cannot be fulfilled on Pod \"p\": the ResourceVersion in the precondition (1) does not match"),
+            "{body}"
+        );
+        let (_, pod) = call(&api, "GET", &format!("{PODS}/p"), "").await;
+        assert!(pod["metadata"]["deletionTimestamp"].is_null(), "{pod}");
+    }
 }

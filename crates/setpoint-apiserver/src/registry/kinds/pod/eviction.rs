@@ -191,20 +191,21 @@ async fn mark_disruption_target(
     name: &str,
     options: &DeleteOptions,
 ) -> Result<Value, ApiError> {
-    let gr = pods.def.group_resource();
+    // kube-apiserver names the resource `Pod` in these conflicts.
+    let gr = setpoint_core::GroupResource::new("", "Pod");
     let updated = pods
         .update(namespace, name, Scope::Status, false, &|current| {
             let rv = meta_str(current, "resourceVersion").unwrap_or_default();
             let uid = meta_str(current, "uid").unwrap_or_default();
             if options.precondition_uid.as_deref().is_some_and(|u| !u.is_empty() && u != uid) {
                 return Err(ApiError::conflict(&gr, name, &format!(
-                    "Precondition failed: UID in precondition: {}, UID in object meta: {uid}",
+                    "the UID in the precondition ({}) does not match the UID in record ({uid}). The object might have been deleted and then recreated",
                     options.precondition_uid.as_deref().unwrap_or_default()
                 )));
             }
             if options.precondition_rv.as_deref().is_some_and(|r| !r.is_empty() && r != rv) {
                 return Err(ApiError::conflict(&gr, name, &format!(
-                    "Precondition failed: ResourceVersion in precondition: {}, ResourceVersion in object meta: {rv}",
+                    "the ResourceVersion in the precondition ({}) does not match the ResourceVersion in record ({rv}). The object might have been modified",
                     options.precondition_rv.as_deref().unwrap_or_default()
                 )));
             }
