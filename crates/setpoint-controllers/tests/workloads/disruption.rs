@@ -339,3 +339,159 @@ async fn a_stale_disruption_target_should_be_cleared() {
     assert_eq!(target(&p).as_deref(), Some("True"));
     running.stop().await;
 }
+
+/// Creates `kind` `name` (apiVersion `api_version`, resource `plural`) with `replicas`, and a
+/// ready pod labelled `app=mix` that it controls.
+async fn owned_pod(
+    client: &setpoint_runtime::Client,
+    resource: &kube::api::ApiResource,
+    name: &str,
+    body: Value,
+) {
+    let api = client.dynamic_api(resource, Some(NS));
+    let object: kube::api::DynamicObject = serde_json::from_value(body).expect("object");
+    let created = api
+        .create(&PostParams::default(), &object)
+        .await
+        .expect("owner");
+    let uid = created.metadata.uid.clone().expect("uid");
+    let pods = client.namespaced_api::<Pod>(NS);
+    let mut p = serde_json::to_value(pod(&format!("{name}-0"), "mix")).expect("pod");
+    p["metadata"]["ownerReferences"] = json!([{"apiVersion": resource.api_version, "kind": resource.kind,
+        "name": name, "uid": uid, "controller": true}]);
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(p).expect("pod"),
+    )
+    .await
+    .expect("pod");
+    set_ready(&pods, &format!("{name}-0"), true).await;
+}
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> kube::api::ApiResource {
+    kube::api::ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: if group.is_empty() {
+            version.into()
+        } else {
+            format!("{group}/{version}")
+        },
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_of_controller_should_count_with_its_scale() {
+    let env = TestEnv::start().await.expect("test env");
+    let client = env.client();
+    // Only the disruption loop: the owners below make no pods of their own.
+    let running = run_loops(&client, "disruption");
+    let crd = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "fleets.pdb.setpoint.dev"},
+        "spec": {
+            "group": "pdb.setpoint.dev",
+            "scope": "Namespaced",
+            "names": {"plural": "fleets", "singular": "fleet", "kind": "Fleet"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}},
+                "subresources": {"scale": {"specReplicasPath": ".spec.replicas",
+                                           "statusReplicasPath": ".status.replicas"}}
+            }]
+        }
+    }))
+    .expect("CRD");
+    setpoint_runtime::install_crd(&client, &crd, std::time::Duration::from_secs(30))
+        .await
+        .expect("CRD established");
+    let template = json!({"metadata": {"labels": {"app": "mix"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+    let selector = json!({"matchLabels": {"app": "mix"}});
+    owned_pod(
+        &client,
+        &resource("apps", "v1", "StatefulSet", "statefulsets"),
+        "ss",
+        json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "ss"},
+        "spec": {"replicas": 3, "serviceName": "ss", "selector": selector, "template": template}}),
+    )
+    .await;
+    owned_pod(
+        &client,
+        &resource("", "v1", "ReplicationController", "replicationcontrollers"),
+        "rc",
+        json!({
+        "apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "rc"},
+        "spec": {"replicas": 2, "selector": {"app": "mix"}, "template": template}}),
+    )
+    .await;
+    owned_pod(
+        &client,
+        &resource("pdb.setpoint.dev", "v1", "Fleet", "fleets"),
+        "fleet",
+        json!({
+        "apiVersion": "pdb.setpoint.dev/v1", "kind": "Fleet", "metadata": {"name": "fleet"},
+        "spec": {"replicas": 5}}),
+    )
+    .await;
+    // A Deployment's ReplicaSet counts as the Deployment (4, not the ReplicaSet's 1).
+    let deployments = client.namespaced_api::<k8s_openapi::api::apps::v1::Deployment>(NS);
+    let dep = deployments
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "dep"},
+                "spec": {"replicas": 4, "selector": selector, "template": template}}))
+            .expect("deployment"),
+        )
+        .await
+        .expect("deployment");
+    owned_pod(
+        &client,
+        &resource("apps", "v1", "ReplicaSet", "replicasets"),
+        "dep-1",
+        json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "dep-1",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "dep",
+                                 "uid": dep.metadata.uid, "controller": true}]},
+        "spec": {"replicas": 1, "selector": selector, "template": template}}),
+    )
+    .await;
+    let pdbs = client.namespaced_api::<PodDisruptionBudget>(NS);
+    pdbs.create(
+        &PostParams::default(),
+        &budget("mix", "mix", ("maxUnavailable", json!("20%"))),
+    )
+    .await
+    .expect("pdb");
+    // 3 + 2 + 5 + 4 expected; 20% of 14, rounded up, may be down, so 11 must be healthy; 4 are.
+    let status = status_where(&pdbs, "mix", "14 expected, 4 healthy", |s| {
+        s["expectedPods"] == 14 && s["currentHealthy"] == 4
+    })
+    .await;
+    assert_eq!(status["desiredHealthy"], 11, "{status}");
+    assert_eq!(status["currentHealthy"], 4, "{status}");
+    assert_eq!(status["disruptionsAllowed"], 0, "{status}");
+
+    // A pod whose controller is gone: the sync fails safe.
+    let pods = client.namespaced_api::<Pod>(NS);
+    let mut orphan = serde_json::to_value(pod("lost-0", "mix")).expect("pod");
+    orphan["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "name": "lost", "uid": "0000-gone", "controller": true}]);
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(orphan).expect("pod"),
+    )
+    .await
+    .expect("pod");
+    let status = status_where(&pdbs, "mix", "SyncFailed", |s| {
+        condition(s).1 == "SyncFailed"
+    })
+    .await;
+    assert_eq!(status["disruptionsAllowed"], 0, "{status}");
+    running.stop().await;
+}
