@@ -288,6 +288,22 @@ mod tests {
             body["details"]["causes"][0]["message"],
             "The disruption budget b is still being processed by the server."
         );
+        // Its retry period is a Retry-After header too.
+        let request = Request::builder()
+            .method("POST")
+            .uri(&uri)
+            .header("content-type", "application/json")
+            .body(Bytes::from(eviction("p", Value::Null)))
+            .expect("request");
+        let response = api.handle(request).await;
+        assert_eq!(response.status().as_u16(), 429);
+        assert_eq!(
+            response
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok()),
+            Some("10")
+        );
         add_budget(&api, "c", 1, 1).await;
         let (code, body) = call(&api, "POST", &uri, &eviction("p", Value::Null)).await;
         assert_eq!(code, 500, "{body}");
