@@ -5,7 +5,7 @@
 //! still there; with the budget relaxed to `minAvailable: 1` the drain evicts one pod, waits for
 //! its replacement on another node to be ready, evicts the other and succeeds; `uncordon`
 //! makes the node schedulable again. A bare pod with an `emptyDir` on the node needs `--force`
-//! and `--delete-emptydir-data`.
+//! and `--delete-emptydir-data`, a DaemonSet's pod `--ignore-daemonsets`.
 
 use crate::common::Server;
 use setpoint_testenv::eventually_blocking;
@@ -34,6 +34,38 @@ spec:
   containers:
   - {name: c, image: busybox, volumeMounts: [{name: scratch, mountPath: /scratch}]}
 "#;
+
+const DAEMONSET: &str = r#"
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      nodeSelector: {drain-test: daemon}
+      containers:
+      - {name: c, image: busybox}
+"#;
+
+/// A pod of the DaemonSet (whose uid is `uid`) on sim-0, as its loop would make it.
+fn daemon_pod(uid: &str) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: agent-sim-0
+  labels: {{app: agent}}
+  ownerReferences: [{{apiVersion: apps/v1, kind: DaemonSet, name: agent, uid: "{uid}", controller: true}}]
+spec:
+  nodeName: sim-0
+  containers:
+  - {{name: c, image: busybox}}
+"#
+    )
+}
 
 fn budget(min_available: u32) -> String {
     format!(
@@ -174,12 +206,23 @@ fn kubectl_drain_should_wait_for_the_disruption_budget() {
         }
     });
     // A bare pod with an emptyDir on the node too: refused without --force and
-    // --delete-emptydir-data, evicted with them.
+    // --delete-emptydir-data, evicted with them. And a DaemonSet's pod, left alone with
+    // --ignore-daemonsets (kubectl GETs its DaemonSet).
     apply(&server, LONER);
+    server.ok(&["label", "node", "sim-0", "drain-test=daemon"]);
+    apply(&server, DAEMONSET);
+    let uid = server.ok(&["get", "ds", "agent", "-o", "jsonpath={.metadata.uid}"]);
+    apply(&server, &daemon_pod(&uid));
     // kubectl stops at a pod's first objection: local storage, then the missing controller.
     let refused = server.fails(&["drain", "sim-0", "--timeout=20s"]);
     assert!(
         refused.contains("cannot delete Pods with local storage (use --delete-emptydir-data to override): default/loner"),
+        "{refused}"
+    );
+    assert!(
+        refused.contains(
+            "cannot delete DaemonSet-managed Pods (use --ignore-daemonsets to ignore): default/"
+        ),
         "{refused}"
     );
     let refused = server.fails(&["drain", "sim-0", "--delete-emptydir-data", "--timeout=20s"]);
@@ -205,6 +248,10 @@ fn kubectl_drain_should_wait_for_the_disruption_budget() {
         assert!(all.contains(&format!("pod/{name} evicted")), "{all}");
     }
     assert!(all.contains("pod/loner evicted"), "{all}");
+    assert!(
+        all.contains("ignoring DaemonSet-managed Pods: default/"),
+        "{all}"
+    );
     assert!(all.contains("node/sim-0 drained"), "{all}");
     eventually_blocking("2 ready web pods elsewhere", || {
         let pods: Vec<_> = web_pods(&server).into_iter().filter(|p| !p.3).collect();
