@@ -15,6 +15,10 @@
 //! A second controller in the loop ([`stale`]) clears `DisruptionTarget` conditions of pods
 //! the eviction API marked but that were never deleted.
 //!
+//! Events on the budget say when it selects no pods (`NoPods`), selects pods without a
+//! controller under a percentage or `maxUnavailable` (`UnmanagedPods`), or its expected count
+//! cannot be computed (`CalculateExpectedPodCountFailed`), as kube's do.
+//!
 //! Budgets are synced on their own changes, on changes of the pods they select, and on
 //! changes of the workloads of their namespace (whose scale feeds percentages).
 
@@ -32,7 +36,8 @@ use kube::api::PostParams;
 use kube::Resource;
 use setpoint_core::LabelSelector;
 use setpoint_runtime::{
-    Action, Client, Controller, ControllerError, ObjectCache, ObjectKey, Predicate,
+    Action, Client, Controller, ControllerError, EventDetails, EventRecorder, ObjectCache,
+    ObjectKey, Predicate, Reporter,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -61,6 +66,8 @@ pub(crate) enum SyncError {
 /// What every sync shares.
 struct Context {
     client: Client,
+    /// `NoPods`, `UnmanagedPods`, `CalculateExpectedPodCountFailed` Events on budgets.
+    recorder: EventRecorder,
     pods: ObjectCache<Pod>,
     workloads: Workloads,
 }
@@ -72,6 +79,7 @@ pub(crate) async fn run(
 ) -> Result<(), ControllerError> {
     let pdbs = ctx.factory.informer::<PodDisruptionBudget>().store();
     let context = Arc::new(Context {
+        recorder: EventRecorder::new(ctx.client.clone(), Reporter::new(NAME, "setpoint")),
         client: ctx.client.clone(),
         pods: ctx.factory.informer::<Pod>().store(),
         workloads: Workloads {
@@ -163,8 +171,20 @@ async fn reconcile(pdb: Arc<PodDisruptionBudget>, ctx: Arc<Context>) -> Result<A
 /// One sync of one budget.
 async fn try_sync(pdb: &PodDisruptionBudget, ctx: &Context) -> Result<Action, SyncError> {
     let namespace = namespace_of(pdb);
-    let selector = selector_of(pdb).map_err(SyncError::Failed)?;
+    let selector = selector_of(pdb).map_err(|e| {
+        ctx.recorder.publish_for(
+            pdb,
+            EventDetails::warning("NoPods", "Sync").with_note(format!("Failed to get pods: {e}")),
+        );
+        SyncError::Failed(e)
+    })?;
     let pods = ctx.pods.list_selected(Some(namespace), &selector);
+    if pods.is_empty() {
+        ctx.recorder.publish_for(
+            pdb,
+            EventDetails::normal("NoPods", "Sync").with_note("No matching pods found"),
+        );
+    }
     let spec = pdb.spec.clone().unwrap_or_default();
     let counts = expected::expected(
         &ctx.client,
@@ -174,9 +194,28 @@ async fn try_sync(pdb: &PodDisruptionBudget, ctx: &Context) -> Result<Action, Sy
         &pods,
     )
     .await
-    .map_err(SyncError::Failed)?;
+    .map_err(|e| {
+        ctx.recorder.publish_for(
+            pdb,
+            EventDetails::warning("CalculateExpectedPodCountFailed", "Sync").with_note(format!(
+                "Failed to calculate the number of expected pods: {e}"
+            )),
+        );
+        SyncError::Failed(e)
+    })?;
     if !counts.unmanaged.is_empty() {
         tracing::debug!(pdb = %pdb.metadata.name.as_deref().unwrap_or_default(), pods = ?counts.unmanaged, "unmanaged pods selected by the budget");
+        let selector = spec
+            .selector
+            .as_ref()
+            .and_then(|s| serde_json::to_string(s).ok())
+            .unwrap_or_default();
+        ctx.recorder.publish_for(
+            pdb,
+            EventDetails::warning("UnmanagedPods", "Sync").with_note(format!(
+                "Pods selected by this PodDisruptionBudget (selector: {selector}) were found to be unmanaged. As a result, the status of the PDB cannot be calculated correctly, which may result in undefined behavior. To account for these pods please set \".spec.minAvailable\" field of the PDB to an integer value."
+            )),
+        );
     }
     let now = Timestamp::now();
     let recorded = pdb.status.as_ref().and_then(|s| s.disrupted_pods.as_ref());

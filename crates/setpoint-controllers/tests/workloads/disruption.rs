@@ -142,6 +142,19 @@ async fn a_budget_should_allow_the_healthy_pods_beyond_its_minimum() {
     // maxUnavailable needs controllers; bare pods have none, so nothing is expected.
     assert_eq!(status["expectedPods"], 0, "{status}");
     assert_eq!(status["disruptionsAllowed"], 0, "{status}");
+    // ... and the budget says so in an Event.
+    let events = client.namespaced_api::<k8s_openapi::api::events::v1::Event>(NS);
+    eventually("an UnmanagedPods event", || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("UnmanagedPods")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("all")
+            })
+            .then_some(())
+    })
+    .await;
     running.stop().await;
 }
 
