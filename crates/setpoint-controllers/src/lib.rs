@@ -7,6 +7,7 @@
 
 mod daemonset;
 mod deployment;
+mod disruption;
 mod garbage_collector;
 mod history;
 mod hpa;

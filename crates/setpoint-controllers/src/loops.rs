@@ -27,6 +27,8 @@ pub enum Loop {
     HorizontalPodAutoscaler,
     /// Scales the targets of PIDAutoscalers with a PID law (installs their CRD).
     PidAutoscaler,
+    /// Keeps each PodDisruptionBudget's status (the disruptions evictions may spend) true.
+    Disruption,
     /// Creates the `default` ServiceAccount in every namespace.
     ServiceAccount,
     /// Publishes the cluster CA bundle as `kube-root-ca.crt` in every namespace.
@@ -48,6 +50,7 @@ impl Loop {
         Loop::NodeLifecycle,
         Loop::HorizontalPodAutoscaler,
         Loop::PidAutoscaler,
+        Loop::Disruption,
         Loop::ServiceAccount,
         Loop::RootCaPublisher,
         Loop::StatefulSet,
@@ -65,6 +68,7 @@ impl Loop {
             Loop::NodeLifecycle => "node-lifecycle",
             Loop::HorizontalPodAutoscaler => "horizontal-pod-autoscaler",
             Loop::PidAutoscaler => "pid-autoscaler",
+            Loop::Disruption => "disruption",
             Loop::ServiceAccount => "serviceaccount",
             Loop::RootCaPublisher => "root-ca-cert-publisher",
             Loop::StatefulSet => "statefulset",
@@ -86,6 +90,7 @@ impl Loop {
             Loop::NodeLifecycle => crate::node_lifecycle::run(ctx, shutdown).await,
             Loop::HorizontalPodAutoscaler => crate::hpa::run(ctx, shutdown).await,
             Loop::PidAutoscaler => crate::pid_autoscaler::run(ctx, shutdown).await,
+            Loop::Disruption => crate::disruption::run(ctx, shutdown).await,
             Loop::ServiceAccount => {
                 crate::namespace_defaults::service_account::run(ctx, shutdown).await
             }
@@ -216,7 +221,7 @@ mod tests {
         let all: LoopSelection = "*".parse().expect("parses");
         assert_eq!(all, LoopSelection::all());
         let none: LoopSelection =
-            "*,-namespace,-garbage-collector,-replicaset,-deployment,-scheduler,-node-lifecycle,-horizontal-pod-autoscaler,-pid-autoscaler,-serviceaccount,-root-ca-cert-publisher,-statefulset,-daemonset"
+            "*,-namespace,-garbage-collector,-replicaset,-deployment,-scheduler,-node-lifecycle,-horizontal-pod-autoscaler,-pid-autoscaler,-disruption,-serviceaccount,-root-ca-cert-publisher,-statefulset,-daemonset"
                 .parse()
                 .expect("parses");
         assert!(none.loops().is_empty());

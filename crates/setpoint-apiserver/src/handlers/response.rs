@@ -46,7 +46,19 @@ pub(crate) fn json(status: StatusCode, value: &Value) -> Response<Body> {
 /// The `Status` response for an error.
 pub(crate) fn error(e: &ApiError) -> Response<Body> {
     let status = StatusCode::from_u16(e.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    json_bytes(status, e.to_body())
+    let mut response = json_bytes(status, e.to_body());
+    // A retry period in the details is also a `Retry-After` header, as kube-apiserver sends it.
+    if let Some(seconds) = e
+        .details
+        .as_ref()
+        .and_then(|d| d.retry_after_seconds)
+        .filter(|s| *s > 0)
+    {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    response
 }
 
 /// What form of objects the client asked for with `Accept`.

@@ -7,5 +7,6 @@
 mod common;
 
 mod daemonsets;
+mod disruption;
 mod sets_kit;
 mod statefulsets;

@@ -6,4 +6,5 @@
 mod common;
 
 mod daemonsets;
+mod drain;
 mod statefulsets;

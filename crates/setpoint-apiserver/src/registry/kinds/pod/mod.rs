@@ -4,6 +4,7 @@
 //! scheduler use, and graceful deletion of a scheduled pod (marked, for its node to stop it).
 
 mod binding;
+mod budget;
 mod eviction;
 
 pub(crate) use binding::bind;
