@@ -49,24 +49,6 @@ spec:
       - {name: c, image: busybox}
 "#;
 
-/// A pod of the DaemonSet (whose uid is `uid`) on sim-0, as its loop would make it.
-fn daemon_pod(uid: &str) -> String {
-    format!(
-        r#"
-apiVersion: v1
-kind: Pod
-metadata:
-  name: agent-sim-0
-  labels: {{app: agent}}
-  ownerReferences: [{{apiVersion: apps/v1, kind: DaemonSet, name: agent, uid: "{uid}", controller: true}}]
-spec:
-  nodeName: sim-0
-  containers:
-  - {{name: c, image: busybox}}
-"#
-    )
-}
-
 fn budget(min_available: u32) -> String {
     format!(
         r#"
@@ -211,8 +193,17 @@ fn kubectl_drain_should_wait_for_the_disruption_budget() {
     apply(&server, LONER);
     server.ok(&["label", "node", "sim-0", "drain-test=daemon"]);
     apply(&server, DAEMONSET);
-    let uid = server.ok(&["get", "ds", "agent", "-o", "jsonpath={.metadata.uid}"]);
-    apply(&server, &daemon_pod(&uid));
+    // The DaemonSet loop puts its pod on sim-0, the one node its selector picks.
+    eventually_blocking("the DaemonSet's pod on sim-0", || {
+        let nodes = server.ok(&[
+            "get", "pods", "-l", "app=agent", "-o", "jsonpath={.items[*].spec.nodeName}",
+        ]);
+        if nodes.trim() == "sim-0" {
+            Ok(())
+        } else {
+            Err(nodes)
+        }
+    });
     // kubectl stops at a pod's first objection: local storage, then the missing controller.
     let refused = server.fails(&["drain", "sim-0", "--timeout=20s"]);
     assert!(
@@ -249,7 +240,7 @@ fn kubectl_drain_should_wait_for_the_disruption_budget() {
     }
     assert!(all.contains("pod/loner evicted"), "{all}");
     assert!(
-        all.contains("ignoring DaemonSet-managed Pods: default/"),
+        all.contains("ignoring DaemonSet-managed Pods: default/agent-"),
         "{all}"
     );
     assert!(all.contains("node/sim-0 drained"), "{all}");
