@@ -114,7 +114,7 @@ pub async fn run(
     );
     let workers = PodWorkers::new(
         PodContext {
-            client,
+            client: client.clone(),
             root_dir: config.root_dir.clone(),
             node_ip: config.node_ip,
             shim: config.shim.clone(),
@@ -128,6 +128,34 @@ pub async fn run(
     let _handler = informer.add_handler(PodEvents(workers.clone()));
     let _config_maps = config_maps.add_handler(ConfigEvents(workers.clone()));
     let _secrets = secrets.add_handler(ConfigEvents(workers.clone()));
+    let local_path_root = crate::volumes::local_path::root_of(&config.root_dir);
+    let publish = tokio::spawn(crate::volumes::local_path::publish_root(
+        client.clone(),
+        config.node_name.clone(),
+        local_path_root.clone(),
+        shutdown.clone(),
+    ));
+    let cleanup = {
+        let factory = factory.clone();
+        let client = client.clone();
+        let node = config.node_name.clone();
+        let pods = informer.store();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            if let Err(e) = crate::volumes::local_path::run_cleanup(
+                &factory,
+                client,
+                node,
+                local_path_root,
+                pods,
+                shutdown,
+            )
+            .await
+            {
+                tracing::warn!(error = %e, "the local-path cleanup stopped");
+            }
+        })
+    };
     factory.start();
     tokio::select! {
         () = factory.wait_for_sync() => workers.collect_orphans(&informer.store()),
@@ -138,5 +166,7 @@ pub async fn run(
     factory.shut_down();
     workers.wait().await;
     let _ = node.await;
+    let _ = publish.await;
+    let _ = cleanup.await;
     Ok(())
 }

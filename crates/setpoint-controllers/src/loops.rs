@@ -31,6 +31,14 @@ pub enum Loop {
     ServiceAccount,
     /// Publishes the cluster CA bundle as `kube-root-ca.crt` in every namespace.
     RootCaPublisher,
+    /// Binds PersistentVolumeClaims to PersistentVolumes and reclaims released volumes.
+    PersistentVolumeBinder,
+    /// Provisions `setpoint.dev/local-path` volumes on the node chosen for their claim.
+    LocalPathProvisioner,
+    /// Keeps claims in use by pods (`kubernetes.io/pvc-protection`).
+    PvcProtection,
+    /// Keeps bound volumes (`kubernetes.io/pv-protection`).
+    PvProtection,
 }
 
 impl Loop {
@@ -46,6 +54,10 @@ impl Loop {
         Loop::PidAutoscaler,
         Loop::ServiceAccount,
         Loop::RootCaPublisher,
+        Loop::PersistentVolumeBinder,
+        Loop::LocalPathProvisioner,
+        Loop::PvcProtection,
+        Loop::PvProtection,
     ];
 
     /// The loop's name on the command line and in logs.
@@ -61,6 +73,10 @@ impl Loop {
             Loop::PidAutoscaler => "pid-autoscaler",
             Loop::ServiceAccount => "serviceaccount",
             Loop::RootCaPublisher => "root-ca-cert-publisher",
+            Loop::PersistentVolumeBinder => "persistentvolume-binder",
+            Loop::LocalPathProvisioner => "local-path-provisioner",
+            Loop::PvcProtection => "pvc-protection",
+            Loop::PvProtection => "pv-protection",
         }
     }
 
@@ -82,6 +98,10 @@ impl Loop {
                 crate::namespace_defaults::service_account::run(ctx, shutdown).await
             }
             Loop::RootCaPublisher => crate::namespace_defaults::root_ca::run(ctx, shutdown).await,
+            Loop::PersistentVolumeBinder => crate::volume::binder::run(ctx, shutdown).await,
+            Loop::LocalPathProvisioner => crate::volume::provisioner::run(ctx, shutdown).await,
+            Loop::PvcProtection => crate::volume::protection::run_claims(ctx, shutdown).await,
+            Loop::PvProtection => crate::volume::protection::run_volumes(ctx, shutdown).await,
         }
     }
 }
@@ -205,10 +225,11 @@ mod tests {
     fn selection_should_parse_star_and_exclusions() {
         let all: LoopSelection = "*".parse().expect("parses");
         assert_eq!(all, LoopSelection::all());
-        let none: LoopSelection =
-            "*,-namespace,-garbage-collector,-replicaset,-deployment,-scheduler,-node-lifecycle,-horizontal-pod-autoscaler,-pid-autoscaler,-serviceaccount,-root-ca-cert-publisher"
-                .parse()
-                .expect("parses");
+        let every_one_out: Vec<String> =
+            Loop::ALL.iter().map(|l| format!("-{}", l.name())).collect();
+        let none: LoopSelection = format!("*,{}", every_one_out.join(","))
+            .parse()
+            .expect("parses");
         assert!(none.loops().is_empty());
         let err = "nope".parse::<LoopSelection>().expect_err("unknown");
         assert!(err.to_string().contains("namespace"), "{err}");

@@ -15,6 +15,7 @@
 
 mod atomic;
 mod host;
+pub(crate) mod local_path;
 pub(crate) mod namespace;
 mod sources;
 
