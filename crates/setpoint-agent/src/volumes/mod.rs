@@ -157,6 +157,9 @@ pub(crate) fn teardown(pod_dir: &Path) {
     }
 }
 
+/// A container's mounts, and the environment variables describing them.
+pub(crate) type ContainerMounts = (Vec<MountSpec>, Vec<(String, String)>);
+
 /// The mounts of `container` and the environment variables describing them. `lookup`
 /// resolves `$(VAR)` in `subPathExpr`.
 pub(crate) fn container_mounts(
@@ -164,7 +167,7 @@ pub(crate) fn container_mounts(
     volumes: &PodVolumes,
     namespaces: bool,
     lookup: &dyn Fn(&str) -> Option<String>,
-) -> Result<(Vec<MountSpec>, Vec<(String, String)>), SourceError> {
+) -> Result<ContainerMounts, SourceError> {
     let mut mounts = Vec::new();
     let mut env = vec![(
         "SETPOINT_MOUNT_MODE".to_owned(),
