@@ -1,7 +1,9 @@
 //! The `persistentvolume-binder` loop: two controllers over one set of caches, one per
 //! side of a binding.
 //!
-//! A claim's reconcile binds it: the volume first (`spec.claimRef` with the claim's uid — a
+//! A claim's reconcile binds it (in a `WaitForFirstConsumer` class only once the scheduler
+//! has annotated it with its first consumer's node; a static volume's node affinity is not
+//! checked against that node): the volume first (`spec.claimRef` with the claim's uid — a
 //! write guarded by the volume's resourceVersion, so two claims cannot take one volume), then
 //! the claim (`spec.volumeName`, annotations `pv.kubernetes.io/bind-completed` and
 //! `…/bound-by-controller`), then both phases `Bound`. Each step is seen by the next
@@ -29,6 +31,7 @@ use super::{
     default_class, matching, BIND_COMPLETED, BOUND_BY_CONTROLLER, LOCAL_PATH_PROVISIONER,
     PROVISIONED_BY,
 };
+use crate::scheduler::SELECTED_NODE;
 use crate::LoopContext;
 
 /// The controllers' name, as kube-controller-manager names the loop.
@@ -168,6 +171,17 @@ async fn reconcile_claim(
                     )))?;
                 return Ok(Action::await_change());
             }
+        }
+        // A class that waits for a first consumer binds only once the scheduler has chosen
+        // the consumer's node (then a volume provisioned there, or a matching one).
+        let waits = spec
+            .storage_class_name
+            .as_deref()
+            .and_then(|c| b.classes.get(&ObjectKey::cluster(c)))
+            .is_some_and(|c| c.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer"));
+        if waits && annotation(&claim.metadata, SELECTED_NODE).is_none() {
+            set_claim_phase(&b, &claim, "Pending").await?;
+            return Ok(Action::await_change());
         }
         let volumes = b.volumes.list();
         let Some(volume) = matching::best(&claim, volumes.iter().map(AsRef::as_ref)) else {

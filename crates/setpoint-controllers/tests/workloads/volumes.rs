@@ -518,8 +518,11 @@ async fn scheduler_should_choose_a_node_for_the_claim_and_keep_its_pods_there() 
     let deleting = wait_volume(
         &client,
         &volume_name,
-        "deleted, waiting for the agent",
-        |v| v.metadata.deletion_timestamp.is_some(),
+        "deleted, released, waiting for the agent only",
+        |v| {
+            v.metadata.deletion_timestamp.is_some()
+                && v.finalizers() == ["setpoint.dev/local-path-cleanup".to_owned()]
+        },
     )
     .await;
     assert_eq!(
