@@ -202,4 +202,19 @@ mod tests {
         modes["spec"]["accessModes"] = json!(["ReadWriteMany"]);
         assert_eq!(fields(&modes, Some(&old)), ["spec"]);
     }
+
+    #[test]
+    fn an_unset_class_may_be_set_once() {
+        let old = claim(json!({"accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem",
+            "resources": {"requests": {"storage": "1Gi"}}}));
+        let mut classed = old.clone();
+        classed["spec"]["storageClassName"] = json!("standard");
+        assert!(fields(&classed, Some(&old)).is_empty());
+        let mut changed = classed.clone();
+        changed["spec"]["storageClassName"] = json!("fast");
+        assert_eq!(fields(&changed, Some(&classed)), ["spec"]);
+        let mut cleared = classed.clone();
+        cleared["spec"]["storageClassName"] = Value::Null;
+        assert_eq!(fields(&cleared, Some(&classed)), ["spec"]);
+    }
 }
