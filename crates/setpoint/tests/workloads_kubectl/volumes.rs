@@ -35,8 +35,23 @@ fn config_map(value: &str) -> String {
 
 #[test]
 fn config_map_volume_should_be_updated_in_place_while_the_process_reads_it() {
-    let s = Server::start();
-    let marker = format!("cm-volume-{}", std::process::id());
+    config_map_volume_updated_in_place(Server::start(), "auto");
+}
+
+#[test]
+fn config_map_volume_should_be_updated_in_place_with_emulated_mounts() {
+    let tmp = tempfile::tempdir().expect("a data directory");
+    let s = Server::start_with(
+        &tmp.path().join("data"),
+        "127.0.0.1:0",
+        &["--mounts", "emulated"],
+    );
+    config_map_volume_updated_in_place(s, "emulated");
+    drop(tmp);
+}
+
+fn config_map_volume_updated_in_place(s: Server, mode: &str) {
+    let marker = format!("cm-volume-{mode}-{}", std::process::id());
     let _cleanup = Cleanup {
         marker: marker.clone(),
         agent_root: s.dir.join("agent").display().to_string(),
@@ -89,6 +104,15 @@ spec:
             line == "hello-1" || line == "hello-2",
             "unexpected line {line:?} in {log}"
         );
+    }
+    if mode == "emulated" {
+        let events = s.ok(&[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=reader",
+        ]);
+        assert!(events.contains("MountsEmulated"), "{events}");
     }
     s.ok(&["delete", "pod", "reader", "--wait=true"]);
 }
