@@ -37,6 +37,9 @@ pub struct AgentConfig {
     /// How the agent finds every process a container started, to kill them all when the
     /// container ends or its pod is deleted.
     pub container_tracking: ContainerTracking,
+    /// How containers see their volumes: mounted in a mount namespace of their own (as root),
+    /// or through environment variables (`docs/design/volumes.md`).
+    pub mount_mode: crate::MountMode,
 }
 
 /// How the agent tracks the processes a container starts (see `docs/design/agent.md`).

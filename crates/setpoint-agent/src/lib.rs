@@ -24,6 +24,7 @@ mod run;
 mod server;
 mod shim;
 mod simulated;
+mod volumes;
 
 pub use cleanup::{cleanup, CleanupReport};
 pub use config::{AgentConfig, ContainerTracking};
@@ -32,3 +33,4 @@ pub use metrics::DEFAULT_METRICS_INTERVAL;
 pub use run::run;
 pub use shim::shim_main;
 pub use simulated::{run_simulated, SimulatedNodes, SIMULATED_LABEL};
+pub use volumes::{MountMode, LOCAL_PATH_ANNOTATION};

@@ -6,13 +6,13 @@
 //! running, as stopping the kubelet does: the next agent started with the same root
 //! directory adopts them.
 
-use k8s_openapi::api::core::v1::Pod;
-use setpoint_runtime::{Client, InformerFactory, InformerOptions};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use setpoint_runtime::{Client, EventRecorder, InformerFactory, InformerOptions, Reporter};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ContainerTracking;
 use crate::node::NodeRegistration;
-use crate::pods::{PodContext, PodEvents, PodWorkers};
+use crate::pods::{ConfigEvents, PodContext, PodEvents, PodWorkers};
 use crate::process::CgroupParent;
 use crate::{AgentConfig, AgentError};
 
@@ -83,18 +83,79 @@ pub async fn run(
         }
         .strip_managed_fields(),
     );
+    // Every ConfigMap and Secret: the data of the pods' volumes, kept up to date by waking
+    // the pods of a namespace whose ConfigMap or Secret changed.
+    let config_maps =
+        factory.informer_with::<ConfigMap>(InformerOptions::default().strip_managed_fields());
+    let secrets =
+        factory.informer_with::<Secret>(InformerOptions::default().strip_managed_fields());
+    let mounts = config.mount_mode.mounts();
+    tracing::info!(
+        mounts = if mounts { "namespace" } else { "emulated" },
+        "containers see their volumes {}",
+        if mounts {
+            "mounted in a mount namespace of their own"
+        } else {
+            "through SETPOINT_MOUNT_* variables (no mounts)"
+        }
+    );
+    let volumes = crate::volumes::VolumeContext {
+        client: client.clone(),
+        sources: crate::volumes::ObjectSources {
+            client: client.clone(),
+            config_maps: config_maps.store(),
+            secrets: secrets.store(),
+        },
+        mounts,
+    };
+    let events = EventRecorder::new(
+        client.clone(),
+        Reporter::new("kubelet", config.node_name.clone()),
+    );
     let workers = PodWorkers::new(
         PodContext {
-            client,
+            client: client.clone(),
             root_dir: config.root_dir.clone(),
             node_ip: config.node_ip,
             shim: config.shim.clone(),
             cgroups,
             metrics,
+            volumes,
+            events,
         },
         shutdown.clone(),
     );
     let _handler = informer.add_handler(PodEvents(workers.clone()));
+    let _config_maps = config_maps.add_handler(ConfigEvents(workers.clone()));
+    let _secrets = secrets.add_handler(ConfigEvents(workers.clone()));
+    let local_path_root = crate::volumes::local_path::root_of(&config.root_dir);
+    let publish = tokio::spawn(crate::volumes::local_path::publish_root(
+        client.clone(),
+        config.node_name.clone(),
+        local_path_root.clone(),
+        shutdown.clone(),
+    ));
+    let cleanup = {
+        let factory = factory.clone();
+        let client = client.clone();
+        let node = config.node_name.clone();
+        let pods = informer.store();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            if let Err(e) = crate::volumes::local_path::run_cleanup(
+                &factory,
+                client,
+                node,
+                local_path_root,
+                pods,
+                shutdown,
+            )
+            .await
+            {
+                tracing::warn!(error = %e, "the local-path cleanup stopped");
+            }
+        })
+    };
     factory.start();
     tokio::select! {
         () = factory.wait_for_sync() => workers.collect_orphans(&informer.store()),
@@ -105,5 +166,7 @@ pub async fn run(
     factory.shut_down();
     workers.wait().await;
     let _ = node.await;
+    let _ = publish.await;
+    let _ = cleanup.await;
     Ok(())
 }

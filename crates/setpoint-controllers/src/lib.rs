@@ -21,12 +21,16 @@ mod replicaset;
 mod scheduler;
 mod settings;
 mod statefulset;
+mod volume;
 
 pub use loops::{run, Loop, LoopError, LoopSelection, UnknownLoop};
 pub use pid_autoscaler::{
     Gains, PIDAutoscaler, PidAutoscalerSpec, PidAutoscalerStatus, Terms as PidTerms,
 };
 pub use settings::LoopSettings;
+pub use volume::{
+    DEFAULT_CLASS_ANNOTATION, LOCAL_PATH_CLEANUP, LOCAL_PATH_PROVISIONER, LOCAL_PATH_ROOT,
+};
 
 use setpoint_runtime::{Client, InformerFactory, Metrics};
 

@@ -37,6 +37,14 @@ pub enum Loop {
     StatefulSet,
     /// Runs one pod of each DaemonSet on every eligible node, rolls them by revision.
     DaemonSet,
+    /// Binds PersistentVolumeClaims to PersistentVolumes and reclaims released volumes.
+    PersistentVolumeBinder,
+    /// Provisions `setpoint.dev/local-path` volumes on the node chosen for their claim.
+    LocalPathProvisioner,
+    /// Keeps claims in use by pods (`kubernetes.io/pvc-protection`).
+    PvcProtection,
+    /// Keeps bound volumes (`kubernetes.io/pv-protection`).
+    PvProtection,
 }
 
 impl Loop {
@@ -55,6 +63,10 @@ impl Loop {
         Loop::RootCaPublisher,
         Loop::StatefulSet,
         Loop::DaemonSet,
+        Loop::PersistentVolumeBinder,
+        Loop::LocalPathProvisioner,
+        Loop::PvcProtection,
+        Loop::PvProtection,
     ];
 
     /// The loop's name on the command line and in logs.
@@ -73,6 +85,10 @@ impl Loop {
             Loop::RootCaPublisher => "root-ca-cert-publisher",
             Loop::StatefulSet => "statefulset",
             Loop::DaemonSet => "daemonset",
+            Loop::PersistentVolumeBinder => "persistentvolume-binder",
+            Loop::LocalPathProvisioner => "local-path-provisioner",
+            Loop::PvcProtection => "pvc-protection",
+            Loop::PvProtection => "pv-protection",
         }
     }
 
@@ -97,6 +113,10 @@ impl Loop {
             Loop::RootCaPublisher => crate::namespace_defaults::root_ca::run(ctx, shutdown).await,
             Loop::StatefulSet => crate::statefulset::run(ctx, shutdown).await,
             Loop::DaemonSet => crate::daemonset::run(ctx, shutdown).await,
+            Loop::PersistentVolumeBinder => crate::volume::binder::run(ctx, shutdown).await,
+            Loop::LocalPathProvisioner => crate::volume::provisioner::run(ctx, shutdown).await,
+            Loop::PvcProtection => crate::volume::protection::run_claims(ctx, shutdown).await,
+            Loop::PvProtection => crate::volume::protection::run_volumes(ctx, shutdown).await,
         }
     }
 }
@@ -220,10 +240,11 @@ mod tests {
     fn selection_should_parse_star_and_exclusions() {
         let all: LoopSelection = "*".parse().expect("parses");
         assert_eq!(all, LoopSelection::all());
-        let none: LoopSelection =
-            "*,-namespace,-garbage-collector,-replicaset,-deployment,-scheduler,-node-lifecycle,-horizontal-pod-autoscaler,-pid-autoscaler,-disruption,-serviceaccount,-root-ca-cert-publisher,-statefulset,-daemonset"
-                .parse()
-                .expect("parses");
+        let every_one_out: Vec<String> =
+            Loop::ALL.iter().map(|l| format!("-{}", l.name())).collect();
+        let none: LoopSelection = format!("*,{}", every_one_out.join(","))
+            .parse()
+            .expect("parses");
         assert!(none.loops().is_empty());
         let err = "nope".parse::<LoopSelection>().expect_err("unknown");
         assert!(err.to_string().contains("namespace"), "{err}");

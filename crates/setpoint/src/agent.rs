@@ -87,6 +87,11 @@ pub(crate) struct AgentArgs {
     /// (never cgroups: the container's shim kills all its descendants).
     #[arg(long, value_name = "HOW", value_enum, default_value_t = Tracking::Auto)]
     pub(crate) container_tracking: Tracking,
+    /// How containers see their volumes: `auto` (bind-mounted at their mountPath in a mount
+    /// namespace per container when running as root, else as `emulated`) or `emulated` (no
+    /// mounts: paths given in SETPOINT_MOUNT_* environment variables).
+    #[arg(long, value_name = "HOW", value_enum, default_value_t = Mounts::Auto)]
+    pub(crate) mounts: Mounts,
     /// Simulate the node instead: its pods become Running without processes.
     #[arg(long)]
     pub(crate) simulated: bool,
@@ -110,6 +115,24 @@ impl From<Tracking> for setpoint_agent::ContainerTracking {
     }
 }
 
+/// `--mounts`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Mounts {
+    /// Mount namespaces when root.
+    Auto,
+    /// Environment variables only.
+    Emulated,
+}
+
+impl From<Mounts> for setpoint_agent::MountMode {
+    fn from(m: Mounts) -> Self {
+        match m {
+            Mounts::Auto => setpoint_agent::MountMode::Auto,
+            Mounts::Emulated => setpoint_agent::MountMode::Emulated,
+        }
+    }
+}
+
 /// Flags of `setpoint server` about its local agent.
 #[derive(Debug, Args)]
 pub(crate) struct LocalAgentArgs {
@@ -125,6 +148,10 @@ pub(crate) struct LocalAgentArgs {
     /// possible) or `subreaper`.
     #[arg(long = "container-tracking", value_name = "HOW", value_enum, default_value_t = Tracking::Auto)]
     pub(crate) container_tracking: Tracking,
+    /// How the local agent's containers see their volumes: `auto` (mounted in a mount
+    /// namespace per container when root) or `emulated` (SETPOINT_MOUNT_* variables).
+    #[arg(long = "mounts", value_name = "HOW", value_enum, default_value_t = Mounts::Auto)]
+    pub(crate) mounts: Mounts,
 }
 
 /// Runs `setpoint agent` until SIGINT or SIGTERM.
@@ -156,6 +183,7 @@ pub(crate) async fn agent(cli: AgentCli) -> Result<()> {
             capacity_override: capacity_overrides(&args.capacity)?,
             metrics_interval: args.metrics_interval,
             container_tracking: args.container_tracking.into(),
+            mount_mode: args.mounts.into(),
         };
         tokio::spawn(setpoint_agent::run(client, config, shutdown.clone()))
     };
@@ -214,6 +242,7 @@ pub(crate) fn start_local(
         capacity_override: BTreeMap::new(),
         metrics_interval: args.metrics_interval,
         container_tracking: args.container_tracking.into(),
+        mount_mode: args.mounts.into(),
     };
     Ok(Some(tokio::spawn(async move {
         setpoint_agent::run(client, config, shutdown)

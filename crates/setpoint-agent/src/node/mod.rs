@@ -31,6 +31,6 @@ mod status;
 pub(crate) use create_or_adopt::register;
 pub(crate) use keep::keep_registered;
 pub(crate) use lease::{retry_delay, NodeLease, LEASE_NAMESPACE, RENEW_INTERVAL};
-pub(crate) use machine::{architecture, KUBELET_VERSION};
+pub(crate) use machine::{architecture, capacity as machine_capacity, KUBELET_VERSION};
 pub(crate) use registration::NodeRegistration;
 pub(crate) use status::{time_now, NodeReadiness, StatusReporter};

@@ -11,6 +11,8 @@ mod slot;
 mod status;
 mod worker;
 
+pub(crate) use env::{expand, field_value};
+
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::net::IpAddr;
@@ -39,6 +41,10 @@ pub(crate) struct PodContext {
     pub(crate) cgroups: Option<crate::process::CgroupParent>,
     /// The resource sampler, told of every container started (to sample it at once).
     pub(crate) metrics: Arc<crate::metrics::Sampler>,
+    /// What the pods' volumes need.
+    pub(crate) volumes: crate::volumes::VolumeContext,
+    /// The pods' events (`FailedMount`, …).
+    pub(crate) events: setpoint_runtime::EventRecorder,
 }
 
 /// The latest word on a pod, as its worker sees it.
@@ -97,6 +103,18 @@ impl PodWorkers {
     pub(crate) fn remove(&self, uid: &str) {
         if let Some(tx) = self.workers.lock().get(uid) {
             tx.send_replace(PodUpdate::Removed);
+        }
+    }
+
+    /// Wakes the workers of every pod in `namespace` (a ConfigMap or Secret there changed:
+    /// their volumes may need rewriting).
+    pub(crate) fn poke(&self, namespace: &str) {
+        for tx in self.workers.lock().values() {
+            let here = matches!(&*tx.borrow(), PodUpdate::Present(pod)
+                if pod.metadata.namespace.as_deref() == Some(namespace));
+            if here {
+                tx.send_modify(|_| {});
+            }
         }
     }
 
@@ -165,6 +183,34 @@ fn pod_uid(dir: &Path) -> Option<String> {
     }
     let name = dir.file_name()?.to_str()?;
     Some(name.rsplit_once('_')?.1.to_owned())
+}
+
+/// The handler of ConfigMap and Secret informers: wakes the pods of the object's namespace.
+pub(crate) struct ConfigEvents(pub(crate) PodWorkers);
+
+impl<K: kube::Resource> EventHandler<K> for ConfigEvents {
+    fn on_add(&self, object: &Arc<K>, in_initial_list: bool) {
+        if !in_initial_list {
+            self.0
+                .poke(object.meta().namespace.as_deref().unwrap_or_default());
+        }
+    }
+
+    fn on_update(&self, _old: &Arc<K>, new: &Arc<K>) {
+        self.0
+            .poke(new.meta().namespace.as_deref().unwrap_or_default());
+    }
+
+    fn on_delete(&self, deleted: &Deleted<K>) {
+        self.0.poke(
+            deleted
+                .object()
+                .meta()
+                .namespace
+                .as_deref()
+                .unwrap_or_default(),
+        );
+    }
 }
 
 /// The informer handler that feeds the workers.

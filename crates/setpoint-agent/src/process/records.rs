@@ -44,6 +44,13 @@ pub(crate) struct RunSpec {
     /// descendants.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) cgroup: Option<RunCgroup>,
+    /// The container's volume mounts (see `volumes/`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) mounts: Vec<crate::volumes::MountSpec>,
+    /// Whether the shim mounts them in a mount namespace of the container's own; otherwise
+    /// they are only described in the environment.
+    #[serde(default)]
+    pub(crate) mount_namespace: bool,
 }
 
 /// A started run: who supervises it and which process is the container.
@@ -228,6 +235,8 @@ mod tests {
                 run_record: paths.run_record.clone(),
                 exit_record: paths.exit_record.clone(),
                 cgroup: None,
+                mounts: Vec::new(),
+                mount_namespace: false,
             };
             write_json(&paths.spec, &spec).expect("written");
             assert_eq!(read_json::<RunSpec>(&paths.spec).expect("read"), Some(spec));

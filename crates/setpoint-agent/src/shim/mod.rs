@@ -12,6 +12,8 @@
 //!    stdin from `/dev/null`, stdout and stderr into pipes — inside the spec's cgroup if it
 //!    names one (the shim joins the cgroup, starts the process, and leaves; if it cannot
 //!    join, the run goes on without a cgroup);
+//!    — first, if the spec asks, in a mount namespace of its own with the container's
+//!    volumes bind-mounted (`volumes/namespace.rs`);
 //! 4. writes the run record (its own and the container's pid and start time, the cgroup
 //!    used), then reports on its stdout one JSON line, `{"started": <run record>}` or
 //!    `{"failed": "<why>"}`, and never writes to stdout again (so an agent gone away cannot
@@ -115,6 +117,13 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
     let Some((program, args)) = spec.argv.split_first() else {
         return start_failed(spec, "the container has no command".to_owned());
     };
+    if spec.mount_namespace && !spec.mounts.is_empty() {
+        // Without its mounts the container still finds its volumes through the environment
+        // (`SETPOINT_MOUNT_*`), so a failure here is reported, not fatal.
+        if let Err(e) = crate::volumes::namespace::enter(&spec.mounts) {
+            eprintln!("setpoint agent-shim: volumes are not mounted (the container finds them through SETPOINT_MOUNT_* variables): {e}");
+        }
+    }
     let mut command = Command::new(program);
     command
         .args(args)

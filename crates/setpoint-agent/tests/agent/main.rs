@@ -13,6 +13,7 @@ mod agent_restart;
 mod deletion;
 mod lifecycle;
 mod pod_spec;
+mod volumes;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -40,6 +41,7 @@ struct Harness {
     root: tempfile::TempDir,
     agent: Option<(CancellationToken, JoinHandle<()>)>,
     tracking: ContainerTracking,
+    mount_mode: setpoint_agent::MountMode,
 }
 
 impl Harness {
@@ -48,6 +50,13 @@ impl Harness {
     }
 
     async fn start_tracking(tracking: ContainerTracking) -> Harness {
+        Harness::start_with(tracking, setpoint_agent::MountMode::Auto).await
+    }
+
+    async fn start_with(
+        tracking: ContainerTracking,
+        mount_mode: setpoint_agent::MountMode,
+    ) -> Harness {
         let env = TestEnv::start().await.expect("test API server");
         let client = env.client();
         let mut harness = Harness {
@@ -56,6 +65,7 @@ impl Harness {
             root: tempfile::tempdir().expect("a root directory"),
             agent: None,
             tracking,
+            mount_mode,
         };
         harness.start_agent();
         harness
@@ -72,6 +82,7 @@ impl Harness {
             capacity_override: BTreeMap::new(),
             metrics_interval: setpoint_agent::DEFAULT_METRICS_INTERVAL,
             container_tracking: self.tracking,
+            mount_mode: self.mount_mode,
         };
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(setpoint_agent::run(

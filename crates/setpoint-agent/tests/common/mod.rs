@@ -56,6 +56,7 @@ impl Harness {
             capacity_override: BTreeMap::new(),
             metrics_interval,
             container_tracking: setpoint_agent::ContainerTracking::Auto,
+            mount_mode: setpoint_agent::MountMode::Auto,
         };
         tokio::spawn(setpoint_agent::run(
             client.clone(),

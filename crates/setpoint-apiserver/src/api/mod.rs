@@ -28,6 +28,26 @@ use crate::telemetry::{Telemetry, TimedStore};
 pub use components::ComponentCheck;
 
 /// Namespaces that exist from the start.
+/// The StorageClass every cluster starts with, marked the default.
+const DEFAULT_STORAGE_CLASS: &str = "standard";
+
+/// `standard`: volumes are directories on the node of their first pod
+/// (`setpoint.dev/local-path`, provisioned by the `local-path-provisioner` loop), deleted
+/// with their claim.
+fn default_storage_class() -> serde_json::Value {
+    json!({
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {
+            "name": DEFAULT_STORAGE_CLASS,
+            "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+        },
+        "provisioner": "setpoint.dev/local-path",
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "WaitForFirstConsumer",
+    })
+}
+
 const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
 
 /// The key of a resource: group, version, plural.
@@ -250,7 +270,8 @@ impl Api {
     }
 
     /// Creates what a new cluster starts with and does not have yet: the initial namespaces
-    /// and the built-in priority classes, and the default ServiceCIDR (made `Ready`).
+    /// and the built-in priority classes, the default ServiceCIDR (made `Ready`), and the
+    /// default StorageClass `standard` (local-path volumes on the pod's node).
     async fn bootstrap(&self) -> Result<(), ApiError> {
         let namespaces = self.registry_store_of("", "v1", "namespaces")?;
         for name in INITIAL_NAMESPACES {
@@ -262,6 +283,13 @@ impl Api {
             let class = system_class(name, value, description);
             self.create_missing(&classes, name, class).await?;
         }
+        let storage_classes = self.registry_store_of("storage.k8s.io", "v1", "storageclasses")?;
+        self.create_missing(
+            &storage_classes,
+            DEFAULT_STORAGE_CLASS,
+            default_storage_class(),
+        )
+        .await?;
         let cidrs = self.registry_store_of("networking.k8s.io", "v1", "servicecidrs")?;
         self.create_missing(&cidrs, DEFAULT_SERVICE_CIDR, default_service_cidr())
             .await?;

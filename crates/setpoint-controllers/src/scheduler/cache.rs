@@ -25,6 +25,7 @@ use super::filter::{diagnosis, filter};
 use super::node_info::{NodeFacts, NodeInfo, PodInfo};
 use super::resources::PodRequest;
 use super::score::{least_allocated, pick};
+use super::volumes::VolumeNeeds;
 
 /// Whether a placed pod's binding has been seen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,9 +139,22 @@ impl Cache {
 
     /// Decides where `pod` goes: filters every node, scores those that fit and assumes the
     /// pod on the best (ties rotate). If none fits, records the pod as unschedulable.
+    #[cfg(test)]
     pub(super) fn schedule(&mut self, pod: &PodInfo) -> Decision {
+        self.schedule_with(pod, &VolumeNeeds::default())
+    }
+
+    /// As [`schedule`](Self::schedule), also honouring what the pod's claims need.
+    pub(super) fn schedule_with(&mut self, pod: &PodInfo, volumes: &VolumeNeeds) -> Decision {
         if self.pods.contains_key(&pod.uid) {
             return Decision::AlreadyPlaced;
+        }
+        if let Some(message) = &volumes.blocked {
+            self.unschedulable.insert(pod.key.clone());
+            return Decision::Unschedulable(format!(
+                "0/{} nodes are available: {message}.",
+                self.nodes.len()
+            ));
         }
         let mut feasible: Vec<&str> = Vec::new();
         let mut scores: Vec<i64> = Vec::new();
@@ -149,7 +163,10 @@ impl Cache {
         for (name, info) in &self.nodes {
             let Some(facts) = &info.node else { continue };
             considered += 1;
-            let why = filter(info, facts, pod);
+            let mut why = filter(info, facts, pod);
+            if why.is_empty() && !volumes.allows(&facts.object) {
+                why.push(super::filter::Reason::VolumeNodeAffinity);
+            }
             if why.is_empty() {
                 feasible.push(name);
                 scores.push(least_allocated(info, facts, pod));

@@ -41,6 +41,8 @@ pub(super) enum Reason {
     },
     /// `nodeSelector` or required node affinity does not match.
     NodeAffinity,
+    /// The node affinity of a bound PersistentVolume of the pod does not match.
+    VolumeNodeAffinity,
     /// The node would exceed `allocatable.pods`.
     TooManyPods,
     /// The node lacks room for the request of this resource.
@@ -55,6 +57,7 @@ impl fmt::Display for Reason {
             Reason::UntoleratedTaint { key, value } => {
                 write!(f, "node(s) had untolerated taint {{{key}: {value}}}")
             }
+            Reason::VolumeNodeAffinity => f.write_str("node(s) had volume node affinity conflict"),
             Reason::NodeAffinity => {
                 f.write_str("node(s) didn't match Pod's node affinity/selector")
             }
@@ -174,6 +177,13 @@ pub(crate) fn matches_node_selection(pod: &Pod, node: &Node) -> bool {
                 .iter()
                 .any(|term| term_matches(term, labels, node))
         })
+}
+
+/// Whether `node` matches one node selector term (of a PersistentVolume's node affinity).
+pub(super) fn term_matches_node(term: &NodeSelectorTerm, node: &Node) -> bool {
+    let empty = BTreeMap::new();
+    let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
+    term_matches(term, labels, node)
 }
 
 /// A term matches if all its expressions and fields match; a term with neither matches no

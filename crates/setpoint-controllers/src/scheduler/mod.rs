@@ -9,6 +9,8 @@
 //! - [`handlers`]: informer events keep the cache in step, queue pods that need a node, and
 //!   move unschedulable pods back to the queue when a node is added or changes or a placed pod
 //!   goes.
+//! - [`volumes`]: what a pod's PersistentVolumeClaims ask of its node, and the
+//!   `volume.kubernetes.io/selected-node` annotation of claims that wait for a first consumer.
 //! - [`outcome`]: bindings, and the `PodScheduled=False` status and `FailedScheduling` Event of
 //!   a pod no node can take, run concurrently (up to [`MAX_IN_FLIGHT`]) while decisions go on.
 //!
@@ -24,6 +26,9 @@ mod node_info;
 mod outcome;
 mod resources;
 mod score;
+mod volumes;
+
+pub(crate) use volumes::SELECTED_NODE;
 
 pub(crate) use filter::{matches_node_selection, tolerates};
 pub(crate) use resources::milli_value;
@@ -31,7 +36,8 @@ pub(crate) use resources::milli_value;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
 use parking_lot::Mutex;
 use setpoint_runtime::{
     Backoff, ControllerError, EventRecorder, HandlerRegistration, ObjectCache, RateLimit, Reporter,
@@ -72,6 +78,24 @@ pub(crate) async fn run(
     let cache = Arc::new(Mutex::new(Cache::default()));
     let pod_informer = ctx.factory.informer::<Pod>();
     let node_informer = ctx.factory.informer::<Node>();
+    let claim_informer = ctx.factory.informer::<PersistentVolumeClaim>();
+    let volume_informer = ctx.factory.informer::<PersistentVolume>();
+    let class_informer = ctx.factory.informer::<StorageClass>();
+    let volume_caches = volumes::VolumeCaches {
+        claims: claim_informer.store(),
+        volumes: volume_informer.store(),
+        classes: class_informer.store(),
+    };
+    let volume_registrations = [
+        claim_informer.add_handler(volumes::VolumeEvents {
+            cache: cache.clone(),
+            queue: queue.enqueuer(),
+        }),
+        volume_informer.add_handler(volumes::VolumeEvents {
+            cache: cache.clone(),
+            queue: queue.enqueuer(),
+        }),
+    ];
     let registrations = [
         node_informer.add_handler(NodeEvents {
             cache: cache.clone(),
@@ -85,7 +109,14 @@ pub(crate) async fn run(
     ctx.factory.start();
     let started = tokio::select! {
         () = shutdown.cancelled() => false,
-        () = synced(&pod_informer, &node_informer, &registrations) => true,
+        () = async {
+            synced(&pod_informer, &node_informer, &registrations).await;
+            futures::join!(
+                claim_informer.wait_until_synced(),
+                volume_informer.wait_until_synced(),
+                class_informer.wait_until_synced()
+            );
+        } => true,
     };
     if started {
         tracing::info!("scheduler caches synced; scheduling");
@@ -98,11 +129,11 @@ pub(crate) async fn run(
             cache: cache.clone(),
             queue: queue.clone(),
         });
-        decide(&outcomes, &pod_informer.store(), &shutdown).await;
+        decide(&outcomes, &pod_informer.store(), &volume_caches, &shutdown).await;
         outcomes.recorder.flush().await;
     }
     queue.shut_down();
-    for r in registrations {
+    for r in registrations.into_iter().chain(volume_registrations) {
         r.remove();
     }
     Ok(())
@@ -124,7 +155,12 @@ async fn synced(
 /// The decision loop: takes pods from the queue one at a time, decides in memory, and hands
 /// the outcome to a task (at most [`MAX_IN_FLIGHT`] at once). On shutdown, waits for the
 /// outcomes in flight.
-async fn decide(out: &Arc<Outcomes>, pods: &ObjectCache<Pod>, shutdown: &CancellationToken) {
+async fn decide(
+    out: &Arc<Outcomes>,
+    pods: &ObjectCache<Pod>,
+    volume_caches: &volumes::VolumeCaches,
+    shutdown: &CancellationToken,
+) {
     let mut in_flight = JoinSet::new();
     loop {
         while let Some(done) = in_flight.try_join_next() {
@@ -146,12 +182,25 @@ async fn decide(out: &Arc<Outcomes>, pods: &ObjectCache<Pod>, shutdown: &Cancell
             claim.done();
             continue;
         };
+        let needs = volumes::needs(volume_caches, &pod);
         let pod = PodInfo::of(pod);
-        let decision = out.cache.lock().schedule(&pod);
+        let decision = out.cache.lock().schedule_with(&pod, &needs);
         match decision {
             Decision::AlreadyPlaced => claim.done(),
-            Decision::Bind(node) => {
+            Decision::Bind(node) if needs.to_select.is_empty() => {
                 in_flight.spawn(outcome::bind(out.clone(), pod, node, claim));
+            }
+            Decision::Bind(node) => {
+                let out = out.clone();
+                in_flight.spawn(async move {
+                    match volumes::select_node(&out.client, &needs.to_select, &node).await {
+                        Ok(()) => outcome::bind(out, pod, node, claim).await,
+                        Err(e) => {
+                            tracing::warn!(pod = %pod.key, error = %e, "annotating the pod's claims with its node");
+                            outcome::retry(&out, &pod, claim);
+                        }
+                    }
+                });
             }
             Decision::Unschedulable(message) => {
                 in_flight.spawn(outcome::unschedulable(out.clone(), pod, message, claim));

@@ -96,6 +96,13 @@ pub(super) async fn bind(out: Arc<Outcomes>, pod: PodInfo, node: String, claim: 
     }
 }
 
+/// Gives up a decision before its binding was sent (the pod's claims could not be annotated):
+/// drops the assumption and retries the pod with backoff.
+pub(super) fn retry(out: &Outcomes, pod: &PodInfo, claim: Claim<ObjectKey>) {
+    out.cache.lock().forget(&pod.uid);
+    claim.retry();
+}
+
 /// Reports that no node can take `pod`, then queues it again after [`UNSCHEDULABLE_RETRY`]
 /// (sooner if the cluster changes).
 pub(super) async fn unschedulable(

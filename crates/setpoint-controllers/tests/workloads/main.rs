@@ -10,3 +10,4 @@ mod daemonsets;
 mod disruption;
 mod sets_kit;
 mod statefulsets;
+mod volumes;

@@ -8,3 +8,4 @@ mod common;
 mod daemonsets;
 mod drain;
 mod statefulsets;
+mod volumes;

@@ -32,6 +32,8 @@ use crate::process::{
 const RESYNC: Duration = Duration::from_secs(10);
 /// How soon a failed status write is retried.
 const RETRY: Duration = Duration::from_secs(1);
+/// How soon volumes that could not be prepared are tried again.
+const MOUNT_RETRY: Duration = Duration::from_secs(2);
 
 /// What wakes a worker besides pod updates.
 #[derive(Debug)]
@@ -79,6 +81,12 @@ struct Worker {
     /// The pod is being deleted and its processes are stopped: the worker asked the API to
     /// remove it.
     delete_done: bool,
+    /// The pod's volumes, once prepared.
+    volumes: Option<crate::volumes::PodVolumes>,
+    /// The last error preparing them (reported once per distinct message).
+    mount_error: Option<String>,
+    /// Notes about the volumes already reported as events.
+    volume_notes: std::collections::BTreeSet<String>,
 }
 
 /// Runs the worker of pod `uid` (directory `dir`) until the pod is gone from the API and its
@@ -112,6 +120,9 @@ pub(super) async fn pod_worker(
         init_failed: false,
         terminal: false,
         delete_done: false,
+        volumes: None,
+        mount_error: None,
+        volume_notes: std::collections::BTreeSet::new(),
     };
     loop {
         let next = tokio::select! {
@@ -150,6 +161,7 @@ impl Worker {
                     self.load_from_disk();
                 }
                 self.stop_all(MIN_GRACE, None).await;
+                crate::volumes::teardown(&self.dir);
                 if let Err(e) = std::fs::remove_dir_all(&self.dir) {
                     tracing::warn!(dir = %self.dir.display(), error = %e, "removing a deleted pod's directory");
                 }
@@ -168,13 +180,68 @@ impl Worker {
         }
         let mut wake = Instant::now() + RESYNC;
         if !self.terminal {
+            let mounted = self.prepare_volumes(&pod).await;
             self.check_probes(&pod);
-            self.drive(&pod, &mut wake).await;
+            if mounted {
+                self.drive(&pod, &mut wake).await;
+            } else {
+                wake = wake.min(Instant::now() + MOUNT_RETRY);
+            }
         }
         if !self.report(&pod, None).await {
             wake = wake.min(Instant::now() + RETRY);
         }
         Some(wake)
+    }
+
+    /// Prepares (or refreshes) the pod's volumes; reports failures and notes as events.
+    /// Returns whether containers may be started: the volumes were prepared, now or before
+    /// (a failed refresh keeps the containers on the data they have, as the kubelet does).
+    async fn prepare_volumes(&mut self, pod: &Arc<Pod>) -> bool {
+        let prepared =
+            crate::volumes::prepare(&self.ctx.volumes, pod, &self.dir, self.volumes.as_ref()).await;
+        match prepared {
+            Ok(mut prepared) => {
+                self.mount_error = None;
+                let mounts_anything = pod.spec.iter().any(|s| {
+                    s.containers
+                        .iter()
+                        .chain(s.init_containers.iter().flatten())
+                        .any(|c| c.volume_mounts.as_ref().is_some_and(|m| !m.is_empty()))
+                });
+                if mounts_anything && !self.ctx.volumes.mounts {
+                    prepared.notes.push("mounts are emulated: the agent cannot mount (not root, or told not to), so containers find their volumes through SETPOINT_MOUNT_* environment variables".to_owned());
+                }
+                for note in prepared.notes {
+                    if self.volume_notes.insert(note.clone()) {
+                        let reason = if note.starts_with("mounts are emulated") {
+                            "MountsEmulated"
+                        } else {
+                            "VolumeNotSupported"
+                        };
+                        self.ctx.events.publish_for(
+                            &**pod,
+                            setpoint_runtime::EventDetails::warning(reason, "Mount")
+                                .with_note(note),
+                        );
+                    }
+                }
+                self.volumes = Some(prepared.volumes);
+                true
+            }
+            Err(e) => {
+                if self.mount_error.as_deref() != Some(e.0.as_str()) {
+                    tracing::info!(pod = %self.label, error = %e, "preparing the pod's volumes");
+                    self.ctx.events.publish_for(
+                        &**pod,
+                        setpoint_runtime::EventDetails::warning("FailedMount", "Mount")
+                            .with_note(format!("MountVolume.SetUp failed: {e}")),
+                    );
+                    self.mount_error = Some(e.0);
+                }
+                self.volumes.is_some()
+            }
+        }
     }
 
     fn handle(&mut self, event: Event) {
@@ -389,6 +456,33 @@ impl Worker {
                 return;
             }
         };
+        let Some(volumes) = &self.volumes else {
+            return;
+        };
+        let lookup = |name: &str| {
+            process
+                .env
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        let mount_namespace = self.ctx.volumes.mounts;
+        let (mounts, mount_env) =
+            match crate::volumes::container_mounts(&container, volumes, mount_namespace, &lookup) {
+                Ok(found) => found,
+                Err(e) => {
+                    self.slot_mut(which, i).blocked =
+                        Some(("CreateContainerConfigError".to_owned(), e.0));
+                    return;
+                }
+            };
+        let mut process = process;
+        for (name, value) in mount_env {
+            match process.env.iter_mut().find(|(k, _)| *k == name) {
+                Some(slot) => slot.1 = value,
+                None => process.env.push((name, value)),
+            }
+        }
         let slot = self.slot_mut(which, i);
         slot.blocked = None;
         let (n, restarting) = match &slot.latest {
@@ -413,6 +507,8 @@ impl Worker {
                 .cgroups
                 .as_ref()
                 .map(|parent| parent.run(&self.uid, &container.name, n)),
+            mounts,
+            mount_namespace,
         };
         let launched = launch(&self.ctx.shim, &self.dir, &paths, &spec).await;
         if restarting {

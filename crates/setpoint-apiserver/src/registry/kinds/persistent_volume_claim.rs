@@ -1,7 +1,8 @@
 //! core/v1 PersistentVolumeClaim: a request for storage. Defaults as kube-apiserver's: volume
 //! mode `Filesystem`, a new claim `Pending`. It needs access modes and a `storage` request;
 //! after creation only `resources.requests`, `volumeAttributesClassName` and an unset
-//! `volumeName` may change. The `status` subresource (no binder loop in Setpoint yet) and the
+//! `volumeName` and an unset `storageClassName` may change. The `status` subresource (written by
+//! the `persistentvolume-binder` loop) and the
 //! `kubectl get pvc` row.
 
 use std::sync::Arc;
@@ -48,6 +49,11 @@ fn fixed_spec(spec: &Value, volume_bound: bool) -> Value {
         if !volume_bound {
             map.remove("volumeName");
         }
+        // An unset class may be set (the binder gives class-less claims the default class, as
+        // Kubernetes' retroactive default StorageClass assignment does).
+        if map.get("storageClassName").is_none_or(Value::is_null) {
+            map.remove("storageClassName");
+        }
         if let Some(resources) = map.get_mut("resources").and_then(Value::as_object_mut) {
             resources.remove("requests");
         }
@@ -92,7 +98,14 @@ impl Strategy for PersistentVolumeClaims {
         one_of(object, "/spec/volumeMode", VOLUME_MODES, &mut causes);
         if let Some(old) = old {
             let bound = old["spec"]["volumeName"].as_str().is_some_and(|v| !v.is_empty());
-            if fixed_spec(spec, bound) != fixed_spec(&old["spec"], bound) {
+            let mut new_fixed = fixed_spec(spec, bound);
+            let old_fixed = fixed_spec(&old["spec"], bound);
+            if old_fixed.get("storageClassName").is_none() {
+                if let Some(map) = new_fixed.as_object_mut() {
+                    map.remove("storageClassName");
+                }
+            }
+            if new_fixed != old_fixed {
                 causes.push(Cause::forbidden(
                     "spec",
                     "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims",
@@ -188,5 +201,20 @@ mod tests {
         let mut modes = old.clone();
         modes["spec"]["accessModes"] = json!(["ReadWriteMany"]);
         assert_eq!(fields(&modes, Some(&old)), ["spec"]);
+    }
+
+    #[test]
+    fn an_unset_class_may_be_set_once() {
+        let old = claim(json!({"accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem",
+            "resources": {"requests": {"storage": "1Gi"}}}));
+        let mut classed = old.clone();
+        classed["spec"]["storageClassName"] = json!("standard");
+        assert!(fields(&classed, Some(&old)).is_empty());
+        let mut changed = classed.clone();
+        changed["spec"]["storageClassName"] = json!("fast");
+        assert_eq!(fields(&changed, Some(&classed)), ["spec"]);
+        let mut cleared = classed.clone();
+        cleared["spec"]["storageClassName"] = Value::Null;
+        assert_eq!(fields(&cleared, Some(&classed)), ["spec"]);
     }
 }
