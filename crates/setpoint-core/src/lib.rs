@@ -13,6 +13,7 @@ pub mod fieldpath;
 mod gvk;
 mod patch;
 pub mod quantity;
+pub mod quota;
 mod query;
 mod revision;
 mod selector;
