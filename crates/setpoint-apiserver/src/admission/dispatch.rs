@@ -106,7 +106,8 @@ impl Admit for RequestAdmission {
         if let Some(builtin) = &self.builtin {
             builtin.validate_limits(def, operation, object)?;
         }
-        self.validate_dynamic(operation, object, old, dry_run).await?;
+        self.validate_dynamic(operation, object, old, dry_run)
+            .await?;
         if let Some(builtin) = &self.builtin {
             builtin
                 .charge_quotas(def, operation, object, old, dry_run)

@@ -49,7 +49,14 @@ pub fn format(name: &str, milli: i128) -> String {
     let value = milli / 1000;
     let bytes = name.contains("memory") || name.contains("storage") || name.contains("hugepages");
     if bytes && value != 0 {
-        for (suffix, shift) in [("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)] {
+        for (suffix, shift) in [
+            ("Ei", 60),
+            ("Pi", 50),
+            ("Ti", 40),
+            ("Gi", 30),
+            ("Mi", 20),
+            ("Ki", 10),
+        ] {
             let unit = 1_i128 << shift;
             if value % unit == 0 {
                 return format!("{}{suffix}", value / unit);
@@ -105,10 +112,18 @@ fn pretty(usage: &Usage) -> String {
 pub fn charge(status: &Value, delta: &Usage) -> Result<Usage, Option<Exceeded>> {
     let hard = usage_of(&status["hard"]);
     let mut used = usage_of(&status["used"]);
-    let mut over = Exceeded { requested: Usage::new(), used: Usage::new(), limited: Usage::new() };
+    let mut over = Exceeded {
+        requested: Usage::new(),
+        used: Usage::new(),
+        limited: Usage::new(),
+    };
     for (name, amount) in delta {
-        let Some(limit) = hard.get(name) else { continue };
-        let Some(current) = used.get(name).copied() else { return Err(None) };
+        let Some(limit) = hard.get(name) else {
+            continue;
+        };
+        let Some(current) = used.get(name).copied() else {
+            return Err(None);
+        };
         if *amount > 0 && current + amount > *limit {
             over.requested.insert(name.clone(), *amount);
             over.used.insert(name.clone(), current);
@@ -121,15 +136,6 @@ pub fn charge(status: &Value, delta: &Usage) -> Result<Usage, Option<Exceeded>> 
     } else {
         Err(Some(over))
     }
-}
-
-/// The resources of `delta` a quota with `hard` limits (so whether it concerns the object).
-pub fn limited(hard: &Value, delta: &Usage) -> Vec<String> {
-    delta
-        .keys()
-        .filter(|k| hard.get(k.as_str()).is_some())
-        .cloned()
-        .collect()
 }
 
 #[cfg(test)]
@@ -149,9 +155,17 @@ mod tests {
     #[test]
     fn a_charge_over_the_limit_should_name_the_resources_it_exceeds() {
         let status = json!({"hard": {"pods": "3", "requests.cpu": "1"}, "used": {"pods": "3", "requests.cpu": "0"}});
-        let delta: Usage = [("pods".into(), 1000), ("requests.cpu".into(), 100), ("count/pods".into(), 1000)].into();
+        let delta: Usage = [
+            ("pods".into(), 1000),
+            ("requests.cpu".into(), 100),
+            ("count/pods".into(), 1000),
+        ]
+        .into();
         let over = charge(&status, &delta).unwrap_err().unwrap();
-        assert_eq!(over.message("q"), "exceeded quota: q, requested: pods=1, used: pods=3, limited: pods=3");
+        assert_eq!(
+            over.message("q"),
+            "exceeded quota: q, requested: pods=1, used: pods=3, limited: pods=3"
+        );
         let status = json!({"hard": {"pods": "4"}, "used": {"pods": "3"}});
         assert_eq!(charge(&status, &delta).unwrap()["pods"], 4000);
         assert_eq!(charge(&json!({"hard": {"pods": "4"}}), &delta), Err(None));

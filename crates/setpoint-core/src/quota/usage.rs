@@ -48,8 +48,15 @@ pub fn object_usage(group: &str, plural: &str, object: &Value) -> Usage {
             let kind = spec["type"].as_str().unwrap_or("ClusterIP");
             let ports = spec["ports"].as_array().map_or(0, Vec::len) as i128;
             let load_balancer = kind == "LoadBalancer";
-            usage.insert("services.loadbalancers".into(), if load_balancer { ONE } else { 0 });
-            let node_ports = if kind == "NodePort" || load_balancer { ports * ONE } else { 0 };
+            usage.insert(
+                "services.loadbalancers".into(),
+                if load_balancer { ONE } else { 0 },
+            );
+            let node_ports = if kind == "NodePort" || load_balancer {
+                ports * ONE
+            } else {
+                0
+            };
             usage.insert("services.nodeports".into(), node_ports);
         }
         "persistentvolumeclaims" => {
@@ -59,7 +66,10 @@ pub fn object_usage(group: &str, plural: &str, object: &Value) -> Usage {
                 .and_then(milli_value)
                 .unwrap_or(0);
             usage.insert("requests.storage".into(), storage);
-            if let Some(class) = object["spec"]["storageClassName"].as_str().filter(|c| !c.is_empty()) {
+            if let Some(class) = object["spec"]["storageClassName"]
+                .as_str()
+                .filter(|c| !c.is_empty())
+            {
                 let prefix = format!("{class}.storageclass.storage.k8s.io/");
                 usage.insert(format!("{prefix}persistentvolumeclaims"), ONE);
                 usage.insert(format!("{prefix}requests.storage"), storage);
@@ -75,7 +85,10 @@ pub fn object_usage(group: &str, plural: &str, object: &Value) -> Usage {
 
 /// Whether a pod still holds its resources: not `Succeeded` or `Failed`.
 fn is_running(pod: &Value) -> bool {
-    !matches!(pod["status"]["phase"].as_str(), Some("Succeeded" | "Failed"))
+    !matches!(
+        pod["status"]["phase"].as_str(),
+        Some("Succeeded" | "Failed")
+    )
 }
 
 /// A container's requests and limits (a request not set but limited is the limit, as the API
@@ -109,7 +122,11 @@ fn pod_requirements(pod: &Value) -> (BTreeMap<String, i128>, BTreeMap<String, i1
             *limits.entry(k).or_insert(0) += v;
         }
     }
-    for c in pod["spec"]["initContainers"].as_array().into_iter().flatten() {
+    for c in pod["spec"]["initContainers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
         let (r, l) = requirements(c);
         for (k, v) in r {
             let e = requests.entry(k).or_insert(0);
@@ -173,7 +190,10 @@ pub fn pod_usage(pod: &Value) -> Usage {
 
 /// `must specify limits.cpu for: c1,c2; requests.memory for: c1` when a quota limiting the
 /// resources `hard` covers the pod and some container does not set them.
-pub fn required_missing<'a>(hard: impl IntoIterator<Item = &'a str>, pod: &Value) -> Option<String> {
+pub fn required_missing<'a>(
+    hard: impl IntoIterator<Item = &'a str>,
+    pod: &Value,
+) -> Option<String> {
     let required: BTreeSet<&str> = hard.into_iter().filter(|h| REQUIRED.contains(h)).collect();
     if required.is_empty() {
         return None;
@@ -190,7 +210,10 @@ pub fn required_missing<'a>(hard: impl IntoIterator<Item = &'a str>, pod: &Value
                 .filter_map(|(k, q)| Some((k.clone(), milli_value(q.as_str()?)?)))
                 .collect()
         };
-        let set = compute_usage(&list(&c["resources"]["requests"]), &list(&c["resources"]["limits"]));
+        let set = compute_usage(
+            &list(&c["resources"]["requests"]),
+            &list(&c["resources"]["limits"]),
+        );
         for r in &required {
             if !set.contains_key(*r) {
                 let name = c["name"].as_str().unwrap_or_default().to_owned();
@@ -203,7 +226,12 @@ pub fn required_missing<'a>(hard: impl IntoIterator<Item = &'a str>, pod: &Value
     }
     let parts: Vec<String> = missing
         .iter()
-        .map(|(r, names)| format!("{r} for: {}", names.iter().cloned().collect::<Vec<_>>().join(",")))
+        .map(|(r, names)| {
+            format!(
+                "{r} for: {}",
+                names.iter().cloned().collect::<Vec<_>>().join(",")
+            )
+        })
         .collect();
     Some(format!("must specify {}", parts.join("; ")))
 }
@@ -253,7 +281,10 @@ mod tests {
         assert_eq!(u["requests.cpu"], 500);
         assert_eq!(u["cpu"], 500);
         assert_eq!(u["limits.cpu"], 200);
-        assert_eq!(u["requests.memory"], 1_073_741_824_000, "a request defaults to its limit");
+        assert_eq!(
+            u["requests.memory"], 1_073_741_824_000,
+            "a request defaults to its limit"
+        );
         assert_eq!(u["limits.memory"], 1_073_741_824_000);
     }
 
@@ -265,7 +296,10 @@ mod tests {
 
     #[test]
     fn a_compute_quota_should_require_its_resources_of_every_container() {
-        let p = pod(json!([{"name": "a", "resources": {"requests": {"cpu": "1"}}}, {"name": "b"}]), "");
+        let p = pod(
+            json!([{"name": "a", "resources": {"requests": {"cpu": "1"}}}, {"name": "b"}]),
+            "",
+        );
         assert_eq!(
             required_missing(["limits.cpu", "requests.cpu", "pods"], &p).as_deref(),
             Some("must specify limits.cpu for: a,b; requests.cpu for: b")
@@ -277,18 +311,43 @@ mod tests {
     fn services_and_claims_should_count_their_kinds() {
         let s = json!({"spec": {"type": "NodePort", "ports": [{"port": 80}, {"port": 443}]}});
         let u = object_usage("", "services", &s);
-        assert_eq!((u["services"], u["services.nodeports"], u["services.loadbalancers"]), (1000, 2000, 0));
+        assert_eq!(
+            (
+                u["services"],
+                u["services.nodeports"],
+                u["services.loadbalancers"]
+            ),
+            (1000, 2000, 0)
+        );
         let c = json!({"spec": {"storageClassName": "gold", "resources": {"requests": {"storage": "1Gi"}}}});
         let u = object_usage("", "persistentvolumeclaims", &c);
-        assert_eq!(u["gold.storageclass.storage.k8s.io/requests.storage"], 1_073_741_824_000);
-        assert_eq!(object_usage("apps", "deployments", &json!({}))["count/deployments.apps"], 1000);
+        assert_eq!(
+            u["gold.storageclass.storage.k8s.io/requests.storage"],
+            1_073_741_824_000
+        );
+        assert_eq!(
+            object_usage("apps", "deployments", &json!({}))["count/deployments.apps"],
+            1000
+        );
     }
 
     #[test]
     fn quota_names_should_map_to_the_objects_they_count() {
-        assert_eq!(resources_of("requests.cpu"), Some((String::new(), "pods".into())));
-        assert_eq!(resources_of("requests.storage"), Some((String::new(), "persistentvolumeclaims".into())));
-        assert_eq!(resources_of("count/deployments.apps"), Some(("apps".into(), "deployments".into())));
-        assert_eq!(resources_of("services.nodeports"), Some((String::new(), "services".into())));
+        assert_eq!(
+            resources_of("requests.cpu"),
+            Some((String::new(), "pods".into()))
+        );
+        assert_eq!(
+            resources_of("requests.storage"),
+            Some((String::new(), "persistentvolumeclaims".into()))
+        );
+        assert_eq!(
+            resources_of("count/deployments.apps"),
+            Some(("apps".into(), "deployments".into()))
+        );
+        assert_eq!(
+            resources_of("services.nodeports"),
+            Some((String::new(), "services".into()))
+        );
     }
 }

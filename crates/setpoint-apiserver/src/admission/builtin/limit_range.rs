@@ -26,14 +26,23 @@ pub(super) fn default_pod(ranges: &[Value], pod: &mut Value) -> bool {
     for range in ranges {
         let (mut requests, mut limits) = (Map::new(), Map::new());
         for entry in entries(std::slice::from_ref(range), "Container") {
-            requests.extend(entry["defaultRequest"].as_object().cloned().unwrap_or_default());
+            requests.extend(
+                entry["defaultRequest"]
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            );
             limits.extend(entry["default"].as_object().cloned().unwrap_or_default());
         }
         if requests.is_empty() && limits.is_empty() {
             continue;
         }
         let mut notes = Vec::new();
-        for container in pod["spec"]["containers"].as_array_mut().into_iter().flatten() {
+        for container in pod["spec"]["containers"]
+            .as_array_mut()
+            .into_iter()
+            .flatten()
+        {
             let name = container["name"].as_str().unwrap_or_default().to_owned();
             let resources = &mut container["resources"];
             if !resources.is_object() {
@@ -42,10 +51,16 @@ pub(super) fn default_pod(ranges: &[Value], pod: &mut Value) -> bool {
             let set_limits = fill(&mut resources["limits"], &limits);
             let set_requests = fill(&mut resources["requests"], &requests);
             if !set_requests.is_empty() {
-                notes.push(format!("{} request for container {name}", set_requests.join(", ")));
+                notes.push(format!(
+                    "{} request for container {name}",
+                    set_requests.join(", ")
+                ));
             }
             if !set_limits.is_empty() {
-                notes.push(format!("{} limit for container {name}", set_limits.join(", ")));
+                notes.push(format!(
+                    "{} limit for container {name}",
+                    set_limits.join(", ")
+                ));
             }
         }
         if !notes.is_empty() {
@@ -53,7 +68,8 @@ pub(super) fn default_pod(ranges: &[Value], pod: &mut Value) -> bool {
             if !meta["annotations"].is_object() {
                 meta["annotations"] = json!({});
             }
-            meta["annotations"][ANNOTATION] = json!(format!("LimitRanger plugin set: {}", notes.join("; ")));
+            meta["annotations"][ANNOTATION] =
+                json!(format!("LimitRanger plugin set: {}", notes.join("; ")));
             changed = true;
         }
     }
@@ -107,7 +123,9 @@ fn container_lists(c: &Value) -> (List, List) {
 /// The sum of each resource every list has.
 fn sum(lists: &[List]) -> List {
     let mut out = List::new();
-    let Some(first) = lists.first() else { return out };
+    let Some(first) = lists.first() else {
+        return out;
+    };
     for k in first.keys() {
         if lists.iter().all(|l| l.contains_key(k)) {
             let total: i128 = lists.iter().map(|l| l[k].1).sum();
@@ -118,38 +136,51 @@ fn sum(lists: &[List]) -> List {
 }
 
 /// The problems of `requests`/`limits` against one entry of type `kind`.
-fn check(entry: &Value, kind: &str, requests: &List, limits: &List, claim: bool, errors: &mut Vec<String>) {
+fn check(
+    entry: &Value,
+    kind: &str,
+    requests: &List,
+    limits: &List,
+    claim: bool,
+    errors: &mut Vec<String>,
+) {
     for (k, (bound, min)) in list(&entry["min"]) {
         match (requests.get(&k), limits.get(&k)) {
-            (None, _) => errors.push(format!("minimum {k} usage per {kind} is {bound}.  No request is specified")),
-            (Some((r, v)), _) if *v < min => {
-                errors.push(format!("minimum {k} usage per {kind} is {bound}, but request is {r}"))
-            }
-            (_, Some((l, v))) if *v < min => {
-                errors.push(format!("minimum {k} usage per {kind} is {bound}, but limit is {l}"))
-            }
+            (None, _) => errors.push(format!(
+                "minimum {k} usage per {kind} is {bound}.  No request is specified"
+            )),
+            (Some((r, v)), _) if *v < min => errors.push(format!(
+                "minimum {k} usage per {kind} is {bound}, but request is {r}"
+            )),
+            (_, Some((l, v))) if *v < min => errors.push(format!(
+                "minimum {k} usage per {kind} is {bound}, but limit is {l}"
+            )),
             _ => {}
         }
     }
     for (k, (bound, max)) in list(&entry["max"]) {
         if claim {
             match requests.get(&k) {
-                None => errors.push(format!("maximum {k} usage per {kind} is {bound}.  No request is specified")),
-                Some((r, v)) if *v > max => {
-                    errors.push(format!("maximum {k} usage per {kind} is {bound}, but request is {r}"))
-                }
+                None => errors.push(format!(
+                    "maximum {k} usage per {kind} is {bound}.  No request is specified"
+                )),
+                Some((r, v)) if *v > max => errors.push(format!(
+                    "maximum {k} usage per {kind} is {bound}, but request is {r}"
+                )),
                 _ => {}
             }
             continue;
         }
         match (limits.get(&k), requests.get(&k)) {
-            (None, _) => errors.push(format!("maximum {k} usage per {kind} is {bound}.  No limit is specified")),
-            (Some((l, v)), _) if *v > max => {
-                errors.push(format!("maximum {k} usage per {kind} is {bound}, but limit is {l}"))
-            }
-            (_, Some((r, v))) if *v > max => {
-                errors.push(format!("maximum {k} usage per {kind} is {bound}, but request is {r}"))
-            }
+            (None, _) => errors.push(format!(
+                "maximum {k} usage per {kind} is {bound}.  No limit is specified"
+            )),
+            (Some((l, v)), _) if *v > max => errors.push(format!(
+                "maximum {k} usage per {kind} is {bound}, but limit is {l}"
+            )),
+            (_, Some((r, v))) if *v > max => errors.push(format!(
+                "maximum {k} usage per {kind} is {bound}, but request is {r}"
+            )),
             _ => {}
         }
     }
@@ -203,7 +234,14 @@ pub(super) fn check_pod(ranges: &[Value], pod: &Value) -> Option<String> {
                 Some("Pod") => {
                     let requests: Vec<List> = containers.iter().map(|c| c.0.clone()).collect();
                     let limits: Vec<List> = containers.iter().map(|c| c.1.clone()).collect();
-                    check(entry, "Pod", &sum(&requests), &sum(&limits), false, &mut errors);
+                    check(
+                        entry,
+                        "Pod",
+                        &sum(&requests),
+                        &sum(&limits),
+                        false,
+                        &mut errors,
+                    );
                 }
                 _ => {}
             }
@@ -217,7 +255,14 @@ pub(super) fn check_claim(ranges: &[Value], claim: &Value) -> Option<String> {
     let requests = list(&claim["spec"]["resources"]["requests"]);
     let mut errors = Vec::new();
     for entry in entries(ranges, "PersistentVolumeClaim") {
-        check(entry, "PersistentVolumeClaim", &requests, &List::new(), true, &mut errors);
+        check(
+            entry,
+            "PersistentVolumeClaim",
+            &requests,
+            &List::new(),
+            true,
+            &mut errors,
+        );
     }
     aggregate(errors)
 }
@@ -232,14 +277,19 @@ mod tests {
 
     #[test]
     fn defaults_should_fill_what_containers_leave_unset_and_say_so() {
-        let ranges = range(json!([{"type": "Container", "default": {"cpu": "500m", "memory": "256Mi"}, "defaultRequest": {"cpu": "100m"}}]));
+        let ranges = range(
+            json!([{"type": "Container", "default": {"cpu": "500m", "memory": "256Mi"}, "defaultRequest": {"cpu": "100m"}}]),
+        );
         let mut pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [
             {"name": "a", "resources": {"limits": {"memory": "1Gi"}}},
             {"name": "b", "resources": {"requests": {"cpu": "200m"}}}
         ]}});
         assert!(default_pod(&ranges, &mut pod));
         let c = &pod["spec"]["containers"];
-        assert_eq!(c[0]["resources"], json!({"limits": {"cpu": "500m", "memory": "1Gi"}, "requests": {"cpu": "100m"}}));
+        assert_eq!(
+            c[0]["resources"],
+            json!({"limits": {"cpu": "500m", "memory": "1Gi"}, "requests": {"cpu": "100m"}})
+        );
         assert_eq!(c[1]["resources"]["requests"]["cpu"], "200m");
         assert_eq!(
             pod["metadata"]["annotations"][ANNOTATION],
@@ -260,10 +310,15 @@ mod tests {
                 "limits": {"cpu": cpu_limit, "memory": "128Mi"}, "requests": {"cpu": cpu_request, "memory": "128Mi"}}}]}})
         };
         assert_eq!(check_pod(&ranges, &pod("1", "500m")), None);
-        assert_eq!(check_pod(&ranges, &pod("2", "1")).as_deref(), Some("maximum cpu usage per Container is 1, but limit is 2"));
+        assert_eq!(
+            check_pod(&ranges, &pod("2", "1")).as_deref(),
+            Some("maximum cpu usage per Container is 1, but limit is 2")
+        );
         assert_eq!(
             check_pod(&ranges, &pod("1", "250m")).as_deref(),
-            Some("cpu max limit to request ratio per Container is 2, but provided ratio is 4.000000")
+            Some(
+                "cpu max limit to request ratio per Container is 2, but provided ratio is 4.000000"
+            )
         );
         let bare = json!({"spec": {"containers": [{"name": "a"}]}});
         assert_eq!(
@@ -274,7 +329,9 @@ mod tests {
 
     #[test]
     fn claims_should_be_bounded_by_their_storage_request() {
-        let ranges = range(json!([{"type": "PersistentVolumeClaim", "min": {"storage": "1Gi"}, "max": {"storage": "2Gi"}}]));
+        let ranges = range(
+            json!([{"type": "PersistentVolumeClaim", "min": {"storage": "1Gi"}, "max": {"storage": "2Gi"}}]),
+        );
         let claim = |s: &str| json!({"spec": {"resources": {"requests": {"storage": s}}}});
         assert_eq!(check_claim(&ranges, &claim("1Gi")), None);
         assert_eq!(

@@ -43,7 +43,12 @@ fn cached(served: &Served, plural: &str, namespace: &str) -> Vec<Value> {
 }
 
 /// The built-in plugins of a write on `def` in `namespace`, if any applies.
-pub(super) fn for_request(served: &Arc<Served>, def: &ResourceDef, subresource: &str, namespace: Option<&str>) -> Option<Builtin> {
+pub(super) fn for_request(
+    served: &Arc<Served>,
+    def: &ResourceDef,
+    subresource: &str,
+    namespace: Option<&str>,
+) -> Option<Builtin> {
     let namespace = namespace?;
     if !subresource.is_empty() || !def.namespaced {
         return None;
@@ -79,7 +84,12 @@ fn cached_is_empty(served: &Served, plural: &str, namespace: &str) -> bool {
 
 impl Builtin {
     /// LimitRanger's defaults; whether the object changed.
-    pub(super) fn mutate(&self, def: &ResourceDef, operation: Operation, object: Option<&mut Value>) -> bool {
+    pub(super) fn mutate(
+        &self,
+        def: &ResourceDef,
+        operation: Operation,
+        object: Option<&mut Value>,
+    ) -> bool {
         match object {
             Some(o) if operation == Operation::Create && is_core(def, "pods") => {
                 limit_range::default_pod(&self.limit_ranges, o)
@@ -89,10 +99,17 @@ impl Builtin {
     }
 
     /// LimitRanger's bounds, checked before the validating webhooks.
-    pub(super) fn validate_limits(&self, def: &ResourceDef, operation: Operation, object: Option<&Value>) -> Result<(), ApiError> {
+    pub(super) fn validate_limits(
+        &self,
+        def: &ResourceDef,
+        operation: Operation,
+        object: Option<&Value>,
+    ) -> Result<(), ApiError> {
         let Some(object) = object else { return Ok(()) };
         let why = match operation {
-            Operation::Create if is_core(def, "pods") => limit_range::check_pod(&self.limit_ranges, object),
+            Operation::Create if is_core(def, "pods") => {
+                limit_range::check_pod(&self.limit_ranges, object)
+            }
             Operation::Create | Operation::Update if is_core(def, "persistentvolumeclaims") => {
                 limit_range::check_claim(&self.limit_ranges, object)
             }

@@ -24,7 +24,9 @@ fn delta(def: &ResourceDef, operation: Operation, object: &Value, old: Option<&V
     let new = quota::object_usage(group, plural, object);
     match (operation, old) {
         (Operation::Create, _) => new,
-        (Operation::Update, Some(old)) if group.is_empty() && matches!(plural, "services" | "persistentvolumeclaims") => {
+        (Operation::Update, Some(old))
+            if group.is_empty() && matches!(plural, "services" | "persistentvolumeclaims") =>
+        {
             let before = quota::object_usage(group, plural, old);
             new.into_iter()
                 .filter_map(|(k, v)| {
@@ -51,21 +53,45 @@ pub(super) async fn charge(
     }
     let is_pod = def.gvk.group.is_empty() && def.plural == "pods";
     let mut quotas = cached(&builtin.served, "resourcequotas", &builtin.namespace);
-    quotas.sort_by(|a, b| a["metadata"]["name"].as_str().cmp(&b["metadata"]["name"].as_str()));
+    quotas.sort_by(|a, b| {
+        a["metadata"]["name"]
+            .as_str()
+            .cmp(&b["metadata"]["name"].as_str())
+    });
     let Some(store) = builtin.served.store("", "v1", "resourcequotas") else {
         return Ok(());
     };
     for q in quotas {
-        let name = q["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+        let name = q["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         let hard = &q["spec"]["hard"];
-        let limited = quota::limited(hard, &delta);
+        // The quota covers the object when it limits something of its kind.
+        let limited: Vec<String> = hard
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, _)| k.clone())
+            .filter(|k| {
+                quota::resources_of(k).is_some_and(|(g, p)| g == def.gvk.group && p == def.plural)
+            })
+            .collect();
         if limited.is_empty() || !quota::matches_scopes(&q, is_pod, object) {
             continue;
         }
         if is_pod && operation == Operation::Create {
-            let names = hard.as_object().into_iter().flatten().map(|(k, _)| k.as_str());
+            let names = hard
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(k, _)| k.as_str());
             if let Some(why) = quota::required_missing(names, object) {
-                return Err(forbidden(def, object, &format!("failed quota: {name}: {why}")));
+                return Err(forbidden(
+                    def,
+                    object,
+                    &format!("failed quota: {name}: {why}"),
+                ));
             }
         }
         let refuse = |status: &Value| -> Result<Usage, ApiError> {
@@ -74,7 +100,10 @@ pub(super) async fn charge(
                 None => forbidden(
                     def,
                     object,
-                    &format!("status unknown for quota: {name}, resources: {}", limited.join(",")),
+                    &format!(
+                        "status unknown for quota: {name}, resources: {}",
+                        limited.join(",")
+                    ),
                 ),
             })
         };
@@ -92,7 +121,16 @@ pub(super) async fn charge(
             new["status"]["used"] = quota::to_list(&used);
             Ok(new)
         };
-        match store.update(Some(&builtin.namespace), &name, Scope::Status, false, &change).await {
+        match store
+            .update(
+                Some(&builtin.namespace),
+                &name,
+                Scope::Status,
+                false,
+                &change,
+            )
+            .await
+        {
             Ok(_) => {}
             // Deleted meanwhile: nothing to charge.
             Err(e) if e.reason == setpoint_core::Reason::NotFound => {}
