@@ -14,6 +14,7 @@ mod namespace_defaults;
 mod node_lifecycle;
 mod pid_autoscaler;
 mod replicaset;
+mod resourcequota;
 mod scheduler;
 mod settings;
 

@@ -31,6 +31,8 @@ pub enum Loop {
     ServiceAccount,
     /// Publishes the cluster CA bundle as `kube-root-ca.crt` in every namespace.
     RootCaPublisher,
+    /// Counts what each ResourceQuota's namespace uses into its status.
+    ResourceQuota,
 }
 
 impl Loop {
@@ -46,6 +48,7 @@ impl Loop {
         Loop::PidAutoscaler,
         Loop::ServiceAccount,
         Loop::RootCaPublisher,
+        Loop::ResourceQuota,
     ];
 
     /// The loop's name on the command line and in logs.
@@ -61,6 +64,7 @@ impl Loop {
             Loop::PidAutoscaler => "pid-autoscaler",
             Loop::ServiceAccount => "serviceaccount",
             Loop::RootCaPublisher => "root-ca-cert-publisher",
+            Loop::ResourceQuota => "resourcequota",
         }
     }
 
@@ -82,6 +86,7 @@ impl Loop {
                 crate::namespace_defaults::service_account::run(ctx, shutdown).await
             }
             Loop::RootCaPublisher => crate::namespace_defaults::root_ca::run(ctx, shutdown).await,
+            Loop::ResourceQuota => crate::resourcequota::run(ctx, shutdown).await,
         }
     }
 }
