@@ -33,6 +33,8 @@ pub enum Loop {
     RootCaPublisher,
     /// Counts what each ResourceQuota's namespace uses into its status.
     ResourceQuota,
+    /// Keeps each ReplicationController's pods at its replica count.
+    ReplicationController,
 }
 
 impl Loop {
@@ -49,6 +51,7 @@ impl Loop {
         Loop::ServiceAccount,
         Loop::RootCaPublisher,
         Loop::ResourceQuota,
+        Loop::ReplicationController,
     ];
 
     /// The loop's name on the command line and in logs.
@@ -65,6 +68,7 @@ impl Loop {
             Loop::ServiceAccount => "serviceaccount",
             Loop::RootCaPublisher => "root-ca-cert-publisher",
             Loop::ResourceQuota => "resourcequota",
+            Loop::ReplicationController => "replicationcontroller",
         }
     }
 
@@ -87,6 +91,9 @@ impl Loop {
             }
             Loop::RootCaPublisher => crate::namespace_defaults::root_ca::run(ctx, shutdown).await,
             Loop::ResourceQuota => crate::resourcequota::run(ctx, shutdown).await,
+            Loop::ReplicationController => {
+                crate::replicaset::run_replication_controllers(ctx, shutdown).await
+            }
         }
     }
 }
@@ -210,10 +217,8 @@ mod tests {
     fn selection_should_parse_star_and_exclusions() {
         let all: LoopSelection = "*".parse().expect("parses");
         assert_eq!(all, LoopSelection::all());
-        let none: LoopSelection =
-            "*,-namespace,-garbage-collector,-replicaset,-deployment,-scheduler,-node-lifecycle,-horizontal-pod-autoscaler,-pid-autoscaler,-serviceaccount,-root-ca-cert-publisher"
-                .parse()
-                .expect("parses");
+        let every: Vec<String> = Loop::ALL.iter().map(|l| format!("-{}", l.name())).collect();
+        let none: LoopSelection = format!("*,{}", every.join(",")).parse().expect("parses");
         assert!(none.loops().is_empty());
         let err = "nope".parse::<LoopSelection>().expect_err("unknown");
         assert!(err.to_string().contains("namespace"), "{err}");

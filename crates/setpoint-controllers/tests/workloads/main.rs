@@ -6,3 +6,4 @@
 mod common;
 
 mod quota;
+mod replication;
