@@ -66,7 +66,9 @@ pub(super) async fn charge(
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        let hard = &q["spec"]["hard"];
+        // What the loop has recorded as hard: a quota it has not synced yet covers nothing
+        // (kube-apiserver reads `status.hard` too).
+        let hard = &q["status"]["hard"];
         // The quota covers the object when it limits something of its kind.
         let limited: Vec<String> = hard
             .as_object()
