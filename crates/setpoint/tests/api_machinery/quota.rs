@@ -219,8 +219,8 @@ fn object_counts_should_be_charged_for_any_kind() {
     create_quota(
         &server,
         "counts",
-        r#"{"pods":"1","configmaps":"1","count/deployments.apps":"0"}"#,
-        r#"{"pods":"0","configmaps":"0","count/deployments.apps":"0"}"#,
+        r#"{"pods":"1","configmaps":"1","count/deployments.apps":"0","services.loadbalancers":"0"}"#,
+        r#"{"pods":"0","configmaps":"0","count/deployments.apps":"0","services.loadbalancers":"0"}"#,
         "",
     );
     server.ok(&["create", "configmap", "one"]);
@@ -234,4 +234,27 @@ fn object_counts_should_be_charged_for_any_kind() {
         refused.contains("exceeded quota: counts, requested: count/deployments.apps=1"),
         "{refused}"
     );
+
+    // An update is charged for what it adds: a service turned LoadBalancer.
+    server.ok(&["create", "service", "clusterip", "web", "--tcp=80"]);
+    let refused = server.fails(&[
+        "patch",
+        "service",
+        "web",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"type":"LoadBalancer"}}"#,
+    ]);
+    assert!(
+        refused.contains(r#"services "web" is forbidden: exceeded quota: counts, requested: services.loadbalancers=1, used: services.loadbalancers=0, limited: services.loadbalancers=0"#),
+        "{refused}"
+    );
+    server.ok(&[
+        "patch",
+        "service",
+        "web",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"labels":{"a":"b"}}}"#,
+    ]);
 }
