@@ -143,3 +143,51 @@ async fn scopes_should_pick_the_pods_counted() {
     wait_used(&quotas, "sized", json!({"pods": "2"})).await;
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn services_and_claims_should_be_counted() {
+    let env = TestEnv::start().await.expect("test env");
+    let client = env.client();
+    let running = run_loops(&client, "resourcequota");
+    let quotas = client.namespaced_api::<ResourceQuota>(NS);
+    let q: ResourceQuota = serde_json::from_value(json!({
+        "metadata": {"name": "svc"},
+        "spec": {"hard": {"services": "5", "services.nodeports": "5", "persistentvolumeclaims": "2",
+                          "requests.storage": "10Gi", "gold.storageclass.storage.k8s.io/requests.storage": "5Gi"}}
+    }))
+    .expect("quota");
+    quotas
+        .create(&PostParams::default(), &q)
+        .await
+        .expect("create quota");
+    let services = client.namespaced_api::<k8s_openapi::api::core::v1::Service>(NS);
+    let svc = serde_json::from_value(json!({
+        "metadata": {"name": "np"},
+        "spec": {"type": "NodePort", "ports": [{"port": 80}, {"port": 443}]}
+    }))
+    .expect("service");
+    services
+        .create(&PostParams::default(), &svc)
+        .await
+        .expect("service");
+    let claims = client.namespaced_api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>(NS);
+    for (name, class, size) in [("a", "gold", "1Gi"), ("b", "standard", "2Gi")] {
+        let c = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": class, "resources": {"requests": {"storage": size}}}
+        }))
+        .expect("claim");
+        claims
+            .create(&PostParams::default(), &c)
+            .await
+            .expect("claim");
+    }
+    wait_used(
+        &quotas,
+        "svc",
+        json!({"services": "1", "services.nodeports": "2", "persistentvolumeclaims": "2",
+               "requests.storage": "3Gi", "gold.storageclass.storage.k8s.io/requests.storage": "1Gi"}),
+    )
+    .await;
+    running.stop().await;
+}

@@ -127,3 +127,49 @@ async fn a_replication_controller_should_keep_its_replicas() {
     .await;
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creates_over_a_quota_should_stop_at_it_and_say_so() {
+    let env = TestEnv::start().await.expect("test env");
+    let client = env.client();
+    let running = run_loops(&client, "replicationcontroller,resourcequota");
+    let quotas = client.namespaced_api::<k8s_openapi::api::core::v1::ResourceQuota>(NS);
+    let q =
+        serde_json::from_value(json!({"metadata": {"name": "q"}, "spec": {"hard": {"pods": "3"}}}))
+            .expect("quota");
+    quotas
+        .create(&PostParams::default(), &q)
+        .await
+        .expect("quota");
+    eventually("the quota counted", || async {
+        let used = quotas.get("q").await.ok()?.status?.used?;
+        (used.get("pods").map(|q| q.0.as_str()) == Some("0")).then_some(())
+    })
+    .await;
+    let rcs = client.namespaced_api::<ReplicationController>(NS);
+    let pods = client.namespaced_api::<Pod>(NS);
+    rcs.create(&PostParams::default(), &rc("big", 5))
+        .await
+        .expect("create rc");
+    wait_for(&pods, "big", 3).await;
+    eventually("ReplicaFailure naming the quota", || async {
+        let status = rcs.get("big").await.ok()?.status?;
+        let failure = status
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "ReplicaFailure")?;
+        (failure.reason.as_deref() == Some("FailedCreate")
+            && failure
+                .message
+                .as_deref()
+                .is_some_and(|m| m.contains("exceeded quota: q")))
+        .then_some(())
+    })
+    .await;
+    assert_eq!(
+        active(&pods, "big").await.len(),
+        3,
+        "never more than the quota allows"
+    );
+    running.stop().await;
+}
