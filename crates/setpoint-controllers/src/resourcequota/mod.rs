@@ -7,7 +7,11 @@
 //! kinds (`configmaps`, `secrets`, `count/<resource>.<group>`, …) are listed by their metadata
 //! at each sync. Every quota is also synced again after [`FULL_RESYNC`], as kube-controller-
 //! manager's `--resource-quota-sync-period` does. Creates are charged by quota admission in
-//! the API server as they happen; this loop recounts (docs/design/quota.md).
+//! the API server as they happen; this loop recounts (docs/design/quota.md). A count lower
+//! than the recorded usage is written only once the quota has not been charged for
+//! [`SETTLE`]: admission charges a pod before the pod is stored, so for a moment the quota
+//! says more than the pod cache can show, and writing the lower count then would let a create
+//! past the limit.
 
 mod sync;
 
@@ -29,9 +33,15 @@ const NAME: &str = "resourcequota-controller";
 /// How often every quota is counted again regardless of events (kube's default sync period).
 pub(crate) const FULL_RESYNC: Duration = Duration::from_secs(300);
 
+/// How long a quota must go uncharged before a lower count replaces its usage.
+pub(crate) const SETTLE: Duration = Duration::from_secs(2);
+
 /// What every sync shares.
 pub(crate) struct Context {
     client: Client,
+    /// Quotas whose count came out lower than their `status.used`, with the resource version
+    /// that was seen and since when ([`sync`]: a decrease is written once it has settled).
+    settling: parking_lot::Mutex<std::collections::HashMap<ObjectKey, (String, std::time::Instant)>>,
     pods: ObjectCache<Pod>,
     services: ObjectCache<Service>,
     claims: ObjectCache<PersistentVolumeClaim>,
@@ -62,6 +72,7 @@ pub(crate) async fn run(
     let quotas = ctx.factory.informer::<ResourceQuota>().store();
     let context = Arc::new(Context {
         client: ctx.client.clone(),
+        settling: parking_lot::Mutex::default(),
         pods: ctx.factory.informer::<Pod>().store(),
         services: ctx.factory.informer::<Service>().store(),
         claims: ctx.factory.informer::<PersistentVolumeClaim>().store(),

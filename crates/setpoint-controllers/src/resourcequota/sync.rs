@@ -1,10 +1,12 @@
 //! One sync of a quota: count what the objects of its namespace that it covers use of each
 //! resource it limits, and write `status.hard` (its `spec.hard`) and `status.used` when they
 //! differ from what is stored (conditional on the quota's resource version; a conflict is
-//! retried).
+//! retried). A lower count waits until the quota has gone uncharged for
+//! [`SETTLE`](super::SETTLE).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use k8s_openapi::api::core::v1::ResourceQuota;
 use kube::api::{ApiResource, DynamicObject, ListParams, PostParams};
@@ -13,7 +15,7 @@ use serde_json::Value;
 use setpoint_core::quota::{self, Usage};
 use setpoint_runtime::Action;
 
-use super::{Context, FULL_RESYNC};
+use super::{Context, FULL_RESYNC, SETTLE};
 
 /// Why a sync failed (retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -58,8 +60,18 @@ async fn objects(
     let version = if group.is_empty() {
         "v1".to_owned()
     } else {
-        let g = kube::discovery::group(ctx.client.kube(), group).await?;
-        g.preferred_version_or_latest().to_owned()
+        // The group's preferred version; a group not served counts nothing.
+        let groups = ctx.client.kube().list_api_groups().await?;
+        let found = groups.groups.into_iter().find(|g| g.name == group);
+        let preferred = found.and_then(|g| {
+            g.preferred_version
+                .or_else(|| g.versions.into_iter().next())
+                .map(|v| v.version)
+        });
+        match preferred {
+            Some(v) => v,
+            None => return Ok(Vec::new()),
+        }
     };
     let gvk = GroupVersionKind::gvk(group, &version, "");
     let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
@@ -105,6 +117,13 @@ async fn usage(ctx: &Context, quota: &Value, namespace: &str) -> Result<Usage, k
     Ok(used)
 }
 
+/// Whether `counted` is lower than `recorded` for some resource.
+fn lowers(recorded: &Usage, counted: &Usage) -> bool {
+    counted
+        .iter()
+        .any(|(k, v)| recorded.get(k).is_some_and(|r| r > v))
+}
+
 /// Counts the quota's usage and writes its status when it changed.
 pub(crate) async fn reconcile(
     quota: Arc<ResourceQuota>,
@@ -135,6 +154,24 @@ pub(crate) async fn reconcile(
         && quota::usage_of(&current["used"]) == used
         && current["hard"].as_object().map_or(0, |m| m.len())
             == status["hard"].as_object().map_or(0, |m| m.len());
+    if !same && lowers(&quota::usage_of(&current["used"]), &used) {
+        // Only once the quota has gone uncharged for SETTLE (see the module's docs).
+        let key = setpoint_runtime::ObjectKey::of(quota.as_ref());
+        let rv = quota.metadata.resource_version.clone().unwrap_or_default();
+        let mut settling = ctx.settling.lock();
+        match settling.get(&key) {
+            Some((seen, since)) if *seen == rv && since.elapsed() >= SETTLE => {
+                settling.remove(&key);
+            }
+            Some((seen, since)) if *seen == rv => {
+                return Ok(Action::requeue(SETTLE.saturating_sub(since.elapsed())));
+            }
+            _ => {
+                settling.insert(key, (rv, Instant::now()));
+                return Ok(Action::requeue(SETTLE));
+            }
+        }
+    }
     if !same {
         let mut updated = value.clone();
         updated["status"] = status;
