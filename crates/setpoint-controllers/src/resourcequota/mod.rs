@@ -41,7 +41,8 @@ pub(crate) struct Context {
     client: Client,
     /// Quotas whose count came out lower than their `status.used`, with the resource version
     /// that was seen and since when ([`sync`]: a decrease is written once it has settled).
-    settling: parking_lot::Mutex<std::collections::HashMap<ObjectKey, (String, std::time::Instant)>>,
+    settling:
+        parking_lot::Mutex<std::collections::HashMap<ObjectKey, (String, std::time::Instant)>>,
     pods: ObjectCache<Pod>,
     services: ObjectCache<Service>,
     claims: ObjectCache<PersistentVolumeClaim>,
