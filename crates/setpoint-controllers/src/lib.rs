@@ -18,6 +18,7 @@ mod node_lifecycle;
 mod pid_autoscaler;
 mod pod_state;
 mod replicaset;
+mod resourcequota;
 mod scheduler;
 mod settings;
 mod statefulset;

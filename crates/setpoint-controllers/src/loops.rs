@@ -45,6 +45,10 @@ pub enum Loop {
     PvcProtection,
     /// Keeps bound volumes (`kubernetes.io/pv-protection`).
     PvProtection,
+    /// Counts what each ResourceQuota's namespace uses into its status.
+    ResourceQuota,
+    /// Keeps each ReplicationController's pods at its replica count.
+    ReplicationController,
 }
 
 impl Loop {
@@ -67,6 +71,8 @@ impl Loop {
         Loop::LocalPathProvisioner,
         Loop::PvcProtection,
         Loop::PvProtection,
+        Loop::ResourceQuota,
+        Loop::ReplicationController,
     ];
 
     /// The loop's name on the command line and in logs.
@@ -89,6 +95,8 @@ impl Loop {
             Loop::LocalPathProvisioner => "local-path-provisioner",
             Loop::PvcProtection => "pvc-protection",
             Loop::PvProtection => "pv-protection",
+            Loop::ResourceQuota => "resourcequota",
+            Loop::ReplicationController => "replicationcontroller",
         }
     }
 
@@ -117,6 +125,10 @@ impl Loop {
             Loop::LocalPathProvisioner => crate::volume::provisioner::run(ctx, shutdown).await,
             Loop::PvcProtection => crate::volume::protection::run_claims(ctx, shutdown).await,
             Loop::PvProtection => crate::volume::protection::run_volumes(ctx, shutdown).await,
+            Loop::ResourceQuota => crate::resourcequota::run(ctx, shutdown).await,
+            Loop::ReplicationController => {
+                crate::replicaset::run_replication_controllers(ctx, shutdown).await
+            }
         }
     }
 }

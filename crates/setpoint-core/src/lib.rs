@@ -14,6 +14,7 @@ mod gvk;
 mod patch;
 pub mod quantity;
 mod query;
+pub mod quota;
 mod revision;
 mod selector;
 mod status;

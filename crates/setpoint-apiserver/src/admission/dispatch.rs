@@ -37,8 +37,16 @@ impl Admit for RequestAdmission {
         old: Option<&Value>,
         dry_run: bool,
     ) -> Result<bool, ApiError> {
-        if !self.covers(def) || self.mutating.is_empty() {
+        if !self.covers(def) {
             return Ok(false);
+        }
+        let mut object = object;
+        let mut defaulted = false;
+        if let Some(builtin) = &self.builtin {
+            defaulted = builtin.mutate(def, operation, object.as_deref_mut());
+        }
+        if self.mutating.is_empty() {
+            return Ok(defaulted);
         }
         let mut view = object.as_deref().map(|o| self.view(o));
         let old_view = old.map(|o| self.view(o));
@@ -62,7 +70,7 @@ impl Admit for RequestAdmission {
             }
         }
         if version == 0 {
-            return Ok(false);
+            return Ok(defaulted);
         }
         for (i, seen) in called {
             let webhook = &self.mutating[i];
@@ -92,7 +100,33 @@ impl Admit for RequestAdmission {
         old: Option<&Value>,
         dry_run: bool,
     ) -> Result<(), ApiError> {
-        if !self.covers(def) || (self.validating.is_empty() && self.bindings.is_empty()) {
+        if !self.covers(def) {
+            return Ok(());
+        }
+        if let Some(builtin) = &self.builtin {
+            builtin.validate_limits(def, operation, object)?;
+        }
+        self.validate_dynamic(operation, object, old, dry_run)
+            .await?;
+        if let Some(builtin) = &self.builtin {
+            builtin
+                .charge_quotas(def, operation, object, old, dry_run)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+impl RequestAdmission {
+    /// The validating policies and webhooks.
+    async fn validate_dynamic(
+        &self,
+        operation: Operation,
+        object: Option<&Value>,
+        old: Option<&Value>,
+        dry_run: bool,
+    ) -> Result<(), ApiError> {
+        if self.validating.is_empty() && self.bindings.is_empty() {
             return Ok(());
         }
         let mut view = object.map(|o| self.view(o));

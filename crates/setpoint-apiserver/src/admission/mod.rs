@@ -24,10 +24,15 @@
 //! - **Dry runs**: webhooks are called with `dryRun: true`; one whose `sideEffects` is not
 //!   `None`/`NoneOnDryRun` fails the request with 400 instead.
 //!
+//! - **Built-in plugins** ([`builtin`]): LimitRanger's defaults before the mutating webhooks
+//!   and its bounds before the validating ones; ResourceQuota after them, just before the
+//!   write (kube-apiserver's plugin order).
+//!
 //! The configurations are read from their watch caches on each request and compiled again
 //! only when one changed ([`configurations`]), so a new configuration applies to the
 //! requests that follow it within the watch's delay (milliseconds).
 
+mod builtin;
 mod cache;
 mod configurations;
 mod dispatch;
@@ -117,7 +122,8 @@ pub(crate) fn for_request(api: &Api, facts: RequestFacts<'_>) -> Option<Arc<Requ
         Some(c) if !bindings.is_empty() => state.policies.get(&c, policy_of),
         _ => Arc::default(),
     };
-    if validating.is_empty() && mutating.is_empty() && bindings.is_empty() {
+    let builtin = builtin::for_request(&served, facts.def, facts.subresource, facts.namespace);
+    if validating.is_empty() && mutating.is_empty() && bindings.is_empty() && builtin.is_none() {
         return None;
     }
     let user_info = match facts.user {
@@ -146,6 +152,7 @@ pub(crate) fn for_request(api: &Api, facts: RequestFacts<'_>) -> Option<Arc<Requ
         mutating,
         policies,
         bindings,
+        builtin,
         warnings: parking_lot::Mutex::new(Vec::new()),
     }))
 }
@@ -171,6 +178,8 @@ pub(crate) struct RequestAdmission {
     /// The ValidatingAdmissionPolicies and their bindings.
     policies: Arc<Vec<Policy>>,
     bindings: Arc<Vec<Binding>>,
+    /// LimitRanger and ResourceQuota, when the namespace has a LimitRange or a quota.
+    builtin: Option<builtin::Builtin>,
     /// Warnings the webhooks returned, for the response's `Warning` headers.
     warnings: parking_lot::Mutex<Vec<String>>,
 }

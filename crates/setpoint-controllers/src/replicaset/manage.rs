@@ -9,12 +9,12 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures::future::join_all;
-use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, PostParams, Preconditions};
 use setpoint_runtime::{EventDetails, ObjectKey};
 
 use super::error::ReplicaSetError;
+use super::kind::Replicated;
 use super::pods::pod_from_template;
 use super::ranking::pods_to_delete;
 use super::Context;
@@ -79,13 +79,13 @@ where
 
 /// Creates or deletes pods of `rs` so that `pods` (its active, claimed pods) number
 /// `spec.replicas`.
-pub(super) async fn manage_replicas(
+pub(super) async fn manage_replicas<K: Replicated>(
     ctx: &Context,
-    rs: &ReplicaSet,
+    rs: &K,
     pods: &[Arc<Pod>],
 ) -> Result<(), ManageFailure> {
     let key = ObjectKey::of(rs);
-    let wanted = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let wanted = rs.replicas();
     let wanted = usize::try_from(wanted).unwrap_or(0);
     if pods.len() < wanted {
         let count = (wanted - pods.len()).min(BURST_REPLICAS);
@@ -108,14 +108,14 @@ pub(super) async fn manage_replicas(
     }
 }
 
-async fn create_pods(
+async fn create_pods<K: Replicated>(
     ctx: &Context,
-    rs: &ReplicaSet,
+    rs: &K,
     key: &ObjectKey,
     count: usize,
 ) -> Result<(), ReplicaSetError> {
     ctx.expectations.expect_creations(key, count);
-    let namespace = rs.metadata.namespace.as_deref().unwrap_or_default();
+    let namespace = rs.meta().namespace.as_deref().unwrap_or_default();
     let api = ctx.client.namespaced_api::<Pod>(namespace);
     let pod = pod_from_template(rs);
     let (created, error) = slow_start_batch(count, INITIAL_BATCH, || {
@@ -153,15 +153,15 @@ async fn create_pods(
     }
 }
 
-async fn delete_pods(
+async fn delete_pods<K: Replicated>(
     ctx: &Context,
-    rs: &ReplicaSet,
+    rs: &K,
     key: &ObjectKey,
     victims: Vec<Arc<Pod>>,
 ) -> Result<(), ReplicaSetError> {
     ctx.expectations
         .expect_deletions(key, victims.iter().map(|p| ObjectKey::of(p.as_ref())));
-    let namespace = rs.metadata.namespace.as_deref().unwrap_or_default();
+    let namespace = rs.meta().namespace.as_deref().unwrap_or_default();
     let api = ctx.client.namespaced_api::<Pod>(namespace);
     let results = join_all(victims.iter().map(|pod| {
         let api = &api;

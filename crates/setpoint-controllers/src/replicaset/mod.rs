@@ -1,6 +1,8 @@
 //! The ReplicaSet loop (kube-controller-manager's `replicaset-controller`): keeps
 //! `spec.replicas` active pods matching each ReplicaSet's selector, made from its template and
-//! controlled by it, and keeps its status true.
+//! controlled by it, and keeps its status true. The same loop keeps ReplicationControllers
+//! (`replicationcontroller`): it is written over [`kind::Replicated`], which both kinds
+//! implement (an RC's selector is a label map; everything else has the same shape).
 //!
 //! - [`sync`]: one sync — claim pods ([`claim`]: adopt matching orphans, release pods that no
 //!   longer match), create or delete the difference ([`manage`]: slow-start batches, at most
@@ -17,6 +19,7 @@
 mod claim;
 mod error;
 mod expectations;
+mod kind;
 mod manage;
 mod pods;
 mod ranking;
@@ -29,8 +32,10 @@ mod sync_tests;
 
 use std::sync::Arc;
 
+use std::marker::PhantomData;
+
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, ReplicationController};
 use setpoint_runtime::{
     Client, Controller, ControllerError, EventRecorder, InformerOptions, ObjectCache, Reporter,
 };
@@ -38,10 +43,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::LoopContext;
 use expectations::Expectations;
+use kind::Replicated;
 use watch::{controller_uid_index, ForgetDeleted, ObservePods, PodEvents, BY_CONTROLLER_UID};
-
-/// The controller's name, as kube-controller-manager names it (logs, metrics, Events).
-const CONTROLLER_NAME: &str = "replicaset-controller";
 
 /// Syncs of different ReplicaSets at once (kube-controller-manager's `--concurrent-replicaset-syncs`).
 const CONCURRENT_SYNCS: usize = 5;
@@ -58,38 +61,54 @@ pub(super) struct Context {
     recorder: EventRecorder,
 }
 
-/// Runs the loop until `shutdown` is cancelled.
+/// Runs the ReplicaSet loop until `shutdown` is cancelled.
 pub(crate) async fn run(
+    ctx: LoopContext,
+    shutdown: CancellationToken,
+) -> Result<(), ControllerError> {
+    run_for::<ReplicaSet>(ctx, shutdown).await
+}
+
+/// Runs the ReplicationController loop until `shutdown` is cancelled.
+pub(crate) async fn run_replication_controllers(
+    ctx: LoopContext,
+    shutdown: CancellationToken,
+) -> Result<(), ControllerError> {
+    run_for::<ReplicationController>(ctx, shutdown).await
+}
+
+/// Runs the loop over the objects of `K`.
+async fn run_for<K: Replicated>(
     ctx: LoopContext,
     shutdown: CancellationToken,
 ) -> Result<(), ControllerError> {
     let pod_informer = ctx.factory.informer::<Pod>();
     pod_informer.add_index(BY_CONTROLLER_UID, controller_uid_index());
     let expectations = Arc::new(Expectations::default());
-    let rs_informer = ctx.factory.informer::<ReplicaSet>();
+    let rs_informer = ctx.factory.informer::<K>();
     let forget = rs_informer.add_handler(ForgetDeleted {
         expectations: expectations.clone(),
     });
     let replicasets = rs_informer.store();
     let context = Arc::new(Context {
-        recorder: EventRecorder::new(
-            ctx.client.clone(),
-            Reporter::new(CONTROLLER_NAME, "setpoint"),
-        ),
+        recorder: EventRecorder::new(ctx.client.clone(), Reporter::new(K::CONTROLLER, "setpoint")),
         client: ctx.client,
         pods: pod_informer.store(),
         expectations: expectations.clone(),
     });
-    let result = Controller::<ReplicaSet>::new(&ctx.factory)
-        .named(CONTROLLER_NAME)
+    let result = Controller::<K>::new(&ctx.factory)
+        .named(K::CONTROLLER)
         .registered_in(&ctx.metrics)
         .concurrency(CONCURRENT_SYNCS)
         .watches_handler(InformerOptions::default(), move |enqueuer| PodEvents {
-            observe: ObservePods { expectations },
+            observe: ObservePods {
+                expectations,
+                kind: PhantomData,
+            },
             replicasets,
             enqueuer,
         })
-        .run(sync::reconcile, context, shutdown.cancelled_owned())
+        .run(sync::reconcile::<K>, context, shutdown.cancelled_owned())
         .await;
     forget.remove();
     result

@@ -5,11 +5,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+#[cfg(test)]
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use setpoint_runtime::{owner, ObjectKey};
+
+use super::kind::Replicated;
 
 /// Whether a pod counts toward its ReplicaSet's replicas: not finished (Succeeded or Failed)
 /// and not being deleted.
@@ -80,10 +83,10 @@ pub(super) enum Availability {
     Available,
 }
 
-/// The key of the ReplicaSet controlling `pod`, if a ReplicaSet (of any version of `apps`)
-/// controls it.
-pub(super) fn replicaset_of(pod: &Pod) -> Option<ObjectKey> {
-    let owner = owner::controller_ref_of_kind::<ReplicaSet>(&pod.metadata)?;
+/// The key of the `K` (a ReplicaSet of any version of `apps`, or a ReplicationController)
+/// controlling `pod`, if one controls it.
+pub(super) fn replicaset_of<K: Replicated>(pod: &Pod) -> Option<ObjectKey> {
+    let owner = owner::controller_ref_of_kind::<K>(&pod.metadata)?;
     Some(ObjectKey {
         namespace: pod.metadata.namespace.clone(),
         name: owner.name.clone(),
@@ -92,14 +95,14 @@ pub(super) fn replicaset_of(pod: &Pod) -> Option<ObjectKey> {
 
 /// A new pod for `rs`: the template's labels, annotations, finalizers and spec, a generated
 /// name prefixed `<rs-name>-`, and `rs` as its controller.
-pub(super) fn pod_from_template(rs: &ReplicaSet) -> Pod {
-    let template = rs.spec.as_ref().and_then(|s| s.template.as_ref());
+pub(super) fn pod_from_template<K: Replicated>(rs: &K) -> Pod {
+    let template = rs.template();
     let template_meta = template.and_then(|t| t.metadata.as_ref());
-    let name = rs.metadata.name.as_deref().unwrap_or_default();
+    let name = rs.meta().name.as_deref().unwrap_or_default();
     Pod {
         metadata: ObjectMeta {
             generate_name: Some(format!("{name}-")),
-            namespace: rs.metadata.namespace.clone(),
+            namespace: rs.meta().namespace.clone(),
             labels: template_meta.and_then(|m| m.labels.clone()),
             annotations: template_meta.and_then(|m| m.annotations.clone()),
             finalizers: template_meta.and_then(|m| m.finalizers.clone()),
@@ -113,12 +116,11 @@ pub(super) fn pod_from_template(rs: &ReplicaSet) -> Pod {
 
 /// Whether the pod carries every label of the ReplicaSet's template, with the same values
 /// (what `fullyLabeledReplicas` counts).
-pub(super) fn has_template_labels(pod: &Pod, rs: &ReplicaSet) -> bool {
+pub(super) fn has_template_labels<K: Replicated>(pod: &Pod, rs: &K) -> bool {
     let empty = BTreeMap::new();
     let wanted = rs
-        .spec
-        .as_ref()
-        .and_then(|s| s.template.as_ref()?.metadata.as_ref())
+        .template()
+        .and_then(|t| t.metadata.as_ref())
         .and_then(|m| m.labels.as_ref())
         .unwrap_or(&empty);
     let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
@@ -235,7 +237,7 @@ mod tests {
     #[test]
     fn replicaset_of_should_only_name_replicaset_controllers() {
         let mut p = pod("a", "Pending", 0);
-        assert_eq!(replicaset_of(&p), None);
+        assert_eq!(replicaset_of::<ReplicaSet>(&p), None);
         let mut owner = OwnerReference {
             api_version: "apps/v1".into(),
             kind: "ReplicaSet".into(),
@@ -245,13 +247,16 @@ mod tests {
             block_owner_deletion: None,
         };
         p.metadata.owner_references = Some(vec![owner.clone()]);
-        assert_eq!(replicaset_of(&p), Some(ObjectKey::namespaced("ns", "web")));
+        assert_eq!(
+            replicaset_of::<ReplicaSet>(&p),
+            Some(ObjectKey::namespaced("ns", "web"))
+        );
         owner.kind = "StatefulSet".into();
         p.metadata.owner_references = Some(vec![owner.clone()]);
-        assert_eq!(replicaset_of(&p), None);
+        assert_eq!(replicaset_of::<ReplicaSet>(&p), None);
         owner.kind = "ReplicaSet".into();
         owner.controller = None;
         p.metadata.owner_references = Some(vec![owner]);
-        assert_eq!(replicaset_of(&p), None, "not the controller");
+        assert_eq!(replicaset_of::<ReplicaSet>(&p), None, "not the controller");
     }
 }

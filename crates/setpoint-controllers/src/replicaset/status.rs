@@ -10,13 +10,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStatus};
+use k8s_openapi::api::apps::v1::{ReplicaSetCondition, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use setpoint_runtime::{update_status, ObjectKey};
 
 use super::error::ReplicaSetError;
+use super::kind::Replicated;
 use super::manage::{ManageFailure, Scaling};
 use super::pods::{availability, has_template_labels, is_ready, Availability};
 use super::Context;
@@ -34,19 +35,13 @@ pub(super) struct Computed {
 
 /// The status of `rs` with `pods` (its active, claimed pods) after a sync that ended with
 /// `failure`.
-pub(super) fn compute(
-    rs: &ReplicaSet,
+pub(super) fn compute<K: Replicated>(
+    rs: &K,
     pods: &[Arc<Pod>],
     failure: Option<&ManageFailure>,
     now: Timestamp,
 ) -> Computed {
-    let min_ready = rs
-        .spec
-        .as_ref()
-        .and_then(|s| s.min_ready_seconds)
-        .map_or(Duration::ZERO, |s| {
-            Duration::from_secs(u64::try_from(s).unwrap_or(0))
-        });
+    let min_ready = Duration::from_secs(u64::try_from(rs.min_ready_seconds()).unwrap_or(0));
     let count = |f: &dyn Fn(&Pod) -> bool| {
         i32::try_from(pods.iter().filter(|p| f(p)).count()).unwrap_or(i32::MAX)
     };
@@ -62,13 +57,13 @@ pub(super) fn compute(
             Availability::NotReady => {}
         }
     }
-    let old = rs.status.clone().unwrap_or_default();
+    let old = rs.replica_status().unwrap_or_default();
     let status = ReplicaSetStatus {
         replicas: count(&|_| true),
         fully_labeled_replicas: Some(count(&|p| has_template_labels(p, rs))),
         ready_replicas: Some(count(&is_ready)),
         available_replicas: Some(available),
-        observed_generation: rs.metadata.generation,
+        observed_generation: rs.meta().generation,
         conditions: conditions(old.conditions.unwrap_or_default(), failure, now),
         ..old
     };
@@ -120,18 +115,18 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 
 /// Writes `status` unless the cached ReplicaSet already has it. On a conflict the status is
 /// re-applied to the fresh object; `observedGeneration` stays the generation this sync saw.
-pub(super) async fn write(
+pub(super) async fn write<K: Replicated>(
     ctx: &Context,
-    rs: &ReplicaSet,
+    rs: &K,
     status: ReplicaSetStatus,
 ) -> Result<(), ReplicaSetError> {
-    if rs.status.as_ref() == Some(&status) {
+    if rs.replica_status().as_ref() == Some(&status) {
         return Ok(());
     }
     let (namespace, name) = namespace_and_name(rs);
-    let api = ctx.client.namespaced_api::<ReplicaSet>(namespace);
-    update_status(&api, name, |fresh: &mut ReplicaSet| {
-        fresh.status = Some(status.clone());
+    let api = ctx.client.namespaced_api::<K>(namespace);
+    update_status(&api, name, |fresh: &mut K| {
+        fresh.set_replica_status(status.clone());
     })
     .await
     .map_err(|source| ReplicaSetError::Status {
@@ -142,10 +137,10 @@ pub(super) async fn write(
 }
 
 /// The ReplicaSet's namespace and name.
-fn namespace_and_name(rs: &ReplicaSet) -> (&str, &str) {
+fn namespace_and_name<K: Replicated>(rs: &K) -> (&str, &str) {
     (
-        rs.metadata.namespace.as_deref().unwrap_or_default(),
-        rs.metadata.name.as_deref().unwrap_or_default(),
+        rs.meta().namespace.as_deref().unwrap_or_default(),
+        rs.meta().name.as_deref().unwrap_or_default(),
     )
 }
 
@@ -153,7 +148,7 @@ fn namespace_and_name(rs: &ReplicaSet) -> (&str, &str) {
 mod tests {
     use super::super::pods::testing::{at, base, pod, ready};
     use super::*;
-    use k8s_openapi::api::apps::v1::ReplicaSetSpec;
+    use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec};
     use k8s_openapi::api::core::v1::PodTemplateSpec;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 

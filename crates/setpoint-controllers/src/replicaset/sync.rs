@@ -4,11 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::ReplicaSet;
 use setpoint_runtime::{Action, ObjectKey};
 
 use super::claim::claim_pods;
 use super::error::ReplicaSetError;
+use super::kind::Replicated;
 use super::manage::manage_replicas;
 use super::status;
 use super::watch::selector_of;
@@ -20,31 +20,32 @@ const WAIT_MARGIN: Duration = Duration::from_millis(50);
 
 /// Syncs `rs`. Cancel-safe in the SDK's sense: a cancelled sync may have created or deleted
 /// some pods, which the expectations already account for.
-pub(super) async fn reconcile(
-    rs: Arc<ReplicaSet>,
+pub(super) async fn reconcile<K: Replicated>(
+    rs_arc: Arc<K>,
     ctx: Arc<Context>,
 ) -> Result<Action, ReplicaSetError> {
-    let key = ObjectKey::of(rs.as_ref());
-    let Some(selector) = selector_of(&rs) else {
+    let rs: &K = rs_arc.as_ref();
+    let key = ObjectKey::of(rs);
+    let Some(selector) = selector_of(rs) else {
         tracing::warn!(replicaset = %key, "ignoring a ReplicaSet with an empty or invalid selector");
         return Ok(Action::await_change());
     };
     // Read before listing pods: writes observed after this point are in the list, or will be
     // by the next sync.
     let writes_observed = ctx.expectations.satisfied(&key);
-    let pods = claim_pods(&ctx, &rs, &selector).await?;
-    let failure = if writes_observed && rs.metadata.deletion_timestamp.is_none() {
-        manage_replicas(&ctx, &rs, &pods).await.err()
+    let pods = claim_pods(&ctx, rs, &selector).await?;
+    let failure = if writes_observed && rs.meta().deletion_timestamp.is_none() {
+        manage_replicas(&ctx, rs, &pods).await.err()
     } else {
         None
     };
     let computed = status::compute(
-        &rs,
+        rs,
         &pods,
         failure.as_ref(),
         k8s_openapi::jiff::Timestamp::now(),
     );
-    status::write(&ctx, &rs, computed.status).await?;
+    status::write(&ctx, rs, computed.status).await?;
     if let Some(failure) = failure {
         return Err(failure.error);
     }

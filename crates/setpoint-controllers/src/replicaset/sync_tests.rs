@@ -120,9 +120,12 @@ async fn sync_should_act_again_once_the_cache_shows_its_creates() {
     let client = env.client();
     let factory = InformerFactory::new(client.clone());
     let ctx = context(&client, &factory);
-    let _observe = factory.informer::<Pod>().add_handler(ObservePods {
-        expectations: ctx.expectations.clone(),
-    });
+    let _observe = factory
+        .informer::<Pod>()
+        .add_handler(ObservePods::<ReplicaSet> {
+            expectations: ctx.expectations.clone(),
+            kind: std::marker::PhantomData,
+        });
     factory.start();
     factory.wait_for_sync().await;
     let rs = create(&client, &replicaset("api", 2)).await;

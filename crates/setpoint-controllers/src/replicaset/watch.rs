@@ -4,15 +4,16 @@
 //! its namespace whose selector matches it, which may adopt it), and forgetting the
 //! expectations of deleted ReplicaSets.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use setpoint_core::LabelSelector;
 use setpoint_runtime::owner::controller_ref;
 use setpoint_runtime::{Deleted, Enqueuer, EventHandler, IndexFn, ObjectCache, ObjectKey};
 
 use super::expectations::Expectations;
+use super::kind::Replicated;
 use super::pods::replicaset_of;
 
 /// The pod cache index filing each pod under its controller's UID.
@@ -29,8 +30,8 @@ pub(super) fn controller_uid_index() -> IndexFn<Pod> {
 
 /// The ReplicaSet's selector; `None` if it has none or it is invalid (such a ReplicaSet
 /// selects nothing — the API server rejects both, so neither should be stored).
-pub(super) fn selector_of(rs: &ReplicaSet) -> Option<LabelSelector> {
-    let selector = serde_json::to_value(&rs.spec.as_ref()?.selector).ok()?;
+pub(super) fn selector_of<K: Replicated>(rs: &K) -> Option<LabelSelector> {
+    let selector = rs.selector_json()?;
     let selector = LabelSelector::from_structured(&selector).ok()?;
     // An empty selector would select every pod of the namespace; Kubernetes refuses it too.
     (!selector.is_everything() && !selector.is_nothing()).then_some(selector)
@@ -38,12 +39,12 @@ pub(super) fn selector_of(rs: &ReplicaSet) -> Option<LabelSelector> {
 
 /// The ReplicaSets to sync when `pod` changes: its controller if a ReplicaSet controls it;
 /// for an orphan that is not being deleted, every ReplicaSet of its namespace selecting it.
-pub(super) fn replicasets_for_pod(
-    replicasets: &ObjectCache<ReplicaSet>,
+pub(super) fn replicasets_for_pod<K: Replicated>(
+    replicasets: &ObjectCache<K>,
     pod: &Pod,
 ) -> Vec<ObjectKey> {
     if controller_ref(&pod.metadata).is_some() {
-        return replicaset_of(pod).into_iter().collect();
+        return replicaset_of::<K>(pod).into_iter().collect();
     }
     let (Some(namespace), None) = (&pod.metadata.namespace, &pod.metadata.deletion_timestamp)
     else {
@@ -54,31 +55,32 @@ pub(super) fn replicasets_for_pod(
     replicasets
         .list_namespace(namespace)
         .iter()
-        .filter(|rs| selector_of(rs).is_some_and(|s| s.matches(labels)))
+        .filter(|rs| selector_of(rs.as_ref()).is_some_and(|s| s.matches(labels)))
         .map(|rs| ObjectKey::of(rs.as_ref()))
         .collect()
 }
 
 /// Lowers expectations as the pod cache shows pods appear and go.
-pub(super) struct ObservePods {
+pub(super) struct ObservePods<K> {
     pub(super) expectations: Arc<Expectations>,
+    pub(super) kind: PhantomData<fn() -> K>,
 }
 
-impl ObservePods {
+impl<K: Replicated> ObservePods<K> {
     fn deleted(&self, pod: &Pod) {
-        if let Some(rs) = replicaset_of(pod) {
+        if let Some(rs) = replicaset_of::<K>(pod) {
             self.expectations
                 .deletion_observed(&rs, &ObjectKey::of(pod));
         }
     }
 }
 
-impl EventHandler<Pod> for ObservePods {
+impl<K: Replicated> EventHandler<Pod> for ObservePods<K> {
     fn on_add(&self, pod: &Arc<Pod>, _in_initial_list: bool) {
         if pod.metadata.deletion_timestamp.is_some() {
             // Seen for the first time already terminating (e.g. after a relist): as good as gone.
             self.deleted(pod);
-        } else if let Some(rs) = replicaset_of(pod) {
+        } else if let Some(rs) = replicaset_of::<K>(pod) {
             self.expectations.creation_observed(&rs);
         }
     }
@@ -101,13 +103,13 @@ impl EventHandler<Pod> for ObservePods {
 /// ReplicaSets that must look at the pod ([`replicasets_for_pod`]; for an update, those of the
 /// old and the new state). One handler, so a sync woken by a pod event always finds that event
 /// already counted in the expectations.
-pub(super) struct PodEvents {
-    pub(super) observe: ObservePods,
-    pub(super) replicasets: ObjectCache<ReplicaSet>,
+pub(super) struct PodEvents<K: Replicated> {
+    pub(super) observe: ObservePods<K>,
+    pub(super) replicasets: ObjectCache<K>,
     pub(super) enqueuer: Enqueuer<ObjectKey>,
 }
 
-impl PodEvents {
+impl<K: Replicated> PodEvents<K> {
     fn enqueue(&self, pod: &Pod) {
         for key in replicasets_for_pod(&self.replicasets, pod) {
             self.enqueuer.add(key);
@@ -115,7 +117,7 @@ impl PodEvents {
     }
 }
 
-impl EventHandler<Pod> for PodEvents {
+impl<K: Replicated> EventHandler<Pod> for PodEvents<K> {
     fn on_add(&self, pod: &Arc<Pod>, in_initial_list: bool) {
         self.observe.on_add(pod, in_initial_list);
         self.enqueue(pod);
@@ -140,12 +142,12 @@ pub(super) struct ForgetDeleted {
     pub(super) expectations: Arc<Expectations>,
 }
 
-impl EventHandler<ReplicaSet> for ForgetDeleted {
-    fn on_add(&self, _rs: &Arc<ReplicaSet>, _in_initial_list: bool) {}
+impl<K: Replicated> EventHandler<K> for ForgetDeleted {
+    fn on_add(&self, _rs: &Arc<K>, _in_initial_list: bool) {}
 
-    fn on_update(&self, _old: &Arc<ReplicaSet>, _new: &Arc<ReplicaSet>) {}
+    fn on_update(&self, _old: &Arc<K>, _new: &Arc<K>) {}
 
-    fn on_delete(&self, deleted: &Deleted<ReplicaSet>) {
+    fn on_delete(&self, deleted: &Deleted<K>) {
         self.expectations
             .forget(&ObjectKey::of(deleted.object().as_ref()));
     }
@@ -173,8 +175,9 @@ mod tests {
     #[test]
     fn observe_pods_should_lower_expectations_on_adds_and_deletes() {
         let expectations = Arc::new(Expectations::default());
-        let h = ObservePods {
+        let h = ObservePods::<k8s_openapi::api::apps::v1::ReplicaSet> {
             expectations: expectations.clone(),
+            kind: PhantomData,
         };
         let rs = ObjectKey::namespaced("ns", "web");
         expectations.expect_creations(&rs, 2);

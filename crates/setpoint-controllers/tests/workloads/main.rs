@@ -8,6 +8,8 @@ mod common;
 
 mod daemonsets;
 mod disruption;
+mod quota;
+mod replication;
 mod sets_kit;
 mod statefulsets;
 mod volumes;

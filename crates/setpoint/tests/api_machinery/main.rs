@@ -3,7 +3,7 @@
 //! aggregation (`aggregation`), CRD conversion webhooks (`conversion`), server-side apply and
 //! field management (`apply`), the objects clients assume (`defaults`), every built-in kind
 //! (`kinds`) and those that describe the cluster itself (`cluster_kinds`), `/metrics` and
-//! health checks (`metrics`).
+//! health checks (`metrics`), quota and LimitRange admission (`quota`, `limit_range`).
 
 #![allow(clippy::unwrap_used)] // test helpers: a failure should panic
 
@@ -17,4 +17,6 @@ mod cluster_kinds;
 mod conversion;
 mod defaults;
 mod kinds;
+mod limit_range;
 mod metrics;
+mod quota;

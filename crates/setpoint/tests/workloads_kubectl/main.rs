@@ -7,5 +7,6 @@ mod common;
 
 mod daemonsets;
 mod drain;
+mod quota;
 mod statefulsets;
 mod volumes;

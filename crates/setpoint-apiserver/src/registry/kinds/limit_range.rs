@@ -3,8 +3,9 @@
 //! the part clients meet: each `spec.limits[i]` has a type no other entry has, its quantities
 //! parse and are not negative, a `Pod` entry has no defaults, and per resource
 //! `min ≤ defaultRequest ≤ default ≤ max`, `1 ≤ maxLimitRequestRatio ≤ max/min`. Its table
-//! is `NAME CREATED AT`, as kube-apiserver prints it. (Nothing enforces the ranges on pods
-//! yet: that is an admission plugin of its own.)
+//! is `NAME CREATED AT`, as kube-apiserver prints it. A `Container` entry's `max` defaults its
+//! `default`, and `default` its `defaultRequest`. The ranges are enforced on pods and claims
+//! by LimitRanger admission (`admission/builtin/limit_range.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -47,6 +48,10 @@ impl Strategy for LimitRanges {
 
     fn typed_schema(&self) -> Option<TypedSchema> {
         schema_of::<LimitRange>()
+    }
+
+    fn apply_defaults(&self, object: &mut Value) {
+        default_items(object);
     }
 
     async fn validate(&self, object: &Value, _old: Option<&Value>) -> Vec<Cause> {
@@ -192,6 +197,29 @@ fn parse_quantity(text: &str) -> Option<f64> {
     setpoint_core::quantity::milli_value(text).map(|milli| milli as f64 / 1000.0)
 }
 
+/// A `Container` entry's defaults, as kube-apiserver defaults them: a `max` without a
+/// `default` is the default limit, a default limit without a `defaultRequest` is the default
+/// request.
+fn default_items(object: &mut Value) {
+    let limits = object["spec"]["limits"].as_array_mut();
+    for item in limits.into_iter().flatten() {
+        if item["type"].as_str() != Some("Container") {
+            continue;
+        }
+        for (from, to) in [("max", "default"), ("default", "defaultRequest")] {
+            let source = item[from].as_object().cloned().unwrap_or_default();
+            for (resource, quantity) in source {
+                if item[to].get(&resource).is_none() {
+                    if !item[to].is_object() {
+                        item[to] = serde_json::json!({});
+                    }
+                    item[to][resource] = quantity;
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,6 +228,19 @@ mod tests {
     fn validate(spec: Value) -> Vec<Cause> {
         let object = json!({"metadata": {"name": "l", "namespace": "d"}, "spec": spec});
         futures::executor::block_on(LimitRanges.validate(&object, None))
+    }
+
+    #[test]
+    fn a_container_entry_should_default_its_limit_from_max_and_its_request_from_the_limit() {
+        let mut o = serde_json::json!({"spec": {"limits": [
+            {"type": "Container", "max": {"cpu": "1", "memory": "1Gi"}, "default": {"memory": "512Mi"}},
+            {"type": "Pod", "max": {"cpu": "2"}}
+        ]}});
+        default_items(&mut o);
+        let c = &o["spec"]["limits"][0];
+        assert_eq!(c["default"], serde_json::json!({"cpu": "1", "memory": "512Mi"}));
+        assert_eq!(c["defaultRequest"], serde_json::json!({"cpu": "1", "memory": "512Mi"}));
+        assert!(o["spec"]["limits"][1]["default"].is_null(), "only containers have defaults");
     }
 
     #[test]

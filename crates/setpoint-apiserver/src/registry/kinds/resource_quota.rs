@@ -1,8 +1,8 @@
 //! core/v1 ResourceQuota: per namespace, hard limits on the resources its objects may use
 //! (`spec.hard`), with the scopes they apply to. Validated as kube-apiserver does in the part
 //! clients meet: quantities that parse and are not negative, known scopes, a scope selector
-//! with known scope names and operators. The `status` subresource holds `hard` and `used` (the
-//! quota loop that fills them in is not part of Setpoint yet); the row is `NAME AGE REQUEST
+//! with known scope names and operators. The `status` subresource holds `hard` and `used` (filled
+//! in by the `resourcequota` loop, charged by quota admission: docs/design/quota.md); the row is `NAME AGE REQUEST
 //! LIMIT`, from the status as kubectl prints it.
 
 use std::sync::Arc;
