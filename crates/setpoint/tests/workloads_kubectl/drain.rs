@@ -196,7 +196,12 @@ fn kubectl_drain_should_wait_for_the_disruption_budget() {
     // The DaemonSet loop puts its pod on sim-0, the one node its selector picks.
     eventually_blocking("the DaemonSet's pod on sim-0", || {
         let nodes = server.ok(&[
-            "get", "pods", "-l", "app=agent", "-o", "jsonpath={.items[*].spec.nodeName}",
+            "get",
+            "pods",
+            "-l",
+            "app=agent",
+            "-o",
+            "jsonpath={.items[*].spec.nodeName}",
         ]);
         if nodes.trim() == "sim-0" {
             Ok(())

@@ -1,7 +1,8 @@
 //! A 3-replica StatefulSet of real processes: created in order (web-N only once web-(N-1) is
-//! running and ready), one claim per pod, a deleted pod recreated under its name with its
-//! claim, a rolling update held by a partition (only ordinals ≥ partition move), `kubectl
-//! rollout status/history`, then `kubectl rollout undo`.
+//! running and ready), one claim per pod (provisioned by the local-path provisioner; each pod
+//! writes to it), a deleted pod recreated under its name with its claim and finding its
+//! predecessor's data there, a rolling update held by a partition (only ordinals ≥ partition move),
+//! `kubectl rollout status/history`, then `kubectl rollout undo`.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -26,7 +27,14 @@ spec:
       containers:
       - name: app
         image: "{image}"
-        command: ["sh", "-c", "while true; do sleep 1; done # {marker}"]
+        # Each start appends a line to the pod's claim and prints the whole file, so the
+        # log of a recreated pod shows what its predecessor wrote.
+        command: ["sh", "-c", "echo \"$POD_NAME started\" >> \"$SETPOINT_VOLUME_DATA/starts\"; cat \"$SETPOINT_VOLUME_DATA/starts\"; while true; do sleep 1; done # {marker}"]
+        env:
+        - name: POD_NAME
+          valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}
+        volumeMounts:
+        - {{name: data, mountPath: /tmp/setpoint-sts-e2e-data}}
   volumeClaimTemplates:
   - metadata: {{name: data}}
     spec:
@@ -168,6 +176,16 @@ fn statefulset_should_start_in_order_keep_identity_and_roll_with_a_partition() {
         |p| running_ready(p, "web-1") && p["web-1"].0 != old_uid,
     );
     assert_eq!(back["web-1"].4, "data-web-1");
+    // The new web-1 found its predecessor's line in the claim: the data survived the delete.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let log = s.ok(&["logs", "web-1"]);
+        if log.matches("web-1 started").count() == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "log of the new web-1: {log}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let claims = s.ok(&["get", "pvc", "-o", "jsonpath={.items[*].metadata.name}"]);
     assert_eq!(
         claims, "data-web-0 data-web-1 data-web-2",
