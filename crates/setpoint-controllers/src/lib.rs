@@ -8,6 +8,7 @@
 mod deployment;
 mod garbage_collector;
 mod hpa;
+mod job;
 mod loops;
 mod namespace;
 mod namespace_defaults;
@@ -16,6 +17,7 @@ mod pid_autoscaler;
 mod replicaset;
 mod scheduler;
 mod settings;
+mod ttl_after_finished;
 
 pub use loops::{run, Loop, LoopError, LoopSelection, UnknownLoop};
 pub use pid_autoscaler::{

@@ -19,6 +19,10 @@ pub enum Loop {
     ReplicaSet,
     /// Rolls each Deployment's template out through ReplicaSets.
     Deployment,
+    /// Runs each Job's pods to completion.
+    Job,
+    /// Deletes finished Jobs once their `ttlSecondsAfterFinished` has passed.
+    TtlAfterFinished,
     /// Binds unscheduled pods to nodes.
     Scheduler,
     /// Marks silent nodes unreachable and evicts their pods.
@@ -40,6 +44,8 @@ impl Loop {
         Loop::GarbageCollector,
         Loop::ReplicaSet,
         Loop::Deployment,
+        Loop::Job,
+        Loop::TtlAfterFinished,
         Loop::Scheduler,
         Loop::NodeLifecycle,
         Loop::HorizontalPodAutoscaler,
@@ -55,6 +61,8 @@ impl Loop {
             Loop::GarbageCollector => "garbage-collector",
             Loop::ReplicaSet => "replicaset",
             Loop::Deployment => "deployment",
+            Loop::Job => "job",
+            Loop::TtlAfterFinished => "ttl-after-finished",
             Loop::Scheduler => "scheduler",
             Loop::NodeLifecycle => "node-lifecycle",
             Loop::HorizontalPodAutoscaler => "horizontal-pod-autoscaler",
@@ -74,6 +82,8 @@ impl Loop {
             Loop::GarbageCollector => crate::garbage_collector::run(ctx, shutdown).await,
             Loop::ReplicaSet => crate::replicaset::run(ctx, shutdown).await,
             Loop::Deployment => crate::deployment::run(ctx, shutdown).await,
+            Loop::Job => crate::job::run(ctx, shutdown).await,
+            Loop::TtlAfterFinished => crate::ttl_after_finished::run(ctx, shutdown).await,
             Loop::Scheduler => crate::scheduler::run(ctx, shutdown).await,
             Loop::NodeLifecycle => crate::node_lifecycle::run(ctx, shutdown).await,
             Loop::HorizontalPodAutoscaler => crate::hpa::run(ctx, shutdown).await,
@@ -206,7 +216,7 @@ mod tests {
         let all: LoopSelection = "*".parse().expect("parses");
         assert_eq!(all, LoopSelection::all());
         let none: LoopSelection =
-            "*,-namespace,-garbage-collector,-replicaset,-deployment,-scheduler,-node-lifecycle,-horizontal-pod-autoscaler,-pid-autoscaler,-serviceaccount,-root-ca-cert-publisher"
+            "*,-namespace,-garbage-collector,-replicaset,-deployment,-job,-ttl-after-finished,-scheduler,-node-lifecycle,-horizontal-pod-autoscaler,-pid-autoscaler,-serviceaccount,-root-ca-cert-publisher"
                 .parse()
                 .expect("parses");
         assert!(none.loops().is_empty());
