@@ -5,6 +5,8 @@
 //! `setpoint server` starts the enabled loops in-process ([`run`]); each can be switched off by
 //! name (`--controllers=*,-garbage-collector`, as kube-controller-manager's flag works).
 
+mod clock;
+mod cronjob;
 mod deployment;
 mod garbage_collector;
 mod hpa;
@@ -19,6 +21,7 @@ mod scheduler;
 mod settings;
 mod ttl_after_finished;
 
+pub use clock::Clock;
 pub use loops::{run, Loop, LoopError, LoopSelection, UnknownLoop};
 pub use pid_autoscaler::{
     Gains, PIDAutoscaler, PidAutoscalerSpec, PidAutoscalerStatus, Terms as PidTerms,
@@ -39,6 +42,8 @@ pub struct LoopContext {
     pub settings: LoopSettings,
     /// Where the loops' controllers, queues and informers report (`/metrics`).
     pub metrics: Metrics,
+    /// The time the time-driven loops (CronJob) go by.
+    pub clock: Clock,
 }
 
 impl LoopContext {
@@ -49,12 +54,19 @@ impl LoopContext {
             client,
             settings: LoopSettings::default(),
             metrics: Metrics::new(),
+            clock: Clock::real(),
         }
     }
 
     /// The same context reporting to `metrics`.
     pub fn with_metrics(mut self, metrics: Metrics) -> LoopContext {
         self.metrics = metrics;
+        self
+    }
+
+    /// The same context on another clock (a manual one, in tests).
+    pub fn with_clock(mut self, clock: Clock) -> LoopContext {
+        self.clock = clock;
         self
     }
 

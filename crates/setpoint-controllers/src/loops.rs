@@ -23,6 +23,8 @@ pub enum Loop {
     Job,
     /// Deletes finished Jobs once their `ttlSecondsAfterFinished` has passed.
     TtlAfterFinished,
+    /// Creates Jobs from CronJobs on their schedules.
+    CronJob,
     /// Binds unscheduled pods to nodes.
     Scheduler,
     /// Marks silent nodes unreachable and evicts their pods.
@@ -46,6 +48,7 @@ impl Loop {
         Loop::Deployment,
         Loop::Job,
         Loop::TtlAfterFinished,
+        Loop::CronJob,
         Loop::Scheduler,
         Loop::NodeLifecycle,
         Loop::HorizontalPodAutoscaler,
@@ -63,6 +66,7 @@ impl Loop {
             Loop::Deployment => "deployment",
             Loop::Job => "job",
             Loop::TtlAfterFinished => "ttl-after-finished",
+            Loop::CronJob => "cronjob",
             Loop::Scheduler => "scheduler",
             Loop::NodeLifecycle => "node-lifecycle",
             Loop::HorizontalPodAutoscaler => "horizontal-pod-autoscaler",
@@ -84,6 +88,7 @@ impl Loop {
             Loop::Deployment => crate::deployment::run(ctx, shutdown).await,
             Loop::Job => crate::job::run(ctx, shutdown).await,
             Loop::TtlAfterFinished => crate::ttl_after_finished::run(ctx, shutdown).await,
+            Loop::CronJob => crate::cronjob::run(ctx, shutdown).await,
             Loop::Scheduler => crate::scheduler::run(ctx, shutdown).await,
             Loop::NodeLifecycle => crate::node_lifecycle::run(ctx, shutdown).await,
             Loop::HorizontalPodAutoscaler => crate::hpa::run(ctx, shutdown).await,
@@ -216,7 +221,7 @@ mod tests {
         let all: LoopSelection = "*".parse().expect("parses");
         assert_eq!(all, LoopSelection::all());
         let none: LoopSelection =
-            "*,-namespace,-garbage-collector,-replicaset,-deployment,-job,-ttl-after-finished,-scheduler,-node-lifecycle,-horizontal-pod-autoscaler,-pid-autoscaler,-serviceaccount,-root-ca-cert-publisher"
+            "*,-namespace,-garbage-collector,-replicaset,-deployment,-job,-ttl-after-finished,-cronjob,-scheduler,-node-lifecycle,-horizontal-pod-autoscaler,-pid-autoscaler,-serviceaccount,-root-ca-cert-publisher"
                 .parse()
                 .expect("parses");
         assert!(none.loops().is_empty());

@@ -6,4 +6,5 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod cronjobs;
 mod jobs;
