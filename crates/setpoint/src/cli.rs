@@ -349,12 +349,18 @@ pub(crate) enum WorkloadsBench {
     /// 200 pods as real processes on one node agent (a separate process): apply to Running,
     /// the agent's CPU and memory while they run, and a killed process's restart.
     Processes,
+    /// A Job of 10,000 completions (1,000 with `--quick`), parallelism 500, on 50 simulated
+    /// nodes: create to `Complete`.
+    Jobs,
 }
 
 impl WorkloadsBench {
     /// Every benchmark, in the order they run.
-    pub(crate) const ALL: [WorkloadsBench; 2] =
-        [WorkloadsBench::Simulated, WorkloadsBench::Processes];
+    pub(crate) const ALL: [WorkloadsBench; 3] = [
+        WorkloadsBench::Simulated,
+        WorkloadsBench::Processes,
+        WorkloadsBench::Jobs,
+    ];
 }
 
 /// The hidden `setpoint debug` subcommands.

@@ -22,7 +22,7 @@ struct Record {
     adds: i64,
     /// Uids of pods deleted whose deletion the cache has not shown.
     deletes: HashSet<String>,
-    /// Uids of pods whose tracking finalizer was removed, until the cache shows it gone.
+    /// Uids of pods whose tracking finalizer was removed, until the pod is gone.
     finalizers: HashSet<String>,
     /// When creates or deletes were last recorded.
     set_at: Instant,
@@ -116,7 +116,7 @@ impl Expectations {
         }
     }
 
-    /// The pod with `uid` no longer has the tracking finalizer (or is gone).
+    /// The pod with `uid` is gone (or its finalizer removal failed).
     pub(crate) fn finalizer_observed(&self, job: &ObjectKey, uid: &str) {
         if let Some(r) = self.records.lock().get_mut(job) {
             r.finalizers.remove(uid);

@@ -11,7 +11,7 @@ use setpoint_runtime::owner::controller_ref_of_kind;
 use setpoint_runtime::{Deleted, Enqueuer, EventHandler, IndexFn, ObjectKey};
 
 use super::expectations::Expectations;
-use super::pods::{has_tracking_finalizer, job_of};
+use super::pods::job_of;
 
 /// The pod cache index filing each pod under the uid of the Job controlling it.
 pub(crate) const BY_JOB_UID: &str = "job.setpoint.dev/controller-uid";
@@ -37,7 +37,9 @@ impl PodEvents {
         if deleted || pod.metadata.deletion_timestamp.is_some() {
             self.expectations.deletion_observed(job, uid);
         }
-        if deleted || !has_tracking_finalizer(pod) {
+        // A removed finalizer is remembered until the pod is gone, not just until the cache
+        // shows it removed: a sync holding an older list of pods must not count it again.
+        if deleted {
             self.expectations.finalizer_observed(job, uid);
         }
     }

@@ -5,10 +5,12 @@
 //!   rolling update of the larger one.
 //! - [`processes`]: 200 pods as real processes on a node agent running as its own process, the
 //!   agent's CPU and memory while they run, and the first restart of a killed container.
+//! - [`jobs`]: a Job of 10,000 completions, parallelism 500, on simulated nodes.
 //!
 //! Each benchmark runs its own `setpoint server` child (this executable) on a fresh data
 //! directory, killed when the benchmark ends, fails or is interrupted.
 
+mod jobs;
 mod pods;
 mod processes;
 mod simulated;
@@ -39,6 +41,7 @@ pub(crate) async fn bench_workloads(args: WorkloadsBenchArgs) -> Result<()> {
         let run = async {
             match bench {
                 WorkloadsBench::Simulated => simulated::bench(&dir, args.quick).await,
+                WorkloadsBench::Jobs => jobs::bench(&dir, args.quick).await,
                 WorkloadsBench::Processes => {
                     processes::bench(&dir, if args.quick { 50 } else { 200 }).await
                 }
