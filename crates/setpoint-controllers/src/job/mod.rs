@@ -11,7 +11,8 @@
 //! - [`failure_policy`], [`success_policy`], [`backoff`], [`indexes`], [`conditions`]: the
 //!   rules, each on its own.
 //! - [`expectations`]: creates, deletes and finalizer removals the cache has not shown yet.
-//! - [`watch`]: the pod index and handler feeding the loop.
+//! - [`watch`]: the pod index and handler feeding the loop; [`orphans`]: releasing the pods of
+//!   Jobs that are gone.
 //!
 //! Promises: never touches a pod another controller controls; a Job's outcome, once decided
 //! (`FailureTarget`, `SuccessCriteriaMet`), never changes; its terminal condition is written
@@ -24,6 +25,7 @@ mod expectations;
 mod failure_policy;
 mod indexes;
 mod manage;
+mod orphans;
 mod pods;
 mod success_policy;
 mod sync;
@@ -75,7 +77,11 @@ pub(crate) async fn run(
     let job_informer = ctx.factory.informer::<Job>();
     let forget = job_informer.add_handler(ForgetDeleted {
         expectations: expectations.clone(),
+        pods: pod_informer.store(),
+        client: ctx.client.clone(),
     });
+    let jobs = job_informer.store();
+    let orphan_client = ctx.client.clone();
     let context = Arc::new(Context {
         recorder: EventRecorder::new(
             ctx.client.clone(),
@@ -92,6 +98,8 @@ pub(crate) async fn run(
         .watches_handler(InformerOptions::default(), move |enqueuer| PodEvents {
             expectations,
             enqueuer,
+            jobs,
+            client: orphan_client,
         })
         .run(sync::reconcile, context, shutdown.cancelled_owned())
         .await;

@@ -8,9 +8,10 @@ use std::sync::Arc;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use setpoint_runtime::owner::controller_ref_of_kind;
-use setpoint_runtime::{Deleted, Enqueuer, EventHandler, IndexFn, ObjectKey};
+use setpoint_runtime::{Client, Deleted, Enqueuer, EventHandler, IndexFn, ObjectCache, ObjectKey};
 
 use super::expectations::Expectations;
+use super::orphans::release_if_orphaned;
 use super::pods::job_of;
 
 /// The pod cache index filing each pod under the uid of the Job controlling it.
@@ -29,9 +30,25 @@ pub(crate) fn job_uid_index() -> IndexFn<Pod> {
 pub(crate) struct PodEvents {
     pub(crate) expectations: Arc<Expectations>,
     pub(crate) enqueuer: Enqueuer<ObjectKey>,
+    /// The Job cache, to notice pods whose Job is gone.
+    pub(crate) jobs: ObjectCache<Job>,
+    /// Where orphaned pods are released.
+    pub(crate) client: Client,
 }
 
 impl PodEvents {
+    /// Releases `pod` if it holds the finalizer and its Job (by uid) is not cached.
+    fn check_orphan(&self, job: &ObjectKey, pod: &Arc<Pod>) {
+        if !self.jobs.is_synced() {
+            return;
+        }
+        let uid = controller_ref_of_kind::<Job>(&pod.metadata).map(|r| r.uid.as_str());
+        let cached = self.jobs.get(job);
+        if cached.is_none_or(|j| j.metadata.uid.as_deref() != uid) {
+            release_if_orphaned(&self.client, pod);
+        }
+    }
+
     fn observe(&self, job: &ObjectKey, pod: &Pod, deleted: bool) {
         let uid = pod.metadata.uid.as_deref().unwrap_or_default();
         if deleted || pod.metadata.deletion_timestamp.is_some() {
@@ -52,12 +69,14 @@ impl EventHandler<Pod> for PodEvents {
             self.expectations.creation_observed(&job);
         }
         self.observe(&job, pod, false);
+        self.check_orphan(&job, pod);
         self.enqueuer.add(job);
     }
 
     fn on_update(&self, old: &Arc<Pod>, new: &Arc<Pod>) {
         if let Some(job) = job_of(new) {
             self.observe(&job, new, false);
+            self.check_orphan(&job, new);
             self.enqueuer.add(job);
         }
         if let Some(job) = job_of(old).filter(|j| job_of(new).as_ref() != Some(j)) {
@@ -73,9 +92,13 @@ impl EventHandler<Pod> for PodEvents {
     }
 }
 
-/// Forgets the expectations of deleted Jobs.
+/// Forgets the expectations of deleted Jobs and releases their pods.
 pub(crate) struct ForgetDeleted {
     pub(crate) expectations: Arc<Expectations>,
+    /// The pod cache, with the [`BY_JOB_UID`] index.
+    pub(crate) pods: ObjectCache<Pod>,
+    /// Where orphaned pods are released.
+    pub(crate) client: Client,
 }
 
 impl EventHandler<Job> for ForgetDeleted {
@@ -84,7 +107,11 @@ impl EventHandler<Job> for ForgetDeleted {
     fn on_update(&self, _old: &Arc<Job>, _new: &Arc<Job>) {}
 
     fn on_delete(&self, deleted: &Deleted<Job>) {
-        self.expectations
-            .forget(&ObjectKey::of(deleted.object().as_ref()));
+        let job = deleted.object();
+        self.expectations.forget(&ObjectKey::of(job.as_ref()));
+        let uid = job.metadata.uid.as_deref().unwrap_or_default();
+        for pod in self.pods.by_index(BY_JOB_UID, uid).unwrap_or_default() {
+            release_if_orphaned(&self.client, &pod);
+        }
     }
 }

@@ -422,3 +422,29 @@ async fn active_deadline_should_fail_the_job_and_the_ttl_should_delete_it() {
     .await;
     running.stop().await;
 }
+
+// Regression: a Job deleted in the background vanished at once, and its pods kept the tracking
+// finalizer forever (terminating, never gone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_of_a_job_deleted_in_the_background_should_be_released_and_go() {
+    let env = TestEnv::start().await.expect("test env");
+    let client = env.client();
+    let running = run_loops(&client, "job,garbage-collector");
+    let jobs = client.namespaced_api::<Job>(NS);
+    let pods = client.namespaced_api::<Pod>(NS);
+    jobs.create(
+        &PostParams::default(),
+        &job("gone", json!({"parallelism": 2, "completions": 2})),
+    )
+    .await
+    .expect("create job");
+    active_pods(&pods, "gone", 2).await;
+    jobs.delete("gone", &kube::api::DeleteParams::background())
+        .await
+        .expect("delete job");
+    eventually("the pods gone", || async {
+        pods_of(&pods, "gone").await.is_empty()
+    })
+    .await;
+    running.stop().await;
+}
