@@ -7,7 +7,7 @@
 //!
 //! [`backoff`]: super::backoff
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -146,7 +146,7 @@ async fn manage_indexed(
     }
     // Finished pods by index, for the per-index failure count and backoff.
     let mut finished: HashMap<i32, Vec<(&Arc<Pod>, bool)>> = HashMap::new();
-    let mut held = running.keys().copied().collect::<Vec<_>>();
+    let mut held: HashSet<i32> = running.keys().copied().collect();
     for pod in pods {
         let Some(i) = completion_index(pod, completions) else {
             continue;
@@ -158,7 +158,7 @@ async fn manage_indexed(
                 .push((pod, !is_succeeded(pod)));
         }
         if failed_only && is_terminating(pod) {
-            held.push(i);
+            held.insert(i);
         }
     }
     let room = parallelism.saturating_sub(running.len()).min(BURST);

@@ -11,7 +11,7 @@
 //! or `SuccessCriteriaMet`) and, once no pod runs or waits to be counted, the terminal
 //! condition (`Complete` or `Failed`) and `completionTime`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::{Job, JobStatus, UncountedTerminatedPods};
@@ -96,6 +96,8 @@ pub(crate) fn track(
         .unwrap_or_default();
     let mut fail_job = None;
     let mut release = Vec::new();
+    // Membership of `us` and `uf`, for lookups in constant time.
+    let mut uncounted_uids: HashSet<String> = us.iter().chain(uf.iter()).cloned().collect();
     for pod in pods {
         let Some(uid) = pod.metadata.uid.as_ref() else {
             continue;
@@ -103,7 +105,7 @@ pub(crate) fn track(
         if !has_tracking_finalizer(pod) || released(pod) {
             continue;
         }
-        if us.contains(uid) || uf.contains(uid) {
+        if uncounted_uids.contains(uid) {
             release.push(pod.clone());
             continue;
         }
@@ -118,6 +120,7 @@ pub(crate) fn track(
                 }
             } else {
                 us.push(uid.clone());
+                uncounted_uids.insert(uid.clone());
             }
             release.push(pod.clone());
         } else if is_failed(pod, job) {
@@ -144,6 +147,7 @@ pub(crate) fn track(
                 }
             }
             uf.push(uid.clone());
+            uncounted_uids.insert(uid.clone());
             release.push(pod.clone());
         } else if let Some(o) = outcome.as_ref().filter(|_| !is_active(pod)) {
             // A pod being deleted because the Job's outcome is decided: a failure if the Job
