@@ -44,6 +44,13 @@ pub(crate) async fn reconcile(
     };
     let namespace = cronjob.metadata.namespace.clone().unwrap_or_default();
     let name = cronjob.metadata.name.clone().unwrap_or_default();
+    // Decide on the CronJob as stored, not as cached: a cached status one write behind would
+    // forget the Job the last sync started (and let Forbid start another).
+    let api = ctx.client.namespaced_api::<CronJob>(&namespace);
+    let Some(cronjob) = api.get_opt(&name).await.map_err(fail)? else {
+        return Ok(Action::await_change());
+    };
+    let cronjob = Arc::new(cronjob);
     let uid = cronjob.metadata.uid.clone().unwrap_or_default();
     let jobs_api = ctx.client.namespaced_api::<Job>(&namespace);
     let children = ctx.jobs.by_index(BY_CRONJOB_UID, &uid)?;
@@ -113,7 +120,6 @@ pub(crate) async fn reconcile(
         }
     }
 
-    let api = ctx.client.namespaced_api::<CronJob>(&namespace);
     update_status(&api, &name, |cj: &mut CronJob| {
         let st = cj.status.get_or_insert_with(Default::default);
         st.active = (!active.is_empty()).then(|| active.clone());
