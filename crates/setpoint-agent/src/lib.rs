@@ -32,5 +32,7 @@ pub use error::AgentError;
 pub use metrics::DEFAULT_METRICS_INTERVAL;
 pub use run::run;
 pub use shim::shim_main;
-pub use simulated::{run_simulated, SimulatedNodes, SIMULATED_LABEL};
+pub use simulated::{
+    run_simulated, SimulatedNodes, SIMULATED_EXIT_CODE, SIMULATED_LABEL, SIMULATED_RUN_TIME,
+};
 pub use volumes::{MountMode, LOCAL_PATH_ANNOTATION};

@@ -5,12 +5,15 @@
 //! `setpoint server` starts the enabled loops in-process ([`run`]); each can be switched off by
 //! name (`--controllers=*,-garbage-collector`, as kube-controller-manager's flag works).
 
+mod clock;
+mod cronjob;
 mod daemonset;
 mod deployment;
 mod disruption;
 mod garbage_collector;
 mod history;
 mod hpa;
+mod job;
 mod loops;
 mod namespace;
 mod namespace_defaults;
@@ -22,8 +25,10 @@ mod resourcequota;
 mod scheduler;
 mod settings;
 mod statefulset;
+mod ttl_after_finished;
 mod volume;
 
+pub use clock::Clock;
 pub use loops::{run, Loop, LoopError, LoopSelection, UnknownLoop};
 pub use pid_autoscaler::{
     Gains, PIDAutoscaler, PidAutoscalerSpec, PidAutoscalerStatus, Terms as PidTerms,
@@ -47,6 +52,8 @@ pub struct LoopContext {
     pub settings: LoopSettings,
     /// Where the loops' controllers, queues and informers report (`/metrics`).
     pub metrics: Metrics,
+    /// The time the time-driven loops (CronJob) go by.
+    pub clock: Clock,
 }
 
 impl LoopContext {
@@ -57,12 +64,19 @@ impl LoopContext {
             client,
             settings: LoopSettings::default(),
             metrics: Metrics::new(),
+            clock: Clock::real(),
         }
     }
 
     /// The same context reporting to `metrics`.
     pub fn with_metrics(mut self, metrics: Metrics) -> LoopContext {
         self.metrics = metrics;
+        self
+    }
+
+    /// The same context on another clock (a manual one, in tests).
+    pub fn with_clock(mut self, clock: Clock) -> LoopContext {
+        self.clock = clock;
         self
     }
 

@@ -19,6 +19,12 @@ pub enum Loop {
     ReplicaSet,
     /// Rolls each Deployment's template out through ReplicaSets.
     Deployment,
+    /// Runs each Job's pods to completion.
+    Job,
+    /// Deletes finished Jobs once their `ttlSecondsAfterFinished` has passed.
+    TtlAfterFinished,
+    /// Creates Jobs from CronJobs on their schedules.
+    CronJob,
     /// Binds unscheduled pods to nodes.
     Scheduler,
     /// Marks silent nodes unreachable and evicts their pods.
@@ -58,6 +64,9 @@ impl Loop {
         Loop::GarbageCollector,
         Loop::ReplicaSet,
         Loop::Deployment,
+        Loop::Job,
+        Loop::TtlAfterFinished,
+        Loop::CronJob,
         Loop::Scheduler,
         Loop::NodeLifecycle,
         Loop::HorizontalPodAutoscaler,
@@ -82,6 +91,9 @@ impl Loop {
             Loop::GarbageCollector => "garbage-collector",
             Loop::ReplicaSet => "replicaset",
             Loop::Deployment => "deployment",
+            Loop::Job => "job",
+            Loop::TtlAfterFinished => "ttl-after-finished",
+            Loop::CronJob => "cronjob",
             Loop::Scheduler => "scheduler",
             Loop::NodeLifecycle => "node-lifecycle",
             Loop::HorizontalPodAutoscaler => "horizontal-pod-autoscaler",
@@ -110,6 +122,9 @@ impl Loop {
             Loop::GarbageCollector => crate::garbage_collector::run(ctx, shutdown).await,
             Loop::ReplicaSet => crate::replicaset::run(ctx, shutdown).await,
             Loop::Deployment => crate::deployment::run(ctx, shutdown).await,
+            Loop::Job => crate::job::run(ctx, shutdown).await,
+            Loop::TtlAfterFinished => crate::ttl_after_finished::run(ctx, shutdown).await,
+            Loop::CronJob => crate::cronjob::run(ctx, shutdown).await,
             Loop::Scheduler => crate::scheduler::run(ctx, shutdown).await,
             Loop::NodeLifecycle => crate::node_lifecycle::run(ctx, shutdown).await,
             Loop::HorizontalPodAutoscaler => crate::hpa::run(ctx, shutdown).await,

@@ -356,15 +356,19 @@ pub(crate) enum WorkloadsBench {
     /// A 1,000-replica StatefulSet (`Parallel`) on simulated nodes: create → all ready.
     #[value(name = "statefulsets")]
     StatefulSets,
+    /// A Job of 10,000 completions (1,000 with `--quick`), parallelism 500, on 50 simulated
+    /// nodes: create to `Complete`.
+    Jobs,
 }
 
 impl WorkloadsBench {
     /// Every benchmark, in the order they run.
-    pub(crate) const ALL: [WorkloadsBench; 4] = [
+    pub(crate) const ALL: [WorkloadsBench; 5] = [
         WorkloadsBench::Simulated,
         WorkloadsBench::Processes,
         WorkloadsBench::DaemonSets,
         WorkloadsBench::StatefulSets,
+        WorkloadsBench::Jobs,
     ];
 }
 

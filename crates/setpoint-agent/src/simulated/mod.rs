@@ -5,8 +5,11 @@
 //! and gives its pods addresses from its own `/24` of `10.244.0.0/14`. One task renews every
 //! node's Lease; one pod watch (bound pods, filtered by node name) serves every node, and a
 //! bounded pool of workers posts pod statuses, so thousands of pods a second are handled
-//! without a timer or task per pod.
+//! without a timer or task per pod. Pods with `restartPolicy` `Never` or `OnFailure` run to
+//! completion after a run time and with an exit code their annotations may set
+//! ([`SIMULATED_RUN_TIME`], [`SIMULATED_EXIT_CODE`]; see `completion`).
 
+mod completion;
 mod nodes;
 mod pod_status;
 mod pods;
@@ -26,6 +29,8 @@ use tokio_util::sync::CancellationToken;
 use crate::node::NodeRegistration;
 use crate::AgentError;
 use pods::{PodContext, PodHost};
+
+pub use completion::{EXIT_CODE as SIMULATED_EXIT_CODE, RUN_TIME as SIMULATED_RUN_TIME};
 
 /// The label every simulated Node carries (value `true`).
 pub const SIMULATED_LABEL: &str = "setpoint.dev/simulated";
@@ -236,6 +241,7 @@ pub async fn run_simulated(
         hosts,
         start_delay: nodes.start_delay,
         first_seen: Mutex::new(HashMap::new()),
+        started: Mutex::new(HashMap::new()),
     });
     if !shutdown.is_cancelled() {
         pods::run_pods(&factory, ctx, nodes.concurrency, shutdown.clone()).await;

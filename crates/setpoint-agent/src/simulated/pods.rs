@@ -2,10 +2,13 @@
 //! node name), reconciled by a bounded pool of workers. A pod bound to a simulated node is
 //! marked `Running` (after the start-up delay, counted from when this process first saw it
 //! there); a pod being deleted is removed at once (`gracePeriodSeconds=0`, uid precondition),
-//! as the kubelet does once its containers stopped.
+//! as the kubelet does once its containers stopped (a pod holding finalizers is first marked
+//! `Failed`, as the kubelet marks a deleted pod that had not finished). A pod that runs to
+//! completion (`completion`) is marked `Succeeded` or `Failed` once its run time is over.
 //!
-//! Scales with one work queue and no per-pod timers: a pod still within its start-up delay is
-//! requeued for the remaining time.
+//! Scales with one work queue and no per-pod timers: a pod still within its start-up delay or
+//! its run time is requeued for the remaining time (the queue's delayed adds are one ordered
+//! heap, not a timer per pod).
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
@@ -21,6 +24,7 @@ use setpoint_runtime::{Action, Client, Controller, InformerFactory, InformerOpti
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::completion::{finished_status, restarted_status, run_of};
 use super::pod_status::running_status;
 use crate::node::time_now;
 
@@ -54,6 +58,9 @@ pub(super) struct PodContext {
     /// When (local clock) each pod still within its delay was first seen, by uid. Empty when
     /// the delay is zero; an entry is removed when its pod is started or deleted.
     pub(super) first_seen: Mutex<HashMap<String, Instant>>,
+    /// When (local clock) each pod that runs to completion was last started, by uid; an entry
+    /// is removed when its pod finishes or is deleted.
+    pub(super) started: Mutex<HashMap<String, Instant>>,
 }
 
 /// Runs the pod reconciler until `shutdown`, with `concurrency` reconciles at once. A
@@ -128,8 +135,26 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<PodContext>) -> Result<Action, kube::
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
     let uid = pod.metadata.uid.clone().unwrap_or_default();
     let api: Api<Pod> = ctx.client.namespaced_api(&namespace);
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     if pod.metadata.deletion_timestamp.is_some() {
         ctx.first_seen.lock().remove(&uid);
+        ctx.started.lock().remove(&uid);
+        let holds = pod
+            .metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| !f.is_empty());
+        if holds && !matches!(phase, Some("Succeeded" | "Failed")) {
+            let patch = serde_json::json!({ "status": { "phase": "Failed" } });
+            match api
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Action::await_change()),
+                Err(e) => return Err(e),
+            }
+        }
         let params = DeleteParams {
             grace_period_seconds: Some(0),
             preconditions: Some(Preconditions {
@@ -147,9 +172,15 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<PodContext>) -> Result<Action, kube::
             Err(e) => Err(e),
         };
     }
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    if matches!(phase, Some("Running" | "Succeeded" | "Failed")) {
+    let run = run_of(&pod);
+    if matches!(phase, Some("Succeeded" | "Failed")) {
         return Ok(Action::await_change());
+    }
+    if phase == Some("Running") {
+        let Some(run) = run else {
+            return Ok(Action::await_change());
+        };
+        return finish(&api, &pod, run, &ctx).await;
     }
     if !ctx.start_delay.is_zero() {
         let now = Instant::now();
@@ -170,5 +201,65 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<PodContext>) -> Result<Action, kube::
         Err(e) => return Err(e),
     }
     ctx.first_seen.lock().remove(&uid);
-    Ok(Action::await_change())
+    match run {
+        Some(run) => {
+            ctx.started.lock().insert(uid, Instant::now());
+            Ok(Action::requeue(run.time))
+        }
+        None => Ok(Action::await_change()),
+    }
+}
+
+/// Ends the run of a running pod whose run time is over (requeues it until then): marks it
+/// `Succeeded` or `Failed`, or restarts it in place under `OnFailure`. A pod this process did
+/// not start (it restarted) is timed from its `startTime`.
+async fn finish(
+    api: &Api<Pod>,
+    pod: &Pod,
+    run: super::completion::Run,
+    ctx: &PodContext,
+) -> Result<Action, kube::Error> {
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let now = Instant::now();
+    let started = *ctx.started.lock().entry(uid.clone()).or_insert_with(|| {
+        let since = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.start_time.as_ref())
+            .and_then(|t| {
+                let elapsed = k8s_openapi::jiff::Timestamp::now().duration_since(t.0);
+                Duration::try_from(elapsed).ok()
+            })
+            .unwrap_or_default();
+        now.checked_sub(since).unwrap_or(now)
+    });
+    let due = started + run.time;
+    if due > now {
+        return Ok(Action::requeue(due - now));
+    }
+    let running = pod.status.clone().unwrap_or_default();
+    let time = time_now();
+    let restart = run.restarts && run.exit_code != 0;
+    let status = if restart {
+        restarted_status(&running, run.exit_code, &time)
+    } else {
+        finished_status(&running, run.exit_code, &time)
+    };
+    let patch = serde_json::json!({ "status": status });
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    match api
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => return Err(e),
+    }
+    if restart {
+        ctx.started.lock().insert(uid, Instant::now());
+        Ok(Action::requeue(run.time))
+    } else {
+        ctx.started.lock().remove(&uid);
+        Ok(Action::await_change())
+    }
 }

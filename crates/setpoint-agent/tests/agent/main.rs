@@ -13,6 +13,7 @@ mod agent_restart;
 mod deletion;
 mod lifecycle;
 mod pod_spec;
+mod simulated_completion;
 mod volumes;
 
 use std::collections::BTreeMap;

@@ -6,8 +6,10 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod cronjobs;
 mod daemonsets;
 mod disruption;
+mod jobs;
 mod quota;
 mod replication;
 mod sets_kit;

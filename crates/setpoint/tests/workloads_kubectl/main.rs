@@ -7,6 +7,7 @@ mod common;
 
 mod daemonsets;
 mod drain;
+mod jobs;
 mod quota;
 mod statefulsets;
 mod volumes;

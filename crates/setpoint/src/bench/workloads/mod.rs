@@ -7,11 +7,13 @@
 //!   agent's CPU and memory while they run, and the first restart of a killed container.
 //! - [`daemonsets`]: a DaemonSet over 1,000 simulated nodes, created and rolled.
 //! - [`statefulsets`]: a 1,000-replica `Parallel` StatefulSet to all ready.
+//! - [`jobs`]: a Job of 10,000 completions, parallelism 500, on simulated nodes.
 //!
 //! Each benchmark runs its own `setpoint server` child (this executable) on a fresh data
 //! directory, killed when the benchmark ends, fails or is interrupted.
 
 mod daemonsets;
+mod jobs;
 mod pods;
 mod processes;
 mod simulated;
@@ -43,6 +45,7 @@ pub(crate) async fn bench_workloads(args: WorkloadsBenchArgs) -> Result<()> {
         let run = async {
             match bench {
                 WorkloadsBench::Simulated => simulated::bench(&dir, args.quick).await,
+                WorkloadsBench::Jobs => jobs::bench(&dir, args.quick).await,
                 WorkloadsBench::Processes => {
                     processes::bench(&dir, if args.quick { 50 } else { 200 }).await
                 }
