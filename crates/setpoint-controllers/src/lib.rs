@@ -18,6 +18,7 @@ mod loops;
 mod namespace;
 mod namespace_defaults;
 mod node_lifecycle;
+mod owned_pods;
 mod pid_autoscaler;
 mod pod_state;
 mod replicaset;

@@ -7,10 +7,14 @@
 //! they are skipped and reported (see [`Rendered::skipped`]).
 
 use std::collections::BTreeMap;
+use std::fmt::Debug;
 
 use k8s_openapi::api::core::v1::{
     ConfigMap, DownwardAPIVolumeFile, KeyToPath, Pod, ResourceFieldSelector, Secret,
 };
+use k8s_openapi::NamespaceResourceScope;
+use kube::Resource;
+use serde::de::DeserializeOwned;
 use setpoint_runtime::{Client, ObjectCache, ObjectKey};
 
 use super::atomic::{FileContent, Payload};
@@ -39,17 +43,9 @@ type Data = BTreeMap<String, Vec<u8>>;
 
 impl ObjectSources {
     async fn config_map(&self, namespace: &str, name: &str) -> Result<Option<Data>, SourceError> {
-        let found = if self.config_maps.is_synced() {
-            self.config_maps
-                .get(&ObjectKey::namespaced(namespace, name))
-                .map(|c| (*c).clone())
-        } else {
-            self.client
-                .namespaced_api::<ConfigMap>(namespace)
-                .get_opt(name)
-                .await
-                .map_err(|e| SourceError(format!("reading configmap {name:?}: {e}")))?
-        };
+        let found = self
+            .read(&self.config_maps, "configmap", namespace, name)
+            .await?;
         Ok(found.map(|c| {
             let mut data: Data = c
                 .data
@@ -65,17 +61,7 @@ impl ObjectSources {
     }
 
     async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Data>, SourceError> {
-        let found = if self.secrets.is_synced() {
-            self.secrets
-                .get(&ObjectKey::namespaced(namespace, name))
-                .map(|s| (*s).clone())
-        } else {
-            self.client
-                .namespaced_api::<Secret>(namespace)
-                .get_opt(name)
-                .await
-                .map_err(|e| SourceError(format!("reading secret {name:?}: {e}")))?
-        };
+        let found = self.read(&self.secrets, "secret", namespace, name).await?;
         Ok(found.map(|s| {
             let mut data: Data = s
                 .string_data
@@ -88,6 +74,32 @@ impl ObjectSources {
             }
             data
         }))
+    }
+
+    /// The object `namespace/name` from `cache` once it has synced, else from the API.
+    async fn read<K>(
+        &self,
+        cache: &ObjectCache<K>,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<K>, SourceError>
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + Debug
+            + DeserializeOwned,
+    {
+        if cache.is_synced() {
+            return Ok(cache
+                .get(&ObjectKey::namespaced(namespace, name))
+                .map(|o| (*o).clone()));
+        }
+        self.client
+            .namespaced_api::<K>(namespace)
+            .get_opt(name)
+            .await
+            .map_err(|e| SourceError(format!("reading {kind} {name:?}: {e}")))
     }
 }
 

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, PostParams, Preconditions};
 use setpoint_core::LabelSelector;
-use setpoint_runtime::{owner, update_status, Action, EventDetails, ObjectKey};
+use setpoint_runtime::{update_status, Action, EventDetails, ObjectKey};
 
 use super::error::DaemonSetError;
 use super::placement::{node_of, pod_for_node, template_pod};
@@ -117,24 +117,10 @@ async fn claim_pods(
     ds: &DaemonSet,
     selector: &LabelSelector,
 ) -> Result<Vec<Arc<Pod>>, DaemonSetError> {
-    let uid = ds.metadata.uid.as_deref().unwrap_or_default();
-    let mut candidates: BTreeMap<ObjectKey, Arc<Pod>> = BTreeMap::new();
-    for pod in ctx
-        .pods
-        .by_index(BY_CONTROLLER_UID, uid)
-        .unwrap_or_default()
-    {
-        candidates.insert(ObjectKey::of(pod.as_ref()), pod);
-    }
-    for pod in ctx
-        .pods
-        .list_selected(ds.metadata.namespace.as_deref(), selector)
-    {
-        if owner::controller_ref(&pod.metadata).is_none() {
-            candidates.insert(ObjectKey::of(pod.as_ref()), pod);
-        }
-    }
-    Ok(owner::claim(&ctx.client, ds, selector, candidates.into_values(), |_| {}).await?)
+    Ok(
+        crate::owned_pods::claim_pods(&ctx.client, &ctx.pods, BY_CONTROLLER_UID, ds, selector)
+            .await?,
+    )
 }
 
 /// Makes the planned writes (at most [`BURST`] of each), recorded in the expectations first;

@@ -1,7 +1,7 @@
 //! One sync of one StatefulSet: claim its pods, find or make its update revision, run a pass
 //! over its pods (unless it is being deleted), write its status and truncate its history.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetStatus};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use setpoint_core::LabelSelector;
-use setpoint_runtime::{owner, update_status, Action, ObjectKey};
+use setpoint_runtime::{update_status, Action, ObjectKey};
 
 use super::error::StatefulSetError;
 use super::identity::revision_of;
@@ -115,24 +115,10 @@ async fn claim_pods(
     set: &StatefulSet,
     selector: &LabelSelector,
 ) -> Result<Vec<Arc<Pod>>, StatefulSetError> {
-    let uid = set.metadata.uid.as_deref().unwrap_or_default();
-    let mut candidates: BTreeMap<ObjectKey, Arc<Pod>> = BTreeMap::new();
-    for pod in ctx
-        .pods
-        .by_index(BY_CONTROLLER_UID, uid)
-        .unwrap_or_default()
-    {
-        candidates.insert(ObjectKey::of(pod.as_ref()), pod);
-    }
-    for pod in ctx
-        .pods
-        .list_selected(set.metadata.namespace.as_deref(), selector)
-    {
-        if owner::controller_ref(&pod.metadata).is_none() {
-            candidates.insert(ObjectKey::of(pod.as_ref()), pod);
-        }
-    }
-    Ok(owner::claim(&ctx.client, set, selector, candidates.into_values(), |_| {}).await?)
+    Ok(
+        crate::owned_pods::claim_pods(&ctx.client, &ctx.pods, BY_CONTROLLER_UID, set, selector)
+            .await?,
+    )
 }
 
 /// Writes `computed` unless the cached status already says it.

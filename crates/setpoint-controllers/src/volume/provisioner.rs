@@ -2,8 +2,9 @@
 //! provisioner is `setpoint.dev/local-path`, once a node is chosen for it (the scheduler's
 //! `volume.kubernetes.io/selected-node`), creates a PersistentVolume `pvc-<claim uid>`:
 //! - source `local.path` = `<root>/pvc-<uid>_<namespace>_<name>`, `<root>` being the node's
-//!   `setpoint.dev/local-path-root` annotation (its agent publishes it) or, for a node without
-//!   one (a simulated node), the class's `nodePath` parameter or `/var/lib/setpoint/local-path`;
+//!   `setpoint.dev/local-path-root` annotation (its agent publishes it; a claim waits until
+//!   it has) or, for a simulated node (which has no agent), the class's `nodePath` parameter or
+//!   `/var/lib/setpoint/local-path`;
 //! - `nodeAffinity` to that node (`kubernetes.io/hostname`), the claim's size, access modes
 //!   and volume mode, the class's reclaim policy (`Delete` by default);
 //! - `claimRef` to the claim, so the binder binds exactly these two;
@@ -16,6 +17,7 @@
 //! event.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -38,6 +40,12 @@ use crate::LoopContext;
 const NAME: &str = "local-path-provisioner";
 /// Where volumes go on a node that publishes no root.
 const DEFAULT_ROOT: &str = "/var/lib/setpoint/local-path";
+
+/// The label of simulated nodes (they have no agent, so no published root and no cleanup).
+const SIMULATED_NODE_LABEL: &str = "setpoint.dev/simulated";
+
+/// How soon a claim whose node has not published its root yet is looked at again.
+const ROOT_WAIT: Duration = Duration::from_secs(1);
 
 /// Why a provisioning failed (retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -133,6 +141,16 @@ async fn reconcile(
             .and_then(|a| a.get(LOCAL_PATH_ROOT))
             .cloned()
     });
+    let simulated = node
+        .as_ref()
+        .and_then(|n| n.metadata.labels.as_ref())
+        .and_then(|l| l.get(SIMULATED_NODE_LABEL))
+        .is_some_and(|v| v == "true");
+    if published_root.is_none() && !simulated {
+        // A node with an agent publishes its root just after it registers; a volume made
+        // before that would live where no agent cleans it up, so wait for it.
+        return Ok(Action::requeue(ROOT_WAIT));
+    }
     let root = published_root
         .clone()
         .or_else(|| {
