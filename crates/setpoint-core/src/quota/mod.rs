@@ -3,7 +3,7 @@
 //! apply to it (`scopes`), and how a quota is checked and its usage written (here).
 //!
 //! Usage is kept in thousandths of a unit (`milli_value`), so `500m` of CPU and `1Gi` of memory
-//! add up exactly; [`format`] writes it back as Kubernetes writes quantities.
+//! add up exactly; [`format()`] writes it back as Kubernetes writes quantities.
 
 mod scopes;
 mod usage;
