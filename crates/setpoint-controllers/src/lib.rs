@@ -24,6 +24,7 @@ mod pod_state;
 mod replicaset;
 mod resourcequota;
 mod scheduler;
+mod semantic;
 mod settings;
 mod statefulset;
 mod ttl_after_finished;

@@ -76,6 +76,29 @@ impl ObjectSources {
         }))
     }
 
+    /// Adds the keys of `object` (of `namespace`) to `payload`, as `items` select them.
+    async fn add_keyed(
+        &self,
+        payload: &mut Payload,
+        namespace: &str,
+        object: Object<'_>,
+        items: Option<&[KeyToPath]>,
+        optional: Option<bool>,
+        mode: Option<i32>,
+    ) -> Result<(), SourceError> {
+        let (data, kind) = match object {
+            Object::ConfigMap(name) => (
+                self.config_map(namespace, name).await?,
+                format!("configmap {name:?}"),
+            ),
+            Object::Secret(name) => (
+                self.secret(namespace, name).await?,
+                format!("secret {name:?}"),
+            ),
+        };
+        keyed(payload, &kind, data, items, optional, mode)
+    }
+
     /// The object `namespace/name` from `cache` once it has synced, else from the API.
     async fn read<K>(
         &self,
@@ -103,6 +126,13 @@ impl ObjectSources {
     }
 }
 
+/// The ConfigMap or Secret (by name) a keyed volume source reads.
+#[derive(Debug, Clone, Copy)]
+enum Object<'a> {
+    ConfigMap(&'a str),
+    Secret(&'a str),
+}
+
 /// A rendered payload, and what of the volume's spec was skipped (and why).
 #[derive(Debug, Default)]
 pub(crate) struct Rendered {
@@ -121,28 +151,27 @@ pub(crate) async fn render(
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
     let mut out = Rendered::default();
     if let Some(cm) = &volume.config_map {
-        let data = sources.config_map(namespace, &cm.name).await?;
-        let kind = format!("configmap {:?}", cm.name);
-        keyed(
-            &mut out.payload,
-            &kind,
-            data,
-            cm.items.as_deref(),
-            cm.optional,
-            cm.default_mode,
-        )?;
+        sources
+            .add_keyed(
+                &mut out.payload,
+                namespace,
+                Object::ConfigMap(&cm.name),
+                cm.items.as_deref(),
+                cm.optional,
+                cm.default_mode,
+            )
+            .await?;
     } else if let Some(secret) = &volume.secret {
-        let name = secret.secret_name.clone().unwrap_or_default();
-        let data = sources.secret(namespace, &name).await?;
-        let kind = format!("secret {name:?}");
-        keyed(
-            &mut out.payload,
-            &kind,
-            data,
-            secret.items.as_deref(),
-            secret.optional,
-            secret.default_mode,
-        )?;
+        sources
+            .add_keyed(
+                &mut out.payload,
+                namespace,
+                Object::Secret(secret.secret_name.as_deref().unwrap_or_default()),
+                secret.items.as_deref(),
+                secret.optional,
+                secret.default_mode,
+            )
+            .await?;
     } else if let Some(downward) = &volume.downward_api {
         downward_api(
             &mut out.payload,
@@ -154,28 +183,28 @@ pub(crate) async fn render(
         let default_mode = projected.default_mode;
         for source in projected.sources.iter().flatten() {
             if let Some(cm) = &source.config_map {
-                let data = sources.config_map(namespace, &cm.name).await?;
-                let kind = format!("configmap {:?}", cm.name);
-                keyed(
-                    &mut out.payload,
-                    &kind,
-                    data,
-                    cm.items.as_deref(),
-                    cm.optional,
-                    default_mode,
-                )?;
+                sources
+                    .add_keyed(
+                        &mut out.payload,
+                        namespace,
+                        Object::ConfigMap(&cm.name),
+                        cm.items.as_deref(),
+                        cm.optional,
+                        default_mode,
+                    )
+                    .await?;
             }
             if let Some(secret) = &source.secret {
-                let data = sources.secret(namespace, &secret.name).await?;
-                let kind = format!("secret {:?}", secret.name);
-                keyed(
-                    &mut out.payload,
-                    &kind,
-                    data,
-                    secret.items.as_deref(),
-                    secret.optional,
-                    default_mode,
-                )?;
+                sources
+                    .add_keyed(
+                        &mut out.payload,
+                        namespace,
+                        Object::Secret(&secret.name),
+                        secret.items.as_deref(),
+                        secret.optional,
+                        default_mode,
+                    )
+                    .await?;
             }
             if let Some(downward) = &source.downward_api {
                 downward_api(

@@ -55,26 +55,8 @@ fn normalized(template: &PodTemplateSpec) -> Value {
     {
         labels.remove(POD_TEMPLATE_HASH);
     }
-    prune(&mut value);
+    crate::semantic::drop_empty(&mut value);
     value
-}
-
-/// Drops nulls, empty objects and empty arrays, recursively; whether `value` is now empty.
-fn prune(value: &mut Value) -> bool {
-    match value {
-        Value::Null => true,
-        Value::Object(map) => {
-            map.retain(|_, v| !prune(v));
-            map.is_empty()
-        }
-        Value::Array(items) => {
-            for item in items.iter_mut() {
-                prune(item);
-            }
-            items.is_empty()
-        }
-        _ => false,
-    }
 }
 
 /// Whether two templates are equal but for their `pod-template-hash` labels.

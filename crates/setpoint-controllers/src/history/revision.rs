@@ -90,7 +90,7 @@ impl Revision {
 /// The data stored for `template`: a strategic merge patch replacing `spec.template`.
 fn patch_of(template: &PodTemplateSpec) -> Value {
     let mut template = serde_json::to_value(template).unwrap_or(Value::Null);
-    prune(&mut template);
+    crate::semantic::drop_empty(&mut template);
     if let Some(map) = template.as_object_mut() {
         map.insert("$patch".to_owned(), json!("replace"));
     }
@@ -114,26 +114,8 @@ fn hash_of(data: &Value, collision_count: Option<i32>) -> String {
 /// Kubernetes' semantic equality has it).
 fn normalized(data: &Value) -> Value {
     let mut data = data.clone();
-    prune(&mut data);
+    crate::semantic::drop_empty(&mut data);
     data
-}
-
-/// Drops nulls, empty objects and empty arrays, recursively; whether `value` is now empty.
-fn prune(value: &mut Value) -> bool {
-    match value {
-        Value::Null => true,
-        Value::Object(map) => {
-            map.retain(|_, v| !prune(v));
-            map.is_empty()
-        }
-        Value::Array(items) => {
-            for item in items.iter_mut() {
-                prune(item);
-            }
-            items.is_empty()
-        }
-        _ => false,
-    }
 }
 
 /// The template a stored revision holds (its data without the `$patch` directive); `None` if

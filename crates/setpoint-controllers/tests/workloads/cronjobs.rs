@@ -195,7 +195,11 @@ async fn replace_should_swap_the_running_job_and_history_should_keep_the_newest(
         (now.len() == 1 && now[0].name_any() != first[0].name_any()).then_some(now)
     })
     .await;
-    assert!(has_event(&client, "SuccessfulDelete").await);
+    // The event is recorded in the background, so it may land just after the replacement.
+    eventually("SuccessfulDelete reported", || {
+        has_event(&client, "SuccessfulDelete")
+    })
+    .await;
 
     // History: two completed jobs, the limit keeps one.
     complete(&jobs, &second[0]).await;

@@ -10,14 +10,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use serde_json::json;
 use setpoint_runtime::k8s_openapi::api::apps::v1::DaemonSet;
-use setpoint_runtime::k8s_openapi::api::core::v1::Namespace;
 use setpoint_runtime::kube::api::{Patch, PatchParams, PostParams};
 use setpoint_runtime::kube::Api;
 use setpoint_runtime::Client;
 
-use super::simulated::{secs, wait_for_nodes};
+use super::simulated::{on_simulated_server, secs};
 use crate::bench::report::{self, Row};
-use crate::bench::server::ServerProcess;
 
 const NAMESPACE: &str = "bench";
 
@@ -27,28 +25,17 @@ const TARGET: Duration = Duration::from_secs(30);
 /// Runs the benchmark over `nodes` simulated nodes in a server under `root`.
 pub(super) async fn bench(root: &Path, nodes: u32) -> Result<Vec<Row>> {
     let count = nodes.to_string();
-    let (mut server, _) =
-        ServerProcess::start(root, &["--no-agent", "--simulated-nodes", &count]).await?;
-    let outcome = run(&server, nodes).await;
-    let outcome = server.check_running().and(outcome);
-    let log = server.log_tail();
-    server.stop().await?;
-    outcome.with_context(|| log)
+    on_simulated_server(
+        root,
+        &["--no-agent", "--simulated-nodes", &count],
+        nodes,
+        NAMESPACE,
+        |client| run(client, nodes),
+    )
+    .await
 }
 
-async fn run(server: &ServerProcess, nodes: u32) -> Result<Vec<Row>> {
-    let client = Client::from_kubeconfig(server.kubeconfig())
-        .await
-        .context("reading the server's kubeconfig")?;
-    wait_for_nodes(&client, nodes).await?;
-    client
-        .api::<Namespace>()
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?,
-        )
-        .await
-        .context("creating the namespace")?;
+async fn run(client: Client, nodes: u32) -> Result<Vec<Row>> {
     let api = client.namespaced_api::<DaemonSet>(NAMESPACE);
     let n = report::count(nodes.into());
 

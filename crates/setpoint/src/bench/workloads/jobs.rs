@@ -11,13 +11,11 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 use setpoint_runtime::k8s_openapi::api::batch::v1::Job;
-use setpoint_runtime::k8s_openapi::api::core::v1::{Namespace, Node};
-use setpoint_runtime::kube::api::{ListParams, PostParams};
+use setpoint_runtime::kube::api::PostParams;
 use setpoint_runtime::Client;
 
-use super::simulated::secs;
+use super::simulated::{on_simulated_server, secs};
 use crate::bench::report::{self, Row};
-use crate::bench::server::ServerProcess;
 
 /// The namespace the Job runs in.
 const NAMESPACE: &str = "bench-jobs";
@@ -36,7 +34,7 @@ pub(super) async fn bench(root: &Path, quick: bool) -> Result<Vec<Row>> {
     let completions = if quick { 1_000 } else { 10_000 };
     let nodes = NODES.to_string();
     let pods = PODS_PER_NODE.to_string();
-    let (mut server, _) = ServerProcess::start(
+    on_simulated_server(
         root,
         &[
             "--no-agent",
@@ -45,28 +43,14 @@ pub(super) async fn bench(root: &Path, quick: bool) -> Result<Vec<Row>> {
             "--simulated-node-pods",
             &pods,
         ],
+        NODES,
+        NAMESPACE,
+        |client| run(client, completions),
     )
-    .await?;
-    let outcome = run(&server, completions).await;
-    let outcome = server.check_running().and(outcome);
-    let log = server.log_tail();
-    server.stop().await?;
-    outcome.with_context(|| log)
+    .await
 }
 
-async fn run(server: &ServerProcess, completions: u32) -> Result<Vec<Row>> {
-    let client = Client::from_kubeconfig(server.kubeconfig())
-        .await
-        .context("reading the server's kubeconfig")?;
-    wait_for_nodes(&client).await?;
-    client
-        .api::<Namespace>()
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?,
-        )
-        .await
-        .context("creating the namespace")?;
+async fn run(client: Client, completions: u32) -> Result<Vec<Row>> {
     let jobs = client.namespaced_api::<Job>(NAMESPACE);
     let started = Instant::now();
     jobs.create(&PostParams::default(), &job(completions))
@@ -134,29 +118,4 @@ fn job(completions: u32) -> Job {
         },
     }))
     .expect("a well-formed Job")
-}
-
-/// Waits until the simulated nodes are Ready.
-async fn wait_for_nodes(client: &Client) -> Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let nodes = client.api::<Node>().list(&ListParams::default()).await?;
-        let ready = nodes
-            .items
-            .iter()
-            .filter(|n| {
-                n.status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-            })
-            .count();
-        if ready >= NODES as usize {
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            bail!("{ready} of {NODES} simulated nodes Ready after 60 s");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }

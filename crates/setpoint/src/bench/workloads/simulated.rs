@@ -284,6 +284,43 @@ fn deployment(app: &str, replicas: u32) -> Deployment {
     .expect("a well-formed Deployment")
 }
 
+/// Runs `run` against a `setpoint server` child started under `root` with `args`, once `nodes`
+/// simulated nodes are Ready and the namespace `namespace` exists; the server is stopped
+/// afterwards whatever happened, and its log's tail is attached to an error.
+pub(super) async fn on_simulated_server<F, Fut>(
+    root: &Path,
+    args: &[&str],
+    nodes: u32,
+    namespace: &str,
+    run: F,
+) -> Result<Vec<Row>>
+where
+    F: FnOnce(Client) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<Row>>>,
+{
+    let (mut server, _) = ServerProcess::start(root, args).await?;
+    let outcome = async {
+        let client = Client::from_kubeconfig(server.kubeconfig())
+            .await
+            .context("reading the server's kubeconfig")?;
+        wait_for_nodes(&client, nodes).await?;
+        client
+            .api::<Namespace>()
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": namespace}}))?,
+            )
+            .await
+            .context("creating the namespace")?;
+        run(client).await
+    }
+    .await;
+    let outcome = server.check_running().and(outcome);
+    let log = server.log_tail();
+    server.stop().await?;
+    outcome.with_context(|| log)
+}
+
 /// Waits until `count` nodes are Ready.
 pub(super) async fn wait_for_nodes(client: &Client, count: u32) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);

@@ -10,13 +10,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use serde_json::json;
 use setpoint_runtime::k8s_openapi::api::apps::v1::StatefulSet;
-use setpoint_runtime::k8s_openapi::api::core::v1::Namespace;
 use setpoint_runtime::kube::api::PostParams;
 use setpoint_runtime::Client;
 
-use super::simulated::{secs, wait_for_nodes};
+use super::simulated::{on_simulated_server, secs};
 use crate::bench::report::{self, Row};
-use crate::bench::server::ServerProcess;
 
 const NAMESPACE: &str = "bench";
 
@@ -29,7 +27,7 @@ const TARGET: Duration = Duration::from_secs(20);
 /// Runs the benchmark with `replicas` in a server under `root`.
 pub(super) async fn bench(root: &Path, replicas: u32) -> Result<Vec<Row>> {
     let nodes = NODES.to_string();
-    let (mut server, _) = ServerProcess::start(
+    on_simulated_server(
         root,
         &[
             "--no-agent",
@@ -38,28 +36,14 @@ pub(super) async fn bench(root: &Path, replicas: u32) -> Result<Vec<Row>> {
             "--simulated-node-pods",
             "200",
         ],
+        NODES,
+        NAMESPACE,
+        |client| run(client, replicas),
     )
-    .await?;
-    let outcome = run(&server, replicas).await;
-    let outcome = server.check_running().and(outcome);
-    let log = server.log_tail();
-    server.stop().await?;
-    outcome.with_context(|| log)
+    .await
 }
 
-async fn run(server: &ServerProcess, replicas: u32) -> Result<Vec<Row>> {
-    let client = Client::from_kubeconfig(server.kubeconfig())
-        .await
-        .context("reading the server's kubeconfig")?;
-    wait_for_nodes(&client, NODES).await?;
-    client
-        .api::<Namespace>()
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?,
-        )
-        .await
-        .context("creating the namespace")?;
+async fn run(client: Client, replicas: u32) -> Result<Vec<Row>> {
     let api = client.namespaced_api::<StatefulSet>(NAMESPACE);
     let started = Instant::now();
     api.create(&PostParams::default(), &statefulset(replicas))
