@@ -109,11 +109,10 @@ fn key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> 
 /// The subsets of the Service's pods, and whether they had to be truncated.
 fn subsets(service: &Service, pods: &[Arc<Pod>]) -> (Vec<EndpointSubset>, bool) {
     let publish = pod_endpoint::publishes_not_ready(service);
-    let family = service
-        .spec
-        .as_ref()
-        .and_then(|s| s.ip_families.as_ref()?.first().cloned())
-        .unwrap_or_else(|| "IPv4".to_owned());
+    let family = super::address_types(service)
+        .into_iter()
+        .next()
+        .unwrap_or_default();
     let has_ports = service
         .spec
         .as_ref()
@@ -126,7 +125,7 @@ fn subsets(service: &Service, pods: &[Arc<Pod>]) -> (Vec<EndpointSubset>, bool) 
         .iter()
         .filter(|p| pod_endpoint::is_candidate(p, publish))
     {
-        let Some(ip) = pod_endpoint::address_of(pod, &family) else {
+        let Some(ip) = pod_endpoint::addresses_of(pod, &family).into_iter().next() else {
             continue;
         };
         let ports = pod_endpoint::resolved_ports(service, pod);

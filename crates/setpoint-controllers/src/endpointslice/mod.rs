@@ -119,17 +119,27 @@ pub(crate) fn selected_pods(pods: &ObjectCache<Pod>, service: &Service) -> Vec<A
     selected
 }
 
-/// The Service's address types (its `ipFamilies`, IPv4 when unset).
-fn address_types(service: &Service) -> Vec<String> {
-    let families: Vec<String> = service
-        .spec
-        .as_ref()
+/// The Service's address types: its `ipFamilies`; when unset (a Service stored before they
+/// were defaulted), the family of its cluster IP, or both for a headless Service.
+pub(crate) fn address_types(service: &Service) -> Vec<String> {
+    let spec = service.spec.as_ref();
+    let mut types: Vec<String> = spec
         .and_then(|s| s.ip_families.clone())
-        .unwrap_or_default();
-    if families.is_empty() {
-        vec!["IPv4".to_owned()]
-    } else {
-        families
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|f| f == "IPv4" || f == "IPv6")
+        .collect();
+    types.dedup();
+    if !types.is_empty() {
+        return types;
+    }
+    match spec
+        .and_then(|s| s.cluster_ip.as_deref())
+        .unwrap_or_default()
+    {
+        "" | "None" => vec!["IPv4".to_owned(), "IPv6".to_owned()],
+        ip if ip.contains(':') => vec!["IPv6".to_owned()],
+        _ => vec!["IPv4".to_owned()],
     }
 }
 
@@ -150,9 +160,10 @@ fn desired(service: &Service, ctx: &Context) -> BTreeMap<GroupKey, Vec<Endpoint>
     let pods = selected_pods(&ctx.pods, service);
     for family in address_types(service) {
         for pod in pods.iter().filter(|p| pod_endpoint::is_candidate(p, true)) {
-            let Some(address) = pod_endpoint::address_of(pod, &family) else {
+            let addresses = pod_endpoint::addresses_of(pod, &family);
+            if addresses.is_empty() {
                 continue;
-            };
+            }
             let conditions = pod_endpoint::conditions(pod, service);
             let node_name = pod
                 .spec
@@ -165,7 +176,7 @@ fn desired(service: &Service, ctx: &Context) -> BTreeMap<GroupKey, Vec<Endpoint>
                     .and_then(|node| node.metadata.labels.as_ref()?.get(ZONE_LABEL).cloned())
             });
             let endpoint = Endpoint {
-                addresses: vec![address],
+                addresses,
                 conditions: Some(EndpointConditions {
                     ready: Some(conditions.ready),
                     serving: Some(conditions.serving),
@@ -207,16 +218,12 @@ async fn reconcile(service: Arc<Service>, ctx: Arc<Context>) -> Result<Action, S
         .await
         .map_err(err("listing slices"))?
         .items;
-    let placeholder = address_types(&service)
-        .into_iter()
-        .next()
-        .unwrap_or_else(|| "IPv4".to_owned());
     let plan = slices::plan(
         &service,
         existing,
         desired(&service, &ctx),
         ctx.max_per_slice,
-        &placeholder,
+        &address_types(&service),
     );
     // Creates and updates before deletes: an endpoint moving between slices is never absent.
     for slice in &plan.create {

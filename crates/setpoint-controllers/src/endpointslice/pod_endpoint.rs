@@ -114,11 +114,12 @@ pub(crate) fn conditions(pod: &Pod, service: &Service) -> Conditions {
     }
 }
 
-/// The pod's address of `family` (`IPv4` / `IPv6`), if it has one.
-pub(crate) fn address_of(pod: &Pod, family: &str) -> Option<String> {
+/// The pod's addresses of `family` (`IPv4` / `IPv6`).
+pub(crate) fn addresses_of(pod: &Pod, family: &str) -> Vec<String> {
     pod_ips(pod)
         .into_iter()
-        .find(|ip| ip.contains(':') == (family == "IPv6"))
+        .filter(|ip| ip.contains(':') == (family == "IPv6"))
+        .collect()
 }
 
 /// The hostname the pod publishes for `service`: its `hostname` when its `subdomain` names the
@@ -132,20 +133,23 @@ pub(crate) fn hostname(pod: &Pod, service: &Service) -> Option<String> {
 }
 
 /// The number a Service port's `targetPort` means on the pod: a number as is (the port itself
-/// when unset), a name looked up among the containers' ports of the same protocol.
+/// when unset), a name looked up among the ports of the same protocol of the containers and
+/// the sidecars (init containers with `restartPolicy: Always`).
 fn target_port(port: &ServicePort, pod: &Pod) -> Option<i32> {
     let protocol = port.protocol.as_deref().unwrap_or("TCP");
     match &port.target_port {
         None => Some(port.port),
         Some(IntOrString::Int(n)) => Some(*n),
         Some(IntOrString::String(name)) => {
-            if let Ok(n) = name.parse::<i32>() {
-                return Some(n);
-            }
-            pod.spec
-                .as_ref()?
-                .containers
+            let spec = pod.spec.as_ref()?;
+            let sidecars = spec
+                .init_containers
                 .iter()
+                .flatten()
+                .filter(|c| c.restart_policy.as_deref() == Some("Always"));
+            spec.containers
+                .iter()
+                .chain(sidecars)
                 .flat_map(|c| c.ports.iter().flatten())
                 .find(|p| {
                     p.name.as_deref() == Some(name.as_str())
@@ -244,7 +248,7 @@ mod tests {
         assert_eq!(c(&leaving, &publishing), (true, true, true));
         assert!(!is_candidate(&leaving, false));
         assert!(is_candidate(&leaving, true));
-        assert_eq!(address_of(&ready, "IPv4").as_deref(), Some("10.0.0.1"));
-        assert_eq!(address_of(&ready, "IPv6"), None);
+        assert_eq!(addresses_of(&ready, "IPv4"), vec!["10.0.0.1".to_owned()]);
+        assert!(addresses_of(&ready, "IPv6").is_empty());
     }
 }

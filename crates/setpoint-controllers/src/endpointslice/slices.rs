@@ -3,8 +3,8 @@
 //! with as few writes as possible — as kube's reconciler does: endpoints stay in the slice that
 //! holds them, changed ones are rewritten in place, new ones fill slices already being
 //! rewritten before new slices are made, and a last partial batch goes into an untouched slice
-//! with room rather than a new one. A Service without any endpoint keeps one empty placeholder
-//! slice.
+//! with room rather than a new one. Each address type is planned apart; one without any
+//! endpoint keeps a single empty placeholder slice. Slices carry the Service's labels.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -20,6 +20,8 @@ pub(crate) const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 pub(crate) const MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
 /// This controller's value of [`MANAGED_BY_LABEL`].
 pub(crate) const MANAGED_BY: &str = "endpointslice-controller.k8s.io";
+/// The label on the slices of a Service without a cluster IP.
+pub(crate) const HEADLESS_LABEL: &str = "service.kubernetes.io/headless";
 
 /// A group of slices: one address type and one resolved port set.
 pub(crate) type GroupKey = (String, Vec<ResolvedPort>);
@@ -57,19 +59,43 @@ fn identity(endpoint: &Endpoint) -> String {
     endpoint.addresses.first().cloned().unwrap_or_default()
 }
 
+/// The labels of the Service's slices: the Service's own (but the reserved ones), the
+/// headless label when it has no cluster IP, the Service's name and this controller's.
+pub(crate) fn labels_for(service: &Service) -> BTreeMap<String, String> {
+    let reserved = [SERVICE_NAME_LABEL, MANAGED_BY_LABEL, HEADLESS_LABEL];
+    let mut labels: BTreeMap<String, String> = service
+        .metadata
+        .labels
+        .iter()
+        .flatten()
+        .filter(|(k, _)| !reserved.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let cluster_ip = service
+        .spec
+        .as_ref()
+        .and_then(|s| s.cluster_ip.as_deref())
+        .unwrap_or_default();
+    if cluster_ip.is_empty() || cluster_ip == "None" {
+        labels.insert(HEADLESS_LABEL.to_owned(), String::new());
+    }
+    labels.insert(
+        SERVICE_NAME_LABEL.to_owned(),
+        service.metadata.name.clone().unwrap_or_default(),
+    );
+    labels.insert(MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned());
+    labels
+}
+
 /// A new slice of the Service.
 fn new_slice(service: &Service, key: &GroupKey, endpoints: Vec<Endpoint>) -> EndpointSlice {
     let name = service.metadata.name.clone().unwrap_or_default();
-    let labels = BTreeMap::from([
-        (SERVICE_NAME_LABEL.to_owned(), name.clone()),
-        (MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned()),
-    ]);
     let prefix: String = name.chars().take(57).collect();
     EndpointSlice {
         metadata: ObjectMeta {
             generate_name: Some(format!("{prefix}-")),
             namespace: service.metadata.namespace.clone(),
-            labels: Some(labels),
+            labels: Some(labels_for(service)),
             owner_references: Some(vec![OwnerReference {
                 api_version: "v1".to_owned(),
                 kind: "Service".to_owned(),
@@ -97,50 +123,73 @@ fn new_slice(service: &Service, key: &GroupKey, endpoints: Vec<Endpoint>) -> End
 }
 
 /// The writes that take `existing` (this controller's slices of the Service) to `desired`,
-/// with at most `max` endpoints per slice.
+/// with at most `max` endpoints per slice. Each of the Service's `address_types` is planned
+/// apart, and one that ends up without any slice gets an empty placeholder (an existing one is
+/// kept); slices of other address types are deleted.
 pub(crate) fn plan(
     service: &Service,
     existing: Vec<EndpointSlice>,
-    desired: BTreeMap<GroupKey, Vec<Endpoint>>,
+    mut desired: BTreeMap<GroupKey, Vec<Endpoint>>,
     max: usize,
-    placeholder_type: &str,
+    address_types: &[String],
 ) -> Plan {
     let max = max.max(1);
+    let labels = labels_for(service);
     let mut plan = Plan::default();
-    let mut by_group: BTreeMap<GroupKey, Vec<EndpointSlice>> = BTreeMap::new();
+    let mut by_type: BTreeMap<String, BTreeMap<Vec<ResolvedPort>, Vec<EndpointSlice>>> =
+        BTreeMap::new();
     for slice in existing {
-        by_group
-            .entry((slice.address_type.clone(), ports_of(&slice)))
-            .or_default()
-            .push(slice);
+        if address_types.contains(&slice.address_type) {
+            by_type
+                .entry(slice.address_type.clone())
+                .or_default()
+                .entry(ports_of(&slice))
+                .or_default()
+                .push(slice);
+        } else {
+            plan.delete.push(slice);
+        }
     }
-    if desired.is_empty() {
-        // No endpoint at all: one empty placeholder slice stays (or is made).
-        let placeholder_key: GroupKey = (placeholder_type.to_owned(), Vec::new());
-        let mut kept = false;
-        for (key, slices) in by_group {
-            for slice in slices {
-                if !kept && key == placeholder_key && slice.endpoints.is_empty() {
-                    kept = true;
-                } else {
-                    plan.delete.push(slice);
-                }
+    for address_type in address_types {
+        let mut existing = by_type.remove(address_type).unwrap_or_default();
+        let groups: Vec<(GroupKey, Vec<Endpoint>)> = {
+            let keys: Vec<GroupKey> = desired
+                .keys()
+                .filter(|(t, _)| t == address_type)
+                .cloned()
+                .collect();
+            keys.into_iter()
+                .filter_map(|k| desired.remove_entry(&k))
+                .collect()
+        };
+        let mut typed = Plan::default();
+        for (ports, slices) in &mut existing {
+            if !groups.iter().any(|((_, p), _)| p == ports) {
+                typed.delete.append(slices);
             }
         }
-        if !kept {
-            plan.create
-                .push(new_slice(service, &placeholder_key, Vec::new()));
+        let existing_count = existing.values().map(Vec::len).sum::<usize>() + typed.delete.len();
+        for (key, endpoints) in groups {
+            let slices = existing.remove(&key.1).unwrap_or_default();
+            plan_group(service, &labels, &key, slices, endpoints, max, &mut typed);
         }
-        return plan;
-    }
-    for (key, slices) in &mut by_group {
-        if !desired.contains_key(key) {
-            plan.delete.append(slices);
+        if typed.create.is_empty() && typed.delete.len() == existing_count {
+            let key: GroupKey = (address_type.clone(), Vec::new());
+            let keep = typed.delete.len() == 1
+                && typed.delete.first().is_some_and(|s| {
+                    s.endpoints.is_empty()
+                        && s.ports.as_ref().is_none_or(Vec::is_empty)
+                        && s.metadata.labels.as_ref() == Some(&labels)
+                });
+            if keep {
+                typed.delete.clear();
+            } else {
+                typed.create.push(new_slice(service, &key, Vec::new()));
+            }
         }
-    }
-    for (key, endpoints) in desired {
-        let slices = by_group.remove(&key).unwrap_or_default();
-        plan_group(service, &key, slices, endpoints, max, &mut plan);
+        plan.create.append(&mut typed.create);
+        plan.update.append(&mut typed.update);
+        plan.delete.append(&mut typed.delete);
     }
     plan
 }
@@ -148,6 +197,7 @@ pub(crate) fn plan(
 /// [`plan`] for one group.
 fn plan_group(
     service: &Service,
+    labels: &BTreeMap<String, String>,
     key: &GroupKey,
     slices: Vec<EndpointSlice>,
     endpoints: Vec<Endpoint>,
@@ -170,10 +220,12 @@ fn plan_group(
             .iter()
             .filter_map(|e| wanted.remove(&identity(e)))
             .collect();
+        let relabel = slice.metadata.labels.as_ref() != Some(labels);
         if kept.is_empty() {
             plan.delete.push(slice);
-        } else if kept != slice.endpoints {
+        } else if kept != slice.endpoints || relabel {
             slice.endpoints = kept;
+            slice.metadata.labels = Some(labels.clone());
             updates.push(slice);
         } else {
             unchanged.push(slice);
@@ -258,7 +310,7 @@ mod tests {
             Vec::new(),
             BTreeMap::from([(key(), eps)]),
             100,
-            "IPv4",
+            &["IPv4".to_owned()],
         );
         let sizes: Vec<usize> = plan.create.iter().map(|s| s.endpoints.len()).collect();
         assert_eq!(sizes, vec![100, 100, 50]);
@@ -285,7 +337,7 @@ mod tests {
             vec![a.clone(), b.clone()],
             BTreeMap::from([(key(), same.clone())]),
             3,
-            "IPv4",
+            &["IPv4".to_owned()],
         );
         assert!(
             p.create.is_empty() && p.update.is_empty() && p.delete.is_empty(),
@@ -299,7 +351,7 @@ mod tests {
             vec![a.clone(), b.clone()],
             BTreeMap::from([(key(), more)]),
             3,
-            "IPv4",
+            &["IPv4".to_owned()],
         );
         assert!(p.create.is_empty(), "{p:?}");
         assert_eq!(p.update.len(), 1);
@@ -311,11 +363,17 @@ mod tests {
             vec![a.clone(), b.clone()],
             BTreeMap::from([(key(), vec![endpoint("1.1.1.3")])]),
             3,
-            "IPv4",
+            &["IPv4".to_owned()],
         );
         assert_eq!(p.delete.len(), 1);
         assert_eq!(p.delete[0].metadata.name.as_deref(), Some("a"));
-        let p = plan(&service(), vec![a, b], BTreeMap::new(), 3, "IPv4");
+        let p = plan(
+            &service(),
+            vec![a, b],
+            BTreeMap::new(),
+            3,
+            &["IPv4".to_owned()],
+        );
         assert_eq!((p.create.len(), p.delete.len()), (1, 2));
         assert!(p.create[0].endpoints.is_empty());
     }

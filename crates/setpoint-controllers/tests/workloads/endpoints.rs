@@ -42,7 +42,10 @@ async fn set_status(pods: &Api<Pod>, name: &str, ip: &str, ready: bool) {
 }
 
 fn service(name: &str, spec: Value) -> Service {
-    serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).expect("service")
+    serde_json::from_value(
+        json!({"metadata": {"name": name, "labels": {"tier": "front"}}, "spec": spec}),
+    )
+    .expect("service")
 }
 
 /// One endpoint as the tests compare it: address, ready, serving, terminating.
