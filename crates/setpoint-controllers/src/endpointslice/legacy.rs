@@ -4,12 +4,16 @@
 //! ready ones under `addresses`, the others under `notReadyAddresses`. Terminating pods are
 //! left out unless the Service publishes not-ready addresses (then every pod is ready).
 //!
-//! Past [`MAX_ADDRESSES`] addresses the object is truncated (ready addresses kept first) and
-//! annotated `endpoints.kubernetes.io/over-capacity: truncated`. The objects this loop writes
-//! carry `endpointslice.kubernetes.io/skip-mirror: "true"` (they are not to be mirrored into
-//! slices), and a second controller deletes such an object once its Service is gone (the
-//! objects have no owner reference, as in Kubernetes). Services without a selector are left
+//! The object's labels are the Service's (plus `service.kubernetes.io/headless` without a
+//! cluster IP). Past [`MAX_ADDRESSES`] addresses it is truncated as kube does (ready addresses
+//! first, each subset keeping its share) and annotated
+//! `endpoints.kubernetes.io/over-capacity: truncated`. Services without a selector are left
 //! alone.
+//!
+//! The objects have no owner reference (as in Kubernetes), so a second controller deletes an
+//! Endpoints object when its Service is deleted, and at start every object left without a
+//! Service (but leader-election records) — as kube's controller does; an Endpoints object
+//! created later without a Service is not touched until the Service named as it is deleted.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,6 +21,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{
     EndpointAddress, EndpointPort, EndpointSubset, Endpoints, Pod, Service,
 };
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, PostParams};
 use setpoint_runtime::{
     Action, Client, Controller, ControllerError, ObjectCache, ObjectKey, Predicate,
@@ -37,8 +42,8 @@ const CONCURRENCY: usize = 5;
 pub(crate) const MAX_ADDRESSES: usize = 1000;
 /// The annotation on a truncated object.
 const OVER_CAPACITY: &str = "endpoints.kubernetes.io/over-capacity";
-/// The label on the objects this loop writes.
-const SKIP_MIRROR: &str = "endpointslice.kubernetes.io/skip-mirror";
+/// The annotation of leader-election records kept in Endpoints objects (never cleaned up).
+const LEADER_RECORD: &str = "control-plane.alpha.kubernetes.io/leader";
 /// The label on the objects of headless Services.
 const HEADLESS: &str = "service.kubernetes.io/headless";
 
@@ -67,34 +72,50 @@ pub(crate) async fn run(
         client: ctx.client.clone(),
         pods: ctx.factory.informer::<Pod>().store(),
     });
+    let cleanup_context = Arc::new(Cleanup {
+        client: ctx.client.clone(),
+        services: services.clone(),
+    });
     let sync = Controller::<Service>::new(&ctx.factory)
         .named(NAME)
         .registered_in(&ctx.metrics)
         .concurrency(CONCURRENCY)
         .watches(move |pod: &Pod| selecting(&services, pod))
         .run(reconcile, context, shutdown.clone().cancelled_owned());
+    // Endpoints objects themselves trigger the cleanup only when listed at start (created
+    // before the second it started in: creation times have whole seconds); later, the deletion
+    // of the Service named as one does.
+    let now = Timestamp::now();
+    let started = Timestamp::from_second(now.as_second()).unwrap_or(now);
     let cleanup = Controller::<Endpoints>::new(&ctx.factory)
         .named(CLEANUP_NAME)
         .registered_in(&ctx.metrics)
-        .predicate(Predicate::new(|_, e: &Endpoints| is_ours(e)))
+        .predicate(Predicate::new(move |old, e: &Endpoints| {
+            old.is_none()
+                && e.metadata
+                    .creation_timestamp
+                    .as_ref()
+                    .is_some_and(|t| t.0 < started)
+        }))
         .watches(|service: &Service| [ObjectKey::of(service)])
-        .run(
-            cleanup,
-            Arc::new(ctx.client.clone()),
-            shutdown.cancelled_owned(),
-        );
+        .run(cleanup, cleanup_context, shutdown.cancelled_owned());
     let (sync, cleanup) = tokio::join!(sync, cleanup);
     sync.and(cleanup)
 }
 
-/// Whether this loop wrote the object.
-fn is_ours(endpoints: &Endpoints) -> bool {
+/// What the cleanup shares.
+struct Cleanup {
+    client: Client,
+    services: ObjectCache<Service>,
+}
+
+/// Whether the object is a leader-election record (it has no Service, and must stay).
+fn is_leader_record(endpoints: &Endpoints) -> bool {
     endpoints
         .metadata
-        .labels
+        .annotations
         .as_ref()
-        .and_then(|l| l.get(SKIP_MIRROR))
-        .is_some_and(|v| v == "true")
+        .is_some_and(|a| a.contains_key(LEADER_RECORD))
 }
 
 /// `namespace/name` of an object.
@@ -149,17 +170,7 @@ fn subsets(service: &Service, pods: &[Arc<Pod>]) -> (Vec<EndpointSubset>, bool) 
             group.1.push(address);
         }
     }
-    let mut budget = MAX_ADDRESSES;
-    let total: usize = groups.values().map(|(r, n)| r.len() + n.len()).sum();
-    let truncated = total > MAX_ADDRESSES;
-    for (ready, _) in groups.values_mut() {
-        ready.truncate(budget);
-        budget -= ready.len();
-    }
-    for (_, not_ready) in groups.values_mut() {
-        not_ready.truncate(budget);
-        budget -= not_ready.len();
-    }
+    let truncated = truncate(&mut groups);
     let subsets = groups
         .into_iter()
         .filter(|(_, (r, n))| !r.is_empty() || !n.is_empty())
@@ -186,6 +197,36 @@ fn subsets(service: &Service, pods: &[Arc<Pod>]) -> (Vec<EndpointSubset>, bool) 
     (subsets, truncated)
 }
 
+/// Cuts the groups down to [`MAX_ADDRESSES`] addresses, if they hold more: ready addresses
+/// first (when they alone are too many, not-ready ones all go), each group keeping its share
+/// (rounded up, the last taking what is left). Returns whether it cut.
+fn truncate(
+    groups: &mut BTreeMap<Vec<ResolvedPort>, (Vec<EndpointAddress>, Vec<EndpointAddress>)>,
+) -> bool {
+    let ready: usize = groups.values().map(|(r, _)| r.len()).sum();
+    let not_ready: usize = groups.values().map(|(_, n)| n.len()).sum();
+    if ready + not_ready <= MAX_ADDRESSES {
+        return false;
+    }
+    let cut_ready = ready > MAX_ADDRESSES;
+    let (room, total) = if cut_ready {
+        (MAX_ADDRESSES, ready)
+    } else {
+        (MAX_ADDRESSES - ready, not_ready)
+    };
+    let mut left = room;
+    for (r, n) in groups.values_mut() {
+        let list = if cut_ready { &mut *r } else { &mut *n };
+        let share = (list.len() * room).div_ceil(total.max(1)).min(left);
+        list.truncate(share);
+        left -= list.len();
+        if cut_ready {
+            n.clear();
+        }
+    }
+    true
+}
+
 async fn reconcile(service: Arc<Service>, ctx: Arc<Context>) -> Result<Action, SyncError> {
     if !is_managed(&service) || service.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
@@ -201,8 +242,8 @@ async fn reconcile(service: Arc<Service>, ctx: Arc<Context>) -> Result<Action, S
     })?;
     let (subsets, truncated) = subsets(&service, &selected_pods(&ctx.pods, &service));
     let mut labels = service.metadata.labels.clone().unwrap_or_default();
-    labels.insert(SKIP_MIRROR.to_owned(), "true".to_owned());
-    if pod_endpoint::is_headless(&service) {
+    labels.remove(HEADLESS);
+    if !pod_endpoint::has_cluster_ip(&service) {
         labels.insert(HEADLESS.to_owned(), String::new());
     }
     let mut next = current.clone().unwrap_or_else(|| Endpoints {
@@ -247,12 +288,20 @@ async fn reconcile(service: Arc<Service>, ctx: Arc<Context>) -> Result<Action, S
     Ok(Action::await_change())
 }
 
-/// Deletes an Endpoints object this loop wrote once its Service is gone (asked of the API, not
-/// a cache, so a lagging cache never deletes a live Service's endpoints).
-async fn cleanup(endpoints: Arc<Endpoints>, client: Arc<Client>) -> Result<Action, SyncError> {
-    if !is_ours(&endpoints) || endpoints.metadata.deletion_timestamp.is_some() {
+/// Deletes an Endpoints object whose Service is gone (the cache says so first, then the API
+/// confirms it, so a lagging cache never deletes a live Service's endpoints).
+async fn cleanup(endpoints: Arc<Endpoints>, ctx: Arc<Cleanup>) -> Result<Action, SyncError> {
+    if is_leader_record(&endpoints) || endpoints.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
+    if ctx
+        .services
+        .get(&ObjectKey::of(endpoints.as_ref()))
+        .is_some()
+    {
+        return Ok(Action::await_change());
+    }
+    let client = &ctx.client;
     let namespace = endpoints.metadata.namespace.clone().unwrap_or_default();
     let name = endpoints.metadata.name.clone().unwrap_or_default();
     let key = key_of(&endpoints.metadata);
@@ -313,5 +362,27 @@ mod tests {
         assert!(truncated);
         assert_eq!(all[0].addresses.as_ref().map(Vec::len), Some(503));
         assert_eq!(all[0].not_ready_addresses.as_ref().map(Vec::len), Some(497));
+        // More ready addresses than fit: only ready ones, shared between the port sets.
+        let mut groups = BTreeMap::new();
+        let address = |i: usize| EndpointAddress {
+            ip: format!("10.9.{}.{}", i / 250, i % 250),
+            ..EndpointAddress::default()
+        };
+        let port = |n: i32| {
+            vec![ResolvedPort {
+                name: String::new(),
+                port: n,
+                protocol: "TCP".to_owned(),
+                app_protocol: None,
+            }]
+        };
+        groups.insert(
+            port(1),
+            ((0..900).map(address).collect(), vec![address(2000)]),
+        );
+        groups.insert(port(2), ((900..1200).map(address).collect(), Vec::new()));
+        assert!(truncate(&mut groups));
+        let sizes: Vec<(usize, usize)> = groups.values().map(|(r, n)| (r.len(), n.len())).collect();
+        assert_eq!(sizes, vec![(750, 0), (250, 0)]);
     }
 }

@@ -63,9 +63,12 @@ pub(crate) fn publishes_not_ready(service: &Service) -> bool {
         .unwrap_or(false)
 }
 
-/// Whether the Service is headless (`clusterIP: None`).
-pub(crate) fn is_headless(service: &Service) -> bool {
-    service.spec.as_ref().and_then(|s| s.cluster_ip.as_deref()) == Some("None")
+/// Whether the Service has a cluster IP (neither unset nor `None`).
+pub(crate) fn has_cluster_ip(service: &Service) -> bool {
+    !matches!(
+        service.spec.as_ref().and_then(|s| s.cluster_ip.as_deref()),
+        None | Some("" | "None")
+    )
 }
 
 /// The pod's IP addresses, primary first.

@@ -71,12 +71,7 @@ pub(crate) fn labels_for(service: &Service) -> BTreeMap<String, String> {
         .filter(|(k, _)| !reserved.contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let cluster_ip = service
-        .spec
-        .as_ref()
-        .and_then(|s| s.cluster_ip.as_deref())
-        .unwrap_or_default();
-    if cluster_ip.is_empty() || cluster_ip == "None" {
+    if !super::pod_endpoint::has_cluster_ip(service) {
         labels.insert(HEADLESS_LABEL.to_owned(), String::new());
     }
     labels.insert(

@@ -518,3 +518,44 @@ async fn headless_hostnames_and_node_zones() {
     assert_eq!(address.node_name.as_deref(), Some("n1"));
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leftover_endpoints_should_be_deleted_at_start_but_leader_records_kept() {
+    let env = TestEnv::start().await.expect("test env");
+    let client = env.client();
+    let endpoints = client.namespaced_api::<Endpoints>(NS);
+    let object = |name: &str, annotations: Value| -> Endpoints {
+        serde_json::from_value(json!({"metadata": {"name": name, "annotations": annotations}}))
+            .expect("endpoints")
+    };
+    endpoints
+        .create(&PostParams::default(), &object("leftover", json!({})))
+        .await
+        .expect("leftover");
+    endpoints
+        .create(
+            &PostParams::default(),
+            &object(
+                "lock",
+                json!({"control-plane.alpha.kubernetes.io/leader": "{}"}),
+            ),
+        )
+        .await
+        .expect("lock");
+    // Creation timestamps have one-second precision: start the loop in a later second.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let running = run_loops(&client, "endpoint");
+    eventually("leftover deleted", || async {
+        matches!(endpoints.get_opt("leftover").await, Ok(None))
+    })
+    .await;
+    // One created while the loop runs, before its Service exists, stays.
+    endpoints
+        .create(&PostParams::default(), &object("early", json!({})))
+        .await
+        .expect("early");
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(endpoints.get_opt("early").await.expect("get").is_some());
+    assert!(endpoints.get_opt("lock").await.expect("get").is_some());
+    running.stop().await;
+}
