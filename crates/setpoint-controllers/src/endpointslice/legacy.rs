@@ -280,6 +280,9 @@ async fn reconcile(service: Arc<Service>, ctx: Arc<Context>) -> Result<Action, S
                 .map(drop)
         }
     };
+    if result.as_ref().is_err_and(super::namespace_terminating) {
+        return Ok(Action::await_change());
+    }
     result.map_err(|source| SyncError {
         what: "writing",
         key,

@@ -98,6 +98,12 @@ pub(crate) fn selecting(services: &ObjectCache<Service>, pod: &Pod) -> Vec<Objec
         .collect()
 }
 
+/// Whether a create failed because the namespace is being deleted (the Service goes with it;
+/// retrying would only fail again).
+pub(crate) fn namespace_terminating(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(e) if e.code == 403 && e.message.contains("being terminated"))
+}
+
 /// Whether the loops keep endpoints for the Service: it has a selector and is not an
 /// `ExternalName` Service.
 pub(crate) fn is_managed(service: &Service) -> bool {
@@ -227,9 +233,11 @@ async fn reconcile(service: Arc<Service>, ctx: Arc<Context>) -> Result<Action, S
     );
     // Creates and updates before deletes: an endpoint moving between slices is never absent.
     for slice in &plan.create {
-        api.create(&PostParams::default(), slice)
-            .await
-            .map_err(err("creating a slice"))?;
+        match api.create(&PostParams::default(), slice).await {
+            Ok(_) => {}
+            Err(e) if namespace_terminating(&e) => return Ok(Action::await_change()),
+            Err(e) => return Err(err("creating a slice")(e)),
+        }
     }
     for slice in &plan.update {
         let slice_name = slice.metadata.name.clone().unwrap_or_default();
