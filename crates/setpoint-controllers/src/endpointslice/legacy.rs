@@ -59,6 +59,8 @@ pub(crate) struct SyncError {
 
 struct Context {
     client: Client,
+    services: ObjectCache<Service>,
+    trigger_times: super::trigger_time::TriggerTimes,
     pods: ObjectCache<Pod>,
 }
 
@@ -70,6 +72,8 @@ pub(crate) async fn run(
     let services = ctx.factory.informer::<Service>().store();
     let context = Arc::new(Context {
         client: ctx.client.clone(),
+        services: services.clone(),
+        trigger_times: super::trigger_time::TriggerTimes::default(),
         pods: ctx.factory.informer::<Pod>().store(),
     });
     let cleanup_context = Arc::new(Cleanup {
@@ -240,7 +244,11 @@ async fn reconcile(service: Arc<Service>, ctx: Arc<Context>) -> Result<Action, S
         key: key.clone(),
         source,
     })?;
-    let (subsets, truncated) = subsets(&service, &selected_pods(&ctx.pods, &service));
+    let pods = selected_pods(&ctx.pods, &service);
+    let trigger = ctx
+        .trigger_times
+        .compute(&service, &pods, |k| ctx.services.get(k).is_some());
+    let (subsets, truncated) = subsets(&service, &pods);
     let mut labels = service.metadata.labels.clone().unwrap_or_default();
     labels.remove(HEADLESS);
     if !pod_endpoint::has_cluster_ip(&service) {
@@ -265,7 +273,10 @@ async fn reconcile(service: Arc<Service>, ctx: Arc<Context>) -> Result<Action, S
     next.subsets = (!subsets.is_empty()).then_some(subsets);
     next.metadata.managed_fields = None;
     let result = match &current {
-        None => api.create(&PostParams::default(), &next).await.map(drop),
+        None => {
+            super::set_trigger_time(&mut next.metadata, trigger);
+            api.create(&PostParams::default(), &next).await.map(drop)
+        }
         Some(current) => {
             let same = current.subsets.clone().filter(|s| !s.is_empty()) == next.subsets
                 && current.metadata.labels.clone().unwrap_or_default()
@@ -275,6 +286,7 @@ async fn reconcile(service: Arc<Service>, ctx: Arc<Context>) -> Result<Action, S
             if same {
                 return Ok(Action::await_change());
             }
+            super::set_trigger_time(&mut next.metadata, trigger);
             api.replace(&name, &PostParams::default(), &next)
                 .await
                 .map(drop)

@@ -19,6 +19,7 @@
 mod legacy;
 mod pod_endpoint;
 mod slices;
+mod trigger_time;
 
 pub(crate) use legacy::run as run_endpoints;
 
@@ -61,6 +62,8 @@ pub(crate) enum SyncError {
 /// What every sync shares.
 struct Context {
     client: Client,
+    services: ObjectCache<Service>,
+    trigger_times: trigger_time::TriggerTimes,
     pods: ObjectCache<Pod>,
     nodes: ObjectCache<Node>,
     max_per_slice: usize,
@@ -74,6 +77,8 @@ pub(crate) async fn run(
     let services = ctx.factory.informer::<Service>().store();
     let context = Arc::new(Context {
         client: ctx.client.clone(),
+        services: services.clone(),
+        trigger_times: trigger_time::TriggerTimes::default(),
         pods: ctx.factory.informer::<Pod>().store(),
         nodes: ctx.factory.informer::<Node>().store(),
         max_per_slice: ctx.settings.max_endpoints_per_slice,
@@ -161,9 +166,12 @@ pub(crate) fn pod_reference(pod: &Pod) -> ObjectReference {
 }
 
 /// The endpoints the Service should have, by group.
-fn desired(service: &Service, ctx: &Context) -> BTreeMap<GroupKey, Vec<Endpoint>> {
+fn desired(
+    service: &Service,
+    pods: &[Arc<Pod>],
+    ctx: &Context,
+) -> BTreeMap<GroupKey, Vec<Endpoint>> {
     let mut groups: BTreeMap<GroupKey, Vec<Endpoint>> = BTreeMap::new();
-    let pods = selected_pods(&ctx.pods, service);
     for family in address_types(service) {
         for pod in pods.iter().filter(|p| pod_endpoint::is_candidate(p, true)) {
             let addresses = pod_endpoint::addresses_of(pod, &family);
@@ -203,6 +211,24 @@ fn desired(service: &Service, ctx: &Context) -> BTreeMap<GroupKey, Vec<Endpoint>
     groups
 }
 
+/// Sets `endpoints.kubernetes.io/last-change-trigger-time` on an object about to be written,
+/// or clears it when the write has no trigger time.
+pub(crate) fn set_trigger_time(
+    meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    time: Option<k8s_openapi::jiff::Timestamp>,
+) {
+    let mut annotations = meta.annotations.take().unwrap_or_default();
+    match time {
+        Some(t) => {
+            annotations.insert(trigger_time::ANNOTATION.to_owned(), trigger_time::format(t));
+        }
+        None => {
+            annotations.remove(trigger_time::ANNOTATION);
+        }
+    }
+    meta.annotations = (!annotations.is_empty()).then_some(annotations);
+}
+
 async fn reconcile(service: Arc<Service>, ctx: Arc<Context>) -> Result<Action, SyncError> {
     if !is_managed(&service) || service.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
@@ -224,13 +250,20 @@ async fn reconcile(service: Arc<Service>, ctx: Arc<Context>) -> Result<Action, S
         .await
         .map_err(err("listing slices"))?
         .items;
-    let plan = slices::plan(
+    let pods = selected_pods(&ctx.pods, &service);
+    let trigger = ctx
+        .trigger_times
+        .compute(&service, &pods, |k| ctx.services.get(k).is_some());
+    let mut plan = slices::plan(
         &service,
         existing,
-        desired(&service, &ctx),
+        desired(&service, &pods, &ctx),
         ctx.max_per_slice,
         &address_types(&service),
     );
+    for slice in plan.create.iter_mut().chain(plan.update.iter_mut()) {
+        set_trigger_time(&mut slice.metadata, trigger);
+    }
     // Creates and updates before deletes: an endpoint moving between slices is never absent.
     for slice in &plan.create {
         match api.create(&PostParams::default(), slice).await {

@@ -34,7 +34,8 @@ async fn set_status(pods: &Api<Pod>, name: &str, ip: &str, ready: bool) {
         &PatchParams::default(),
         &Patch::Merge(json!({"status": {
             "phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
-            "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}],
+            "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" },
+                            "lastTransitionTime": k8s_openapi::jiff::Timestamp::now().to_string()}],
         }})),
     )
     .await
@@ -198,6 +199,8 @@ async fn endpoints_should_follow_readiness_named_ports_and_termination() {
                 .map(String::as_str),
             Some("endpointslice-controller.k8s.io")
         );
+        assert_eq!(labels.get("tier").map(String::as_str), Some("front"));
+        assert!(!labels.contains_key("service.kubernetes.io/headless"));
         let owner = &s.metadata.owner_references.as_ref().expect("owner")[0];
         assert_eq!(
             (owner.kind.as_str(), owner.controller),
@@ -484,14 +487,25 @@ async fn headless_hostnames_and_node_zones() {
     spec.node_name = Some("n1".to_owned());
     pods.create(&PostParams::default(), &p).await.expect("pod");
     set_status(&pods, "db-0", "10.3.0.1", true).await;
-    let endpoint = eventually("db-0 in a slice", || async {
+    let slice = eventually("db-0 in a slice", || async {
         let list = slices
             .list(&ListParams::default().labels("kubernetes.io/service-name=db"))
             .await
             .ok()?;
-        list.items.iter().flat_map(|s| s.endpoints.clone()).next()
+        list.items.into_iter().find(|s| !s.endpoints.is_empty())
     })
     .await;
+    let labels = slice.metadata.labels.clone().unwrap_or_default();
+    assert!(
+        labels.contains_key("service.kubernetes.io/headless"),
+        "{labels:?}"
+    );
+    let annotations = slice.metadata.annotations.clone().unwrap_or_default();
+    assert!(
+        annotations.contains_key("endpoints.kubernetes.io/last-change-trigger-time"),
+        "{annotations:?}"
+    );
+    let endpoint = slice.endpoints[0].clone();
     assert_eq!(endpoint.hostname.as_deref(), Some("db-0"));
     assert_eq!(endpoint.node_name.as_deref(), Some("n1"));
     assert_eq!(endpoint.zone.as_deref(), Some("zone-a"));
@@ -505,6 +519,11 @@ async fn headless_hostnames_and_node_zones() {
         e.subsets.is_some().then_some(e)
     })
     .await;
+    let annotations = e.metadata.annotations.clone().unwrap_or_default();
+    assert!(
+        annotations.contains_key("endpoints.kubernetes.io/last-change-trigger-time"),
+        "{annotations:?}"
+    );
     let labels: BTreeMap<String, String> = e.metadata.labels.clone().unwrap_or_default();
     assert!(
         labels.contains_key("service.kubernetes.io/headless"),
