@@ -10,6 +10,7 @@ mod cronjob;
 mod daemonset;
 mod deployment;
 mod disruption;
+mod endpointslice;
 mod garbage_collector;
 mod history;
 mod hpa;

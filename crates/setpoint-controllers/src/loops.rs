@@ -55,6 +55,10 @@ pub enum Loop {
     ResourceQuota,
     /// Keeps each ReplicationController's pods at its replica count.
     ReplicationController,
+    /// Keeps each selector Service's EndpointSlices (`discovery.k8s.io/v1`).
+    EndpointSlice,
+    /// Keeps each selector Service's legacy `Endpoints`.
+    Endpoint,
 }
 
 impl Loop {
@@ -82,6 +86,8 @@ impl Loop {
         Loop::PvProtection,
         Loop::ResourceQuota,
         Loop::ReplicationController,
+        Loop::EndpointSlice,
+        Loop::Endpoint,
     ];
 
     /// The loop's name on the command line and in logs.
@@ -109,6 +115,8 @@ impl Loop {
             Loop::PvProtection => "pv-protection",
             Loop::ResourceQuota => "resourcequota",
             Loop::ReplicationController => "replicationcontroller",
+            Loop::EndpointSlice => "endpointslice",
+            Loop::Endpoint => "endpoint",
         }
     }
 
@@ -144,6 +152,8 @@ impl Loop {
             Loop::ReplicationController => {
                 crate::replicaset::run_replication_controllers(ctx, shutdown).await
             }
+            Loop::EndpointSlice => crate::endpointslice::run(ctx, shutdown).await,
+            Loop::Endpoint => crate::endpointslice::run_endpoints(ctx, shutdown).await,
         }
     }
 }

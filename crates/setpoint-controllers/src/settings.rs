@@ -14,6 +14,8 @@ pub struct LoopSettings {
     /// The CA bundle (PEM) that verifies the API server, published in every namespace as
     /// `kube-root-ca.crt` (`--root-ca-file`); none publishes nothing.
     pub root_ca: Option<String>,
+    /// The most endpoints one EndpointSlice holds (`--max-endpoints-per-slice`, 100).
+    pub max_endpoints_per_slice: usize,
 }
 
 impl Default for LoopSettings {
@@ -22,6 +24,7 @@ impl Default for LoopSettings {
             node_monitor_grace_period: Duration::from_secs(40),
             hpa_sync_period: Duration::from_secs(15),
             root_ca: None,
+            max_endpoints_per_slice: 100,
         }
     }
 }

@@ -61,6 +61,7 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
         node_monitor_grace_period: args.node_monitor_grace_period,
         hpa_sync_period: args.hpa_sync_period,
         root_ca: cluster_ca(data_dir.as_deref(), args.kubeconfig.as_deref()),
+        ..LoopSettings::default()
     };
     let loops = crate::roles::start_loops(
         &args.roles,

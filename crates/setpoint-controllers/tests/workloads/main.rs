@@ -9,6 +9,7 @@ mod common;
 mod cronjobs;
 mod daemonsets;
 mod disruption;
+mod endpoints;
 mod jobs;
 mod quota;
 mod replication;

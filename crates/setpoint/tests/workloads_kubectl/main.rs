@@ -9,5 +9,6 @@ mod daemonsets;
 mod drain;
 mod jobs;
 mod quota;
+mod services;
 mod statefulsets;
 mod volumes;
