@@ -119,6 +119,14 @@ pub(crate) struct ServerArgs {
     /// second anyway: `30s`, `2s`.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub(crate) apiservice_check_interval: std::time::Duration,
+    /// The range the nodes' pod ranges (`spec.podCIDR`) are cut from by the `node-ipam`
+    /// controller; `none` assigns none.
+    #[arg(long, value_name = "CIDR", default_value = "10.244.0.0/16", value_parser = parse_cluster_cidr)]
+    pub(crate) cluster_cidr: ClusterCidr,
+    /// The prefix length of each node's pod range.
+    #[arg(long, value_name = "BITS", default_value_t = 24,
+          value_parser = clap::value_parser!(u8).range(8..=30))]
+    pub(crate) node_cidr_mask_size: u8,
     /// The local node agent.
     #[command(flatten)]
     pub(crate) agent: crate::agent::LocalAgentArgs,
@@ -187,6 +195,20 @@ pub(crate) enum StoreKind {
     Embedded,
     /// An etcd v3 cluster.
     Etcd,
+}
+
+/// `--cluster-cidr`: an IPv4 range, or none.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClusterCidr(pub(crate) Option<setpoint_core::cidr::Ipv4Cidr>);
+
+/// Parses `--cluster-cidr`: an IPv4 CIDR, or `none`.
+fn parse_cluster_cidr(s: &str) -> Result<ClusterCidr, String> {
+    if s == "none" {
+        return Ok(ClusterCidr(None));
+    }
+    s.parse()
+        .map(|c| ClusterCidr(Some(c)))
+        .map_err(|e| format!("{e}"))
 }
 
 /// Parses a duration as Kubernetes' flags write them: a number and a unit (`ms`, `s`, `m`,

@@ -61,6 +61,8 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
         node_monitor_grace_period: args.node_monitor_grace_period,
         hpa_sync_period: args.hpa_sync_period,
         root_ca: cluster_ca(data_dir.as_deref(), args.kubeconfig.as_deref()),
+        cluster_cidr: args.cluster_cidr.0,
+        node_cidr_mask_size: args.node_cidr_mask_size,
         ..LoopSettings::default()
     };
     let loops = crate::roles::start_loops(
