@@ -53,6 +53,20 @@ fn http_status(addr: &str) -> String {
     }
 }
 
+/// Stops the pods of a data directory (and removes their network) when dropped, even if the
+/// test failed: `Server::start_with` leaves its data directory's pods to the caller.
+struct Cleanup(std::path::PathBuf);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(setpoint_testenv::process::setpoint_binary())
+            .args(["agent", "cleanup", "--grace-period", "0s", "--data-dir"])
+            .arg(&self.0)
+            .stdout(std::process::Stdio::null())
+            .status();
+    }
+}
+
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
         s.lines()
@@ -93,6 +107,7 @@ fn replicas_on_one_port_should_each_get_an_address_in_the_node_pod_cidr() {
     // A range of this test's own: other servers on this machine use the default one.
     let octet = 200 + std::process::id() % 50;
     let cluster = format!("10.{octet}.0.0/16");
+    let _cleanup = Cleanup(tmp.path().join("data"));
     let s = Server::start_with(
         &tmp.path().join("data"),
         "127.0.0.1:0",
@@ -186,6 +201,7 @@ spec:
 #[test]
 fn host_network_mode_should_give_pods_the_node_address_and_say_so() {
     let tmp = tempfile::tempdir().expect("tempdir");
+    let _cleanup = Cleanup(tmp.path().join("data"));
     let s = Server::start_with(
         &tmp.path().join("data"),
         "127.0.0.1:0",
