@@ -305,7 +305,7 @@ fn capacity_overrides(entries: &[String]) -> Result<BTreeMap<String, Quantity>> 
 }
 
 /// This very binary, as the container shim.
-fn shim_command() -> Result<Vec<OsString>> {
+pub(crate) fn shim_command() -> Result<Vec<OsString>> {
     let exe = std::env::current_exe().context("finding the setpoint binary to run as the shim")?;
     Ok(vec![exe.into_os_string(), OsString::from("agent-shim")])
 }

@@ -243,6 +243,21 @@ pub(crate) enum BenchCommand {
     /// Benchmark whole workloads: Deployments on simulated nodes (apply to Running, rolling
     /// update) and pods as real processes on a node agent.
     Workloads(WorkloadsBenchArgs),
+    /// Benchmark pod network setup and teardown (network namespace, veth, address, routes)
+    /// on a bridge of its own; needs root.
+    PodNetwork(PodNetworkBenchArgs),
+}
+
+/// Flags of `setpoint bench pod-network`.
+#[derive(Debug, Args)]
+pub(crate) struct PodNetworkBenchArgs {
+    /// How many pods.
+    #[arg(long, value_name = "N", default_value_t = 100,
+          value_parser = clap::value_parser!(u16).range(1..=250))]
+    pub(crate) pods: u16,
+    /// The pod range of the benchmark's bridge (must not be routed on this machine).
+    #[arg(long, value_name = "CIDR", default_value = "10.199.0.0/24")]
+    pub(crate) pod_cidr: setpoint_core::cidr::Ipv4Cidr,
 }
 
 /// Flags of `setpoint bench store`.

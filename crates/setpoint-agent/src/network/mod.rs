@@ -16,6 +16,7 @@
 //! In host-network mode (not root, or `--pod-network=host`), pods share the host's network
 //! as processes always did; the Node says so with the condition `PodNetworkIsolated=False`.
 
+mod bench;
 pub(crate) mod files;
 mod ipam;
 pub(crate) mod links;
@@ -36,6 +37,7 @@ use setpoint_core::cidr::Ipv4Cidr;
 use setpoint_runtime::Client;
 use tokio_util::sync::CancellationToken;
 
+pub use bench::{bench_pod_network, PodNetworkTimes};
 pub(crate) use ipam::{Ipam, IpamError};
 pub(crate) use links::LinkError;
 
@@ -262,12 +264,6 @@ impl NodeNetwork {
             tracing::info!(pod = %uid, "removing the network of a pod that is gone");
             self.remove_pod(uid);
         }
-    }
-
-    /// The allocations, for tests and reports.
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub(crate) fn allocations(&self) -> Vec<(Ipv4Addr, String)> {
-        self.ipam.allocations()
     }
 }
 

@@ -121,11 +121,7 @@ fn replicas_on_one_port_should_each_get_an_address_in_the_node_pod_cidr() {
     assert_eq!(pod_cidr, format!("10.{octet}.0.0/24"));
     apply(
         &s,
-        &deployment(
-            "web",
-            2,
-            "exec python3 -m http.server 8080 --bind 0.0.0.0",
-        ),
+        &deployment("web", 2, "exec python3 -m http.server 8080 --bind 0.0.0.0"),
     );
     let ips = wait_output(
         &s,
@@ -185,7 +181,8 @@ spec:
         |o| o == "Succeeded" || o == "Failed",
     );
     assert_eq!(
-        s.ok(&["get", "pod", "client", "-o", "jsonpath={.status.phase}"]).trim(),
+        s.ok(&["get", "pod", "client", "-o", "jsonpath={.status.phase}"])
+            .trim(),
         "Succeeded",
         "client logs: {}",
         s.ok(&["logs", "client"])
@@ -193,7 +190,9 @@ spec:
     assert_eq!(s.ok(&["logs", "client"]).trim(), "200");
     let described = s.ok(&["describe", "node", "local"]);
     assert!(
-        described.lines().any(|l| l.trim_start().starts_with("PodNetworkIsolated") && l.contains("True")),
+        described
+            .lines()
+            .any(|l| l.trim_start().starts_with("PodNetworkIsolated") && l.contains("True")),
         "{described}"
     );
 }
@@ -251,5 +250,8 @@ fn host_network_mode_should_give_pods_the_node_address_and_say_so() {
         .lines()
         .find(|l| l.trim_start().starts_with("PodNetworkIsolated"))
         .expect("the condition's row");
-    assert!(line.contains("False") && line.contains("HostNetwork"), "{line}");
+    assert!(
+        line.contains("False") && line.contains("HostNetwork"),
+        "{line}"
+    );
 }
