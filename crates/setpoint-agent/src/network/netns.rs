@@ -1,7 +1,7 @@
 //! Network namespaces pinned at files: created by a short-lived helper process (the shim
 //! binary's `--netns-pin PIN` mode: a fresh single-threaded process, so `unshare` needs no
 //! `unsafe` and touches no agent thread) that moves into a new network namespace,
-//! bind-mounts it onto `PIN`, then configures it by running `ip -batch -` with the agent's
+//! bind-mounts it onto `PIN`, then becomes `ip -batch -` (exec) to configure it with the agent's
 //! commands on its standard input. The namespace lives as long as the pin (and whatever
 //! process is inside); [`unpin`] lazily unmounts and removes the pin.
 
@@ -22,20 +22,13 @@ pub(crate) fn pin_main(args: Vec<OsString>) -> ExitCode {
         eprintln!("setpoint agent-shim: {message}");
         return ExitCode::FAILURE;
     }
-    match std::process::Command::new(super::links::ip_program())
-        .args(["-batch", "-"])
-        .status()
-    {
-        Ok(status) if status.success() => ExitCode::SUCCESS,
-        Ok(status) => {
-            eprintln!("setpoint agent-shim: ip -batch in the new namespace: {status}");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("setpoint agent-shim: running ip: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    // Replaced by `ip` (which inherits the namespace and this process's standard input):
+    // one process fewer than spawning it.
+    let error = std::os::unix::process::CommandExt::exec(
+        std::process::Command::new(super::links::ip_program()).args(["-batch", "-"]),
+    );
+    eprintln!("setpoint agent-shim: running ip: {error}");
+    ExitCode::FAILURE
 }
 
 fn create_pinned(pin: &Path) -> Result<(), String> {

@@ -177,10 +177,34 @@ async fn bridge_mode_should_give_pods_their_own_addresses_files_and_teardown() {
         "pod traffic must not leave by the uplink: {answer}"
     );
 
-    // Deleting a pod removes its namespace, its veth and its address.
+    // A finished pod gives its network back and keeps its address in the status.
+    h.create_pod(
+        "done",
+        json!({"restartPolicy": "Never",
+               "containers": [{"name": "app", "command": ["sh", "-c", "hostname -I > ip.out"]}]}),
+    )
+    .await;
+    let done = h
+        .wait_pod("done", "Succeeded", |p| {
+            p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded")
+        })
+        .await;
+    let done_ip = pod_ip(&done).expect("a finished pod keeps its podIP");
+    assert_eq!(
+        read("ip.out", "done").map(|s| s.trim().to_owned()),
+        Some(done_ip.clone())
+    );
     let netns_dir = h.root.path().join("network").join("netns");
-    let pins_before = std::fs::read_dir(&netns_dir).expect("pins").count();
-    assert_eq!(pins_before, 2);
+    eventually("the finished pod's network released", || async {
+        std::fs::read_dir(&netns_dir)
+            .map(|d| d.count())
+            .unwrap_or(0)
+            == 2
+            && files_named(&h.root.path().join("network").join("ipam"), &done_ip).is_empty()
+    })
+    .await;
+
+    // Deleting a pod removes its namespace, its veth and its address.
     h.delete_pod("web-a").await;
     h.wait_gone("web-a").await;
     eventually("web-a's network removed", || async {

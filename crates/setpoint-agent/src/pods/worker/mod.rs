@@ -202,6 +202,7 @@ impl Worker {
         if !self.report(&pod, None).await {
             wake = wake.min(Instant::now() + RETRY);
         }
+        self.release_network_when_finished().await;
         Some(wake)
     }
 

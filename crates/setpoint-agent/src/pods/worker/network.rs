@@ -60,6 +60,22 @@ impl Worker {
         let _ = tokio::task::spawn_blocking(move || network.remove_pod(&uid)).await;
     }
 
+    /// Removes the network of a pod that has finished (Succeeded or Failed, nothing running),
+    /// as the kubelet removes a finished pod's sandbox: its address goes back to the range
+    /// (the status keeps showing it).
+    pub(super) async fn release_network_when_finished(&mut self) {
+        if self.terminal
+            && self.pod_network.is_some()
+            && self
+                .init
+                .iter()
+                .chain(self.main.iter())
+                .all(|s| s.running_process().is_none())
+        {
+            self.remove_network().await;
+        }
+    }
+
     /// Where the pod's ports are: its own address, else the node's.
     pub(super) fn pod_ip(&self) -> IpAddr {
         self.pod_network
