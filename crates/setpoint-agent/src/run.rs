@@ -112,6 +112,9 @@ pub async fn run(
             "through SETPOINT_MOUNT_* variables (no mounts)"
         }
     );
+    if network.is_some() && !mounts {
+        tracing::warn!("pods' /etc/hosts, /etc/hostname and /etc/resolv.conf are not mounted: the agent does not mount (--mounts emulated)");
+    }
     let volumes = crate::volumes::VolumeContext {
         client: client.clone(),
         sources: crate::volumes::ObjectSources {

@@ -357,3 +357,29 @@ pub(crate) async fn wait_for_pod_cidr(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interface_names_should_fit_ifnamsiz_and_differ_per_agent() {
+        let a = bridge_name("local", Path::new("/srv/a/agent"));
+        let b = bridge_name("local", Path::new("/srv/b/agent"));
+        assert_ne!(a, b, "two servers' local agents get two bridges");
+        assert!(a.len() <= 15 && a.starts_with("spbr"), "{a}");
+        let veth = veth_name("7184ea1a-eefa-46dc-a521-08bcf8ad6e75");
+        assert_eq!(veth, "sp7184ea1aeefa");
+        assert!(veth_name("x").len() <= 15);
+    }
+
+    #[test]
+    fn pod_directories_should_name_their_uids() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        for name in ["default_web_u-1", "kube-system_dns_u-2", "junk"] {
+            std::fs::create_dir(dir.path().join(name)).expect("dir");
+        }
+        let uids: Vec<String> = pod_uids(dir.path()).into_iter().collect();
+        assert_eq!(uids, vec!["u-1".to_owned(), "u-2".to_owned()]);
+    }
+}
