@@ -1,8 +1,9 @@
 //! Pod networking through the whole agent: in bridge mode (root only) a pod gets its own
 //! network namespace with an address from the Node's podCIDR, reachable from the host, its
 //! `/etc/hosts`, `/etc/hostname` and `/etc/resolv.conf`, and traffic routed from it is fenced
-//! off the uplinks; deleting the pod removes its namespace, veth and address. In host-network
-//! mode (forced) pods get the node's address and the Node says so in a condition.
+//! off the uplinks; a restarted agent adopts it; a finished or deleted pod gives its namespace,
+//! veth and address back. In host-network mode (forced) pods get the node's address and the
+//! Node says so in a condition.
 
 use std::net::Ipv4Addr;
 use std::time::Duration;
@@ -57,7 +58,7 @@ async fn bridge_mode_should_give_pods_their_own_addresses_files_and_teardown() {
         eprintln!("skipped: needs root");
         return;
     }
-    let h = start(PodNetworkMode::Bridge).await;
+    let mut h = start(PodNetworkMode::Bridge).await;
     // No node-ipam loop here: give the node its range as the loop would.
     let nodes = h.client.api::<Node>();
     eventually("the node registered", || async {
@@ -120,8 +121,9 @@ async fn bridge_mode_should_give_pods_their_own_addresses_files_and_teardown() {
         Some(("True".to_owned(), "BridgeNetwork".to_owned()))
     );
 
+    let root = h.root.path().to_owned();
     let read = |suffix: &str, pod: &str| {
-        files_named(h.root.path(), suffix)
+        files_named(&root, suffix)
             .into_iter()
             .find(|p| p.to_string_lossy().contains(&format!("_{pod}_")))
             .and_then(|p| std::fs::read_to_string(p).ok())
@@ -176,6 +178,21 @@ async fn bridge_mode_should_give_pods_their_own_addresses_files_and_teardown() {
         answer.contains("nreachable"),
         "pod traffic must not leave by the uplink: {answer}"
     );
+
+    // A restarted agent adopts the pods' networks: same address, still answering.
+    h.stop_agent().await;
+    h.start_agent();
+    let ready_unrestarted = |p: &k8s_openapi::api::core::v1::Pod| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .is_some_and(|cs| cs.iter().all(|c| c.restart_count == 0 && c.ready))
+    };
+    let again = h
+        .wait_pod("web-b", "ready, not restarted", ready_unrestarted)
+        .await;
+    assert_eq!(pod_ip(&again), Some(ips[1].to_string()));
+    assert!(reqwest_get(ips[1], 8080).await.contains(" 200 "));
 
     // A finished pod gives its network back and keeps its address in the status.
     h.create_pod(
