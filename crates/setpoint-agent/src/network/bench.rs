@@ -32,7 +32,7 @@ pub fn bench_pod_network(
     }
     let network = NodeNetwork::start(root, "bench", pod_cidr, shim).map_err(|e| e.to_string())?;
     let uids: Vec<String> = (0..pods)
-        .map(|i| format!("00000000-0000-4000-8000-{i:012x}"))
+        .map(|i| format!("{i:08x}-0000-4000-8000-000000000000"))
         .collect();
     let mut times = PodNetworkTimes::default();
     let mut result = Ok(());
