@@ -83,7 +83,8 @@ async fn bridge_mode_should_give_pods_their_own_addresses_files_and_teardown() {
             name,
             json!({"hostname": name, "subdomain": "peers",
                    "containers": [{"name": "app", "command": ["sh", "-c", script],
-                   "readinessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1}}]}),
+                   "readinessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1,
+                                      "failureThreshold": 1}}]}),
         )
         .await;
     }
@@ -192,6 +193,17 @@ async fn bridge_mode_should_give_pods_their_own_addresses_files_and_teardown() {
         .wait_pod("web-b", "ready, not restarted", ready_unrestarted)
         .await;
     assert_eq!(pod_ip(&again), Some(ips[1].to_string()));
+    // The adopted container's readiness probe goes to the pod's address: it stays ready
+    // (one failure would flip it) over a few probe periods. Absence cannot be polled for.
+    let until = tokio::time::Instant::now() + Duration::from_secs(3);
+    while tokio::time::Instant::now() < until {
+        let pod = h.pods().get("web-b").await.expect("web-b");
+        assert!(
+            ready_unrestarted(&pod),
+            "web-b lost readiness after the agent restart"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     assert!(reqwest_get(ips[1], 8080).await.contains(" 200 "));
 
     // A finished pod gives its network back and keeps its address in the status.

@@ -178,6 +178,8 @@ impl Worker {
             PodUpdate::Present(pod) => pod,
         };
         if !self.loaded {
+            // Before adopting running containers: their probes go to the pod's address.
+            self.adopt_network(&pod).await;
             self.load(&pod);
         }
         if pod.metadata.deletion_timestamp.is_some() {

@@ -50,6 +50,21 @@ impl Worker {
         false
     }
 
+    /// At the worker's start: finds (or makes) the network of a pod that may already run
+    /// (an agent restart), so adopted containers' probes use its address; a finished pod's
+    /// leftover network is removed.
+    pub(super) async fn adopt_network(&mut self, pod: &Arc<Pod>) {
+        let finished = matches!(
+            pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+            Some("Succeeded" | "Failed")
+        );
+        if finished {
+            self.remove_network().await;
+        } else if pod.metadata.deletion_timestamp.is_none() {
+            self.ensure_network(pod).await;
+        }
+    }
+
     /// Removes the pod's network (its processes are stopped).
     pub(super) async fn remove_network(&mut self) {
         self.pod_network = None;
