@@ -40,6 +40,9 @@ pub struct AgentConfig {
     /// How containers see their volumes: mounted in a mount namespace of their own (as root),
     /// or through environment variables (`docs/design/volumes.md`).
     pub mount_mode: crate::MountMode,
+    /// How pods get their network: a namespace each on the agent's bridge (as root), or the
+    /// host's (`docs/design/pod-network.md`).
+    pub pod_network: crate::PodNetworkMode,
 }
 
 /// How the agent tracks the processes a container starts (see `docs/design/agent.md`).

@@ -16,6 +16,7 @@ mod config;
 mod error;
 mod logs;
 mod metrics;
+mod network;
 mod node;
 mod pods;
 mod probes;
@@ -30,6 +31,7 @@ pub use cleanup::{cleanup, CleanupReport};
 pub use config::{AgentConfig, ContainerTracking};
 pub use error::AgentError;
 pub use metrics::DEFAULT_METRICS_INTERVAL;
+pub use network::{bench_pod_network, PodNetworkMode, PodNetworkTimes};
 pub use run::run;
 pub use shim::shim_main;
 pub use simulated::{

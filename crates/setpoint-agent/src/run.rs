@@ -75,6 +75,19 @@ pub async fn run(
         shutdown.clone(),
     ));
 
+    let network = crate::network::start_for_node(
+        crate::network::Startup {
+            client: &client,
+            node_name: &config.node_name,
+            root_dir: &config.root_dir,
+            shim: &config.shim,
+            mode: config.pod_network,
+            cidr_wait: crate::network::DEFAULT_CIDR_WAIT,
+        },
+        &shutdown,
+    )
+    .await;
+
     let factory = InformerFactory::new(client.clone());
     let informer = factory.informer_with::<Pod>(
         InformerOptions {
@@ -99,6 +112,9 @@ pub async fn run(
             "through SETPOINT_MOUNT_* variables (no mounts)"
         }
     );
+    if network.is_some() && !mounts {
+        tracing::warn!("pods' /etc/hosts, /etc/hostname and /etc/resolv.conf are not mounted: the agent does not mount (--mounts emulated)");
+    }
     let volumes = crate::volumes::VolumeContext {
         client: client.clone(),
         sources: crate::volumes::ObjectSources {
@@ -122,6 +138,7 @@ pub async fn run(
             metrics,
             volumes,
             events,
+            network,
         },
         shutdown.clone(),
     );

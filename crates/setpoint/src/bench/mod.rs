@@ -5,6 +5,7 @@ mod api;
 mod kubeconfig;
 mod latency;
 mod machine;
+mod pod_network;
 mod report;
 mod server;
 mod store;
@@ -23,6 +24,7 @@ pub(crate) async fn bench(command: BenchCommand) -> Result<()> {
         BenchCommand::Store(args) => store::bench_store(args).await,
         BenchCommand::Api(args) => api::bench_api(args).await,
         BenchCommand::Workloads(args) => workloads::bench_workloads(args).await,
+        BenchCommand::PodNetwork(args) => pod_network::bench_pod_network(&args),
     }
 }
 
