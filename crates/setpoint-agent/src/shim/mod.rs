@@ -42,6 +42,8 @@ use rustix::process::{WaitOptions, WaitStatus};
 use crate::logs::{LogStream, LogWriter};
 use crate::process::{cgroup, now, tree, write_json, ExitRecord, ProcessId, RunRecord, RunSpec};
 
+mod limits;
+
 /// How long the shim drains the container's output after it exited (its processes are
 /// killed by then, but a process outside the container may have inherited the pipes).
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
@@ -134,9 +136,15 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    limits::set_identity(&mut command, spec.run_as);
     if let Err(e) = tree::become_subreaper() {
         eprintln!("setpoint agent-shim: cannot become a child subreaper: {e}");
     }
+    // Limits first (a v2 limit cgroup is the tracking cgroup joined next); fatal if unmet.
+    let mut limited = match limits::enter(spec.limits.as_ref()) {
+        Ok(entered) => entered,
+        Err(message) => return start_failed(spec, format!("applying resource limits: {message}")),
+    };
     let joined = spec.cgroup.as_ref().and_then(|cg| match cgroup::join(cg) {
         Ok(joined) => Some((cg.clone(), joined)),
         Err(e) => {
@@ -148,6 +156,17 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
         }
     });
     let spawned = command.spawn();
+    if let Err(message) = limited.leave() {
+        // Still inside a limit cgroup: the shim would share the container's limits.
+        if let Ok(mut child) = spawned {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        return start_failed(spec, message);
+    }
+    if spawned.is_err() {
+        limited.remove();
+    }
     let mut cgroup_used = None;
     if let Some((cg, joined)) = joined {
         if let Err(e) = joined.leave() {
@@ -193,6 +212,7 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
         container_start_time: container.start_time,
         started_at: started_at.clone(),
         cgroup: cgroup_used.clone(),
+        limit_cgroups: limited.cgroups().to_vec(),
     };
     if let Err(e) = write_json(&spec.run_record, &record) {
         // Unsupervisable: the agent could never adopt it. Stop it.
@@ -215,8 +235,10 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
     }
     drop(drained_tx);
     let status = wait_for(container_pid).map_err(|e| format!("waiting for the container: {e}"))?;
+    let oom_killed = limited.oom_killed();
     let _ = container.signal_group(rustix::process::Signal::KILL);
     kill_everything(cgroup_used.as_ref());
+    limited.remove();
     let deadline = std::time::Instant::now() + DRAIN_TIMEOUT;
     for _ in 0..pumps {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
@@ -228,11 +250,14 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
     if let Err(e) = writer.lock().finish() {
         eprintln!("setpoint agent-shim: finishing the log: {e}");
     }
-    let exit = ExitRecord::of_exit(
+    let mut exit = ExitRecord::of_exit(
         status.exit_status(),
         status.terminating_signal(),
         Some(started_at),
     );
+    if oom_killed && exit.exit_code != 0 {
+        exit.reason = "OOMKilled".to_owned();
+    }
     write_json(&spec.exit_record, &exit)
         .map_err(|e| format!("writing {}: {e}", spec.exit_record.display()))
 }
