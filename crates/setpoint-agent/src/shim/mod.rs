@@ -14,6 +14,8 @@
 //!    join, the run goes on without a cgroup);
 //!    — first, if the spec asks, in a mount namespace of its own with the container's
 //!    volumes bind-mounted (`volumes/namespace.rs`);
+//!    — and first of all inside the run's limit cgroups with its `oom_score_adj`, as the
+//!    spec's user and group (`shim/limits.rs`); a limit that cannot be applied fails the run;
 //! 4. writes the run record (its own and the container's pid and start time, the cgroup
 //!    used), then reports on its stdout one JSON line, `{"started": <run record>}` or
 //!    `{"failed": "<why>"}`, and never writes to stdout again (so an agent gone away cannot
@@ -23,7 +25,8 @@
 //! 6. kills everything the container started (a container ends with its main process, as in
 //!    a container runtime): its process group, then every process in its cgroup — or,
 //!    without a cgroup, every descendant of the shim — and removes the cgroup; drains the
-//!    output (bounded) and writes the exit record; then exits 0.
+//!    output (bounded) and writes the exit record (reason `OOMKilled` if the memory cgroup
+//!    counted an OOM kill meanwhile); then exits 0.
 //!
 //! A process that cannot be started gets an exit record with exit code 128 and reason
 //! `StartError`, as container runtimes report it.
