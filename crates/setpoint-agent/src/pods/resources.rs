@@ -110,7 +110,8 @@ pub(crate) fn memory_capacity() -> u64 {
 }
 
 /// Who `container` of `pod` runs as: `runAsUser`/`runAsGroup` of its security context, else
-/// the pod's (group 0 when only the user is given, as for an image without that user). An
+/// the pod's (group 0 when only the user is given, as for an image without that user), with
+/// the pod's `supplementalGroups` and `fsGroup` as supplementary groups. An
 /// agent that is not root can only run containers as itself: asked for another user or group
 /// it refuses (the kubelet fails a container it cannot set up:
 /// `CreateContainerConfigError`).
@@ -136,22 +137,38 @@ fn run_as_from(
     let gid = ctx
         .and_then(|c| c.run_as_group)
         .or_else(|| pod_ctx.and_then(|c| c.run_as_group));
-    if uid.is_none() && gid.is_none() {
-        return Ok(None);
-    }
     let to_id = |id: i64, what: &str| {
         u32::try_from(id).map_err(|_| format!("{what} {id} is not a valid id"))
     };
+    let mut groups = Vec::new();
+    let supplemental = pod_ctx.and_then(|c| c.supplemental_groups.as_ref());
+    let fs_group = pod_ctx.and_then(|c| c.fs_group);
+    for g in supplemental.into_iter().flatten().chain(fs_group.as_ref()) {
+        let g = to_id(*g, "supplementalGroups/fsGroup")?;
+        if !groups.contains(&g) {
+            groups.push(g);
+        }
+    }
+    if uid.is_none() && gid.is_none() && groups.is_empty() {
+        return Ok(None);
+    }
     let uid = uid.map(|u| to_id(u, "runAsUser")).transpose()?;
     let gid = gid.map(|g| to_id(g, "runAsGroup")).transpose()?;
     if own_uid != 0 {
-        let wants_other = uid.is_some_and(|u| u != own_uid) || gid.is_some_and(|g| g != own_gid);
+        let wants_other = uid.is_some_and(|u| u != own_uid)
+            || gid.is_some_and(|g| g != own_gid)
+            || !groups.is_empty();
         if wants_other {
             return Err(format!(
-                "the node agent runs as uid {own_uid} gid {own_gid}, not root, and cannot run container {:?} as uid {} gid {}",
+                "the node agent runs as uid {own_uid} gid {own_gid}, not root, and cannot run container {:?} as uid {} gid {}{}",
                 container.name,
                 uid.map_or_else(|| own_uid.to_string(), |u| u.to_string()),
                 gid.map_or_else(|| own_gid.to_string(), |g| g.to_string()),
+                if groups.is_empty() {
+                    String::new()
+                } else {
+                    format!(" with supplementary groups {groups:?}")
+                },
             ));
         }
         return Ok(None);
@@ -159,6 +176,7 @@ fn run_as_from(
     Ok(Some(RunAs {
         uid: uid.unwrap_or(0),
         gid: gid.unwrap_or(0),
+        groups,
     }))
 }
 
@@ -218,16 +236,31 @@ mod tests {
             run_as_from(&p, a, (0, 0)),
             Ok(Some(RunAs {
                 uid: 2000,
-                gid: 3000
+                gid: 3000,
+                groups: vec![]
             }))
         );
         assert_eq!(
             run_as_from(&p, b, (0, 0)),
             Ok(Some(RunAs {
                 uid: 1000,
-                gid: 3000
+                gid: 3000,
+                groups: vec![]
             }))
         );
+        let grouped = pod(json!({"spec": {
+            "securityContext": {"supplementalGroups": [4000, 5000], "fsGroup": 5000},
+            "containers": [{"name": "a"}]}}));
+        let c = &grouped.spec.as_ref().expect("spec").containers[0];
+        assert_eq!(
+            run_as_from(&grouped, c, (0, 0)),
+            Ok(Some(RunAs {
+                uid: 0,
+                gid: 0,
+                groups: vec![4000, 5000]
+            }))
+        );
+        assert!(run_as_from(&grouped, c, (1000, 1000)).is_err_and(|e| e.contains("groups")));
         // Not root: only its own identity.
         assert!(run_as_from(&p, a, (1000, 3000)).is_err_and(|e| e.contains("not root")));
         assert_eq!(run_as_from(&p, b, (1000, 3000)), Ok(None));

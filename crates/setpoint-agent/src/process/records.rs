@@ -61,13 +61,16 @@ pub(crate) struct RunSpec {
 }
 
 /// The identity a container's process runs as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct RunAs {
     /// Its user id.
     pub(crate) uid: u32,
     /// Its group id.
     pub(crate) gid: u32,
+    /// Its supplementary groups (`supplementalGroups`, then `fsGroup`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) groups: Vec<u32>,
 }
 
 /// A started run: who supervises it and which process is the container.

@@ -3,9 +3,12 @@
 //! container's `oom_score_adj` set on the shim, which the container inherits), then leaving
 //! them and restoring the shim's own score once the container is started; afterwards telling
 //! whether the OOM killer struck in the container's memory cgroup, and removing the cgroups.
-//! Also the user and group the container's process is started as.
+//! Also the user, group and supplementary groups the container's process is started as,
+//! through a helper invocation of the shim's own program (std's `Command` cannot set
+//! supplementary groups, and `pre_exec` is off limits).
 
-use std::process::Command;
+use std::ffi::OsString;
+use std::process::{Command, ExitCode};
 
 use crate::process::cgroup::{self, Joined};
 use crate::process::limits::{self, CgroupVersion, LimitCgroup, RunLimits};
@@ -113,11 +116,85 @@ impl Entered {
     }
 }
 
-/// Starts the container's process as `run_as`, if given (the shim runs as root then; the
-/// agent refuses other users when it is not).
-pub(crate) fn set_identity(command: &mut Command, run_as: Option<RunAs>) {
-    if let Some(RunAs { uid, gid }) = run_as {
-        std::os::unix::process::CommandExt::uid(command, uid);
-        std::os::unix::process::CommandExt::gid(command, gid);
+/// The shim's argument that makes it the identity helper (see [`exec_as_main`]).
+pub(crate) const EXEC_AS: &str = "--exec-as";
+
+/// The command that starts `program args`: directly, or — with `run_as` — through this
+/// shim's own program as the identity helper, `… --exec-as UID GID GROUPS -- program args`,
+/// which takes the identity and then becomes the container's program (the same process).
+pub(crate) fn command(program: &str, args: &[String], run_as: Option<&RunAs>) -> Command {
+    let Some(run_as) = run_as else {
+        let mut command = Command::new(program);
+        command.args(args);
+        return command;
+    };
+    let exe = std::env::current_exe().unwrap_or_else(|_| "/proc/self/exe".into());
+    // The words before `--spec` after the program: `agent-shim` for `setpoint agent-shim`.
+    let subcommand: Vec<OsString> = std::env::args_os()
+        .skip(1)
+        .take_while(|a| a != "--spec")
+        .collect();
+    let groups: Vec<String> = run_as.groups.iter().map(u32::to_string).collect();
+    let mut command = Command::new(exe);
+    command
+        .args(subcommand)
+        .arg(EXEC_AS)
+        .arg(run_as.uid.to_string())
+        .arg(run_as.gid.to_string())
+        .arg(groups.join(","))
+        .arg("--")
+        .arg(program)
+        .args(args);
+    command
+}
+
+/// The identity helper: `UID GID GROUPS -- program args…` (after [`EXEC_AS`]). In this fresh,
+/// single-threaded process it sets the supplementary groups, the group and the user (rustix's
+/// per-thread calls are the process's here), then executes the program in place. Returns only
+/// on failure (exit 127, the reason on stderr, which is the container's log).
+pub(crate) fn exec_as_main(args: &[OsString]) -> ExitCode {
+    match exec_as(args) {
+        Ok(never) => match never {},
+        Err(message) => {
+            eprintln!("setpoint agent-shim: {message}");
+            ExitCode::from(127)
+        }
     }
+}
+
+fn exec_as(args: &[OsString]) -> Result<std::convert::Infallible, String> {
+    let usage = || "usage: --exec-as UID GID GROUPS -- PROGRAM [ARG…]".to_owned();
+    let [uid, gid, groups, dashes, program, rest @ ..] = args else {
+        return Err(usage());
+    };
+    if dashes != "--" {
+        return Err(usage());
+    }
+    let number = |s: &OsString| s.to_str().and_then(|s| s.parse::<u32>().ok());
+    let uid = number(uid).ok_or_else(usage)?;
+    let gid = number(gid).ok_or_else(usage)?;
+    let groups: Vec<rustix::process::Gid> = groups
+        .to_str()
+        .ok_or_else(usage)?
+        .split(',')
+        .filter(|g| !g.is_empty())
+        .map(|g| g.parse::<u32>().map(rustix::process::Gid::from_raw))
+        .collect::<Result<_, _>>()
+        .map_err(|_| usage())?;
+    rustix::thread::set_thread_groups(&groups)
+        .map_err(|e| format!("setting the supplementary groups {groups:?}: {e}"))?;
+    rustix::thread::set_thread_res_gid(
+        rustix::process::Gid::from_raw(gid),
+        rustix::process::Gid::from_raw(gid),
+        rustix::process::Gid::from_raw(gid),
+    )
+    .map_err(|e| format!("setting the group {gid}: {e}"))?;
+    rustix::thread::set_thread_res_uid(
+        rustix::process::Uid::from_raw(uid),
+        rustix::process::Uid::from_raw(uid),
+        rustix::process::Uid::from_raw(uid),
+    )
+    .map_err(|e| format!("setting the user {uid}: {e}"))?;
+    let error = std::os::unix::process::CommandExt::exec(Command::new(program).args(rest));
+    Err(format!("exec {program:?}: {error}"))
 }

@@ -34,7 +34,7 @@
 use std::ffi::OsString;
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{ExitCode, Stdio};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
@@ -54,8 +54,11 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 const KILL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Runs the shim with its command-line arguments (after the program and subcommand names):
-/// `--spec FILE`. Returns when the container has exited and its exit is recorded.
+/// `--spec FILE` (or `--exec-as …`, the identity helper of `shim/limits.rs`). Returns when the container has exited and its exit is recorded.
 pub fn shim_main(args: Vec<OsString>) -> ExitCode {
+    if args.first().is_some_and(|a| a == limits::EXEC_AS) {
+        return limits::exec_as_main(&args[1..]);
+    }
     let spec_path = match parse_args(args) {
         Ok(path) => path,
         Err(message) => {
@@ -129,9 +132,8 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
             eprintln!("setpoint agent-shim: volumes are not mounted (the container finds them through SETPOINT_MOUNT_* variables): {e}");
         }
     }
-    let mut command = Command::new(program);
+    let mut command = limits::command(program, args, spec.run_as.as_ref());
     command
-        .args(args)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .current_dir(&spec.working_dir)
@@ -139,7 +141,6 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     std::os::unix::process::CommandExt::process_group(&mut command, 0);
-    limits::set_identity(&mut command, spec.run_as);
     if let Err(e) = tree::become_subreaper() {
         eprintln!("setpoint agent-shim: cannot become a child subreaper: {e}");
     }

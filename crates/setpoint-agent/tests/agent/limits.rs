@@ -1,6 +1,7 @@
 //! Resource limits and identities of real container processes: a memory limit enforced to an
 //! `OOMKilled` restart, CPU and memory limits written into the container's cgroups with its
-//! QoS class and OOM score, and `runAsUser`/`runAsGroup`. Root only (cgroup writes, uid
+//! QoS class and OOM score, `runAsUser`/`runAsGroup`/`supplementalGroups`/`fsGroup`, and
+//! `shareProcessNamespace`. Root only (cgroup writes, uid
 //! changes): each test says "skipped: needs root" otherwise; the non-root refusal of another
 //! user is covered by the unit tests of `pods/resources.rs`.
 
@@ -169,9 +170,12 @@ async fn run_as_user_and_group_should_be_the_processs_identity() {
     h.create_pod(
         "someone",
         json!({
-            "securityContext": {"runAsUser": 1000, "runAsGroup": 3000},
+            "securityContext": {"runAsUser": 1000, "runAsGroup": 3000,
+                                "supplementalGroups": [4000], "fsGroup": 5000},
+            "volumes": [{"name": "data", "emptyDir": {}}],
             "containers": [
-                {"name": "pod-level", "command": ["sh", "-c", "exec sleep 1000"]},
+                {"name": "pod-level", "command": ["sh", "-c", "touch /data/mine && exec sleep 1000"],
+                 "volumeMounts": [{"name": "data", "mountPath": "/data"}]},
                 {"name": "own", "command": ["sh", "-c", "exec sleep 1000"],
                  "securityContext": {"runAsUser": 2000}}
             ]
@@ -208,5 +212,60 @@ async fn run_as_user_and_group_should_be_the_processs_identity() {
         };
         assert_eq!(field("Uid:").as_deref(), Some(uid), "{name}");
         assert_eq!(field("Gid:").as_deref(), Some(gid), "{name}");
+        let groups = proc_status
+            .lines()
+            .find(|l| l.starts_with("Groups:"))
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            groups.contains("4000") && groups.contains("5000"),
+            "{name}: {groups}"
+        );
+    }
+    // fsGroup: the volume is the group's (setgid: what the container creates is too).
+    use std::os::unix::fs::MetadataExt as _;
+    let volume = files_named(h.root.path(), "mine")
+        .into_iter()
+        .next()
+        .expect("the file the container made");
+    let made = std::fs::metadata(&volume).expect("metadata");
+    assert_eq!((made.uid(), made.gid()), (1000, 5000));
+    let dir = std::fs::metadata(volume.parent().expect("dir")).expect("metadata");
+    assert_eq!(dir.gid(), 5000);
+    assert_eq!(dir.mode() & 0o2070, 0o2070);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn share_process_namespace_should_let_containers_see_each_other() {
+    // No PID namespaces are made (docs/design/limits.md): every container sees the machine's
+    // processes, so the containers of a sharing pod see each other.
+    let h = Harness::start().await;
+    let mark = marker("shared-pid");
+    h.create_pod(
+        "sharing",
+        json!({
+            "shareProcessNamespace": true,
+            "containers": [
+                // The bracket keeps the looker's own command line from matching.
+                {"name": "target", "command": ["sh", "-c",
+                    format!("while :; do sleep 1; done # TARGET-{mark}")]},
+                {"name": "looker", "command": ["sh", "-c",
+                    format!("until grep -l 'TARGE[T]-{mark}' /proc/[0-9]*/cmdline > /dev/null 2>&1; do sleep 0.1; done; echo seen; exec sleep 1000 # {mark}")]}
+            ]
+        }),
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let logs = files_named(h.root.path(), ".log")
+            .into_iter()
+            .filter(|p| p.to_string_lossy().contains("looker"))
+            .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+            .collect::<String>();
+        if logs.contains("seen") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "looker never saw target: {logs}");
+        sleep(Duration::from_millis(100)).await;
     }
 }

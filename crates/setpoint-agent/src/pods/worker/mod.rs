@@ -520,9 +520,9 @@ impl Worker {
         if let Some(parent) = &self.ctx.limits {
             limits.cgroups = parent.run(&self.uid, &container.name, n, tracking.as_ref());
         }
-        if let (Some(RunAs { uid, gid }), None) = (run_as, &container.working_dir) {
+        if let (Some(RunAs { uid, gid, .. }), None) = (&run_as, &container.working_dir) {
             // The process starts in its pod's work directory as that user.
-            let _ = std::os::unix::fs::chown(&working_dir, Some(uid), Some(gid));
+            let _ = std::os::unix::fs::chown(&working_dir, Some(*uid), Some(*gid));
         }
         let spec = RunSpec {
             argv: process.argv,
