@@ -43,7 +43,12 @@ pub async fn run(
             tracing::info!("containers are tracked without cgroups: the shims are child subreapers")
         }
     }
-    let limits = crate::process::limits::LimitParent::create(&config.root_dir, cgroups.as_ref());
+    let limits = match config.container_tracking {
+        ContainerTracking::Auto => {
+            crate::process::limits::LimitParent::create(&config.root_dir, cgroups.as_ref())
+        }
+        ContainerTracking::Subreaper => None,
+    };
     match &limits {
         Some(l) => tracing::info!(limits = %l.describe(), "container resource limits are enforced"),
         None => tracing::warn!(

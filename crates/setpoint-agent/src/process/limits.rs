@@ -209,6 +209,17 @@ pub(crate) fn usage(cgroups: &[LimitCgroup]) -> (Option<u64>, Option<u64>) {
     (cpu, memory)
 }
 
+/// Removes the v1 limit cgroups of a lost run (its shim is gone), killing what is left in
+/// them first; the v2 one is its tracking cgroup, removed with it.
+pub(crate) fn remove_lost(cgroups: &[LimitCgroup]) {
+    for cg in cgroups.iter().filter(|cg| cg.version == CgroupVersion::V1) {
+        if let Err(e) = cgroup::kill(&cg.cgroup.dir, std::time::Duration::from_secs(5)) {
+            tracing::warn!(error = %e, "killing what is left of a lost run");
+        }
+        let _ = cgroup::remove(&cg.cgroup.dir);
+    }
+}
+
 fn memory_cgroup(cgroups: &[LimitCgroup]) -> Option<&LimitCgroup> {
     cgroups
         .iter()

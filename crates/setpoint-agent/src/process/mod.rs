@@ -105,6 +105,7 @@ pub(crate) fn kill_lost_run(record: &RunRecord) {
             });
         }
     }
+    limits::remove_lost(&record.limit_cgroups);
 }
 
 /// Sends SIGKILL to everything of a running container: its cgroup's processes (or, without

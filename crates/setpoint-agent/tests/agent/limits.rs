@@ -269,3 +269,43 @@ async fn share_process_namespace_should_let_containers_see_each_other() {
         sleep(Duration::from_millis(100)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_cgroups_limits_should_be_recorded_not_enforced() {
+    // The fallback without root, forced: no cgroups at all. The container runs; nothing
+    // limits it; its OOM score is still its QoS class's where the agent may set it.
+    let mut h = Harness::start_tracking(ContainerTracking::Subreaper).await;
+    h.create_pod(
+        "unlimited",
+        json!({"containers": [{
+            "name": "app",
+            "command": ["sh", "-c", "exec sleep 1000"],
+            "resources": {"limits": {"memory": "64Mi", "cpu": "100m"}}
+        }]}),
+    )
+    .await;
+    let pod = h
+        .wait_pod("unlimited", "Running", |p| {
+            first_container(p).is_some_and(running)
+        })
+        .await;
+    let pid = container_pid(first_container(&pod).expect("status")).expect("a pid");
+    let record = run_records(h.root.path())
+        .into_iter()
+        .find(|r| r["containerPid"] == pid)
+        .expect("the run record");
+    assert!(record.get("limitCgroups").is_none(), "{record}");
+    // Lowering a score needs CAP_SYS_RESOURCE (root in a container may lack it): then the
+    // shim keeps its own.
+    let may_lower = std::process::Command::new("sh")
+        .args(["-c", "echo -1 > /proc/self/oom_score_adj"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    let score =
+        std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj")).expect("oom_score_adj");
+    if may_lower {
+        assert_eq!(score.trim(), "-997");
+    }
+    h.stop_agent().await;
+}
