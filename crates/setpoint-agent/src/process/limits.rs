@@ -114,8 +114,10 @@ pub(crate) fn cpu_quota_us(limit_milli: u64) -> u64 {
     (limit_milli.saturating_mul(CPU_PERIOD_US) / 1000).max(MIN_CPU_QUOTA_US)
 }
 
-/// Writes `limits` into the files of `cg` (which exists).
-pub(crate) fn apply(cg: &LimitCgroup, limits: &RunLimits) -> io::Result<()> {
+/// Writes `limits` into the files of `cg` (which exists). A CPU quota the kernel refuses (v1:
+/// above a quota of the agent's own cgroup) is not fatal: it is returned as a warning.
+pub(crate) fn apply(cg: &LimitCgroup, limits: &RunLimits) -> io::Result<Vec<String>> {
+    let mut warnings = Vec::new();
     let dir = &cg.cgroup.dir;
     let shares = cpu_shares(limits.cpu_request_milli.or(limits.cpu_limit_milli));
     for controller in &cg.controllers {
@@ -132,8 +134,13 @@ pub(crate) fn apply(cg: &LimitCgroup, limits: &RunLimits) -> io::Result<()> {
             (CgroupVersion::V1, Controller::Cpu) => {
                 write(dir, "cpu.shares", &shares.to_string())?;
                 if let Some(milli) = limits.cpu_limit_milli {
-                    write(dir, "cpu.cfs_period_us", &CPU_PERIOD_US.to_string())?;
-                    write(dir, "cpu.cfs_quota_us", &cpu_quota_us(milli).to_string())?;
+                    let quota = write(dir, "cpu.cfs_period_us", &CPU_PERIOD_US.to_string())
+                        .and_then(|()| {
+                            write(dir, "cpu.cfs_quota_us", &cpu_quota_us(milli).to_string())
+                        });
+                    if let Err(e) = quota {
+                        warnings.push(format!("CPU limit not applied: {e}"));
+                    }
                 }
             }
             (CgroupVersion::V2, Controller::Memory) => {
@@ -151,17 +158,16 @@ pub(crate) fn apply(cg: &LimitCgroup, limits: &RunLimits) -> io::Result<()> {
             (CgroupVersion::V2, Controller::Cpu) => {
                 write(dir, "cpu.weight", &cpu_weight(shares).to_string())?;
                 if let Some(milli) = limits.cpu_limit_milli {
-                    write(
-                        dir,
-                        "cpu.max",
-                        &format!("{} {CPU_PERIOD_US}", cpu_quota_us(milli)),
-                    )?;
+                    let max = format!("{} {CPU_PERIOD_US}", cpu_quota_us(milli));
+                    if let Err(e) = write(dir, "cpu.max", &max) {
+                        warnings.push(format!("CPU limit not applied: {e}"));
+                    }
                 }
             }
             (_, Controller::Cpuacct) => {}
         }
     }
-    Ok(())
+    Ok(warnings)
 }
 
 fn write(dir: &Path, file: &str, value: &str) -> io::Result<()> {

@@ -109,7 +109,10 @@ fn v2_limits_should_enable_controllers_and_write_v2_files() {
         oom_score_adj: None,
         cgroups: cgroups.clone(),
     };
-    apply(&cgroups[0], &limits).expect("written");
+    assert_eq!(
+        apply(&cgroups[0], &limits).expect("written"),
+        Vec::<String>::new()
+    );
     let dir = &tracking.dir;
     assert_eq!(read(dir, "memory.max"), (64u64 << 20).to_string());
     assert_eq!(read(dir, "memory.swap.max"), "0");
@@ -168,8 +171,15 @@ fn v1_limits_should_write_v1_files_and_read_v1_counters() {
         cgroups: cgroups.clone(),
     };
     for c in &cgroups {
-        apply(c, &limits).expect("written");
+        assert!(apply(c, &limits).expect("written").is_empty());
     }
+    // A quota the kernel refuses is a warning, not a failure (here: a directory in its way).
+    let refused = tree.path().join("cpu/refused");
+    std::fs::create_dir_all(refused.join("cpu.cfs_quota_us")).expect("mkdir");
+    let refused_cg = cg(&refused, vec![Controller::Cpu]);
+    let warnings = apply(&refused_cg, &limits).expect("not fatal");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(read(&refused, "cpu.shares"), "204");
     assert_eq!(read(&memory, "memory.limit_in_bytes"), "1073741824");
     assert_eq!(read(&memory, "memory.memsw.limit_in_bytes"), "1073741824");
     assert_eq!(read(&cpu, "cpu.cfs_period_us"), "100000");

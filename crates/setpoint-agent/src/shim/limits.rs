@@ -41,8 +41,12 @@ pub(crate) fn enter(limits: Option<&RunLimits>) -> Result<Entered, String> {
             .map_err(|e| format!("creating the cgroup {}: {e}", dir.display()))
             .and_then(|()| {
                 entered.cgroups.push(cg.clone());
-                limits::apply(cg, limits)
-                    .map_err(|e| format!("limiting the cgroup {}: {e}", dir.display()))
+                let warnings = limits::apply(cg, limits)
+                    .map_err(|e| format!("limiting the cgroup {}: {e}", dir.display()))?;
+                for warning in warnings {
+                    eprintln!("setpoint agent-shim: {}: {warning}", dir.display());
+                }
+                Ok(())
             })
             .and_then(|()| match cg.version {
                 CgroupVersion::V1 => cgroup::join(&cg.cgroup)
