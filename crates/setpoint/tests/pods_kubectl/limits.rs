@@ -1,7 +1,8 @@
 //! Resource limits through `kubectl` (one server): a container over its memory limit is
 //! OOM-killed and restarted (`kubectl get -o jsonpath` shows `OOMKilled`/137 and the QoS
 //! class), and `kubectl top pod` shows the figures of the container's cgroups — memory held
-//! by a process that left the container's session counts. Root only (cgroup writes).
+//! by a process that left the container's session counts; `runAsUser`/`runAsGroup`/
+//! `supplementalGroups` are the container's identity. Root only (cgroup writes, uids).
 
 use crate::common::burn::wait_output;
 use crate::common::processes::Cleanup;
@@ -44,6 +45,18 @@ spec:
     # inside the container's cgroup.
     command: ["sh", "-c", "setsid sh -c 'x=$(head -c 50000000 /dev/zero | tr \"\\0\" a); sleep 1000 # {marker}' & exec sleep 1000 # {marker}"]
     resources: {{requests: {{memory: 32Mi}}, limits: {{memory: 256Mi}}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: someone}}
+spec:
+  nodeName: local
+  terminationGracePeriodSeconds: 1
+  securityContext: {{runAsUser: 1000, runAsGroup: 3000, supplementalGroups: [4000]}}
+  containers:
+  - name: app
+    image: busybox
+    command: ["sh", "-c", "echo $(id -u) $(id -g) $(id -G); exec sleep 1000 # {marker}"]
 "#
     )
 }
@@ -93,4 +106,9 @@ fn kubectl_should_show_oom_kills_and_cgroup_usage() {
             .is_some_and(|m| m >= 40)
     });
     assert!(top.starts_with("holder"), "{top}");
+
+    // `setpoint agent-shim` takes the pod's identity (through its `--exec-as` helper).
+    wait_output(&s, &["logs", "someone"], |t| {
+        t.trim() == "1000 3000 3000 4000"
+    });
 }
