@@ -107,7 +107,11 @@ pub fn cleanup(root_dir: &Path, grace: Duration) -> CleanupReport {
     }
     // The pod network (bridge, namespaces, addresses) goes with the pods.
     crate::network::remove_all(root_dir);
-    for parent in cgroup::existing_parents(root_dir) {
+    let limit_parents = crate::process::limits::existing_parents(root_dir);
+    for parent in cgroup::existing_parents(root_dir)
+        .into_iter()
+        .chain(limit_parents)
+    {
         for dir in cgroup::children(&parent) {
             match cgroup::kill(&dir, KILL_WAIT) {
                 Ok(0) => {}

@@ -52,7 +52,8 @@ pub enum ContainerTracking {
     /// v1 hierarchy, preferring the freezer's; as root), else as [`Subreaper`](Self::Subreaper).
     #[default]
     Auto,
-    /// No cgroups: the shim is a child subreaper, so what the container starts stays its
+    /// No cgroups (so no resource limits either: the behaviour without root): the shim is a
+    /// child subreaper, so what the container starts stays its
     /// descendant, and it kills all its descendants when the container ends. (A run whose
     /// shim is killed loses track of processes that left the shim's session.)
     Subreaper,

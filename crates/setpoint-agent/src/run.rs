@@ -43,6 +43,18 @@ pub async fn run(
             tracing::info!("containers are tracked without cgroups: the shims are child subreapers")
         }
     }
+    let limits = match config.container_tracking {
+        ContainerTracking::Auto => {
+            crate::process::limits::LimitParent::create(&config.root_dir, cgroups.as_ref())
+        }
+        ContainerTracking::Subreaper => None,
+    };
+    match &limits {
+        Some(l) => tracing::info!(limits = %l.describe(), "container resource limits are enforced"),
+        None => tracing::warn!(
+            "container resource limits are not enforced: no cgroup controller this agent may write"
+        ),
+    }
     let metrics = crate::metrics::Sampler::new(
         &config.node_name,
         config.root_dir.clone(),
@@ -135,6 +147,7 @@ pub async fn run(
             node_ip: config.node_ip,
             shim: config.shim.clone(),
             cgroups,
+            limits,
             metrics,
             volumes,
             events,

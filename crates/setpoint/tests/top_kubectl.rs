@@ -1,6 +1,6 @@
 //! `kubectl top` through `setpoint server` (all loops and the local agent on): the API
 //! server's `metrics.k8s.io/v1beta1` asks the local agent, which samples its containers'
-//! processes in `/proc`. A pod burning CPU shows in `kubectl top pods` (and not under another
+//! cgroups (as root) or processes in `/proc`. A pod burning CPU shows in `kubectl top pods` (and not under another
 //! pod's label selector), the node in `kubectl top nodes`, the raw list parses as a
 //! `PodMetricsList`, and a pod without metrics is a 404 worded as metrics-server words it.
 
@@ -100,12 +100,11 @@ fn kubectl_top_should_show_a_busy_pod_and_the_node() {
         .split_whitespace()
         .collect();
     assert_eq!(header, vec!["NAME", "CPU(cores)", "MEMORY(bytes)"], "{top}");
-    // A shell's resident memory is over a MiB; a sleep's may round down to 0Mi.
+    // Memory in MiB; a shell's working set may round down to 0Mi when measured from its
+    // cgroup (pages already charged elsewhere, shared libraries, do not count): the raw
+    // figure below is checked for a non-zero value.
     let memory = |name: &str| row(&top, name).and_then(|r| r.get(2).map(|m| m.to_string()));
-    assert!(
-        memory("burn").is_some_and(|m| m.ends_with("Mi") && m != "0Mi"),
-        "{top}"
-    );
+    assert!(memory("burn").is_some_and(|m| m.ends_with("Mi")), "{top}");
     assert!(memory("idle").is_some_and(|m| m.ends_with("Mi")), "{top}");
 
     // A label selector picks pods, as metrics-server applies it.
@@ -160,7 +159,9 @@ fn kubectl_top_should_show_a_busy_pod_and_the_node() {
     assert_eq!(burn["containers"][0]["name"], "spin");
     assert!(burn["containers"][0]["usage"]["cpu"].is_string(), "{burn}");
     assert!(
-        burn["containers"][0]["usage"]["memory"].is_string(),
+        burn["containers"][0]["usage"]["memory"]
+            .as_str()
+            .is_some_and(|m| m != "0"),
         "{burn}"
     );
     let node: serde_json::Value =

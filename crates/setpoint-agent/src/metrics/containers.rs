@@ -31,6 +31,8 @@ pub(crate) struct RunningContainer {
     pub(crate) shim: ProcessId,
     /// When the run started.
     pub(crate) started_at: chrono::DateTime<chrono::Utc>,
+    /// Its limit cgroups, which account its CPU and memory (if it has any).
+    pub(crate) limit_cgroups: Vec<crate::process::limits::LimitCgroup>,
 }
 
 /// Every container running under `root` (the agent's root directory), in pod and container
@@ -89,6 +91,7 @@ fn running_run(pod_dir: &Path, pod: &PodKey, container: &str) -> Option<RunningC
         run,
         shim,
         started_at,
+        limit_cgroups: record.limit_cgroups,
     })
 }
 
@@ -137,6 +140,7 @@ mod tests {
             container_start_time: me.start_time,
             started_at: crate::process::now(),
             cgroup: None,
+            limit_cgroups: Vec::new(),
         };
         for (container, shim_alive) in [("live", true), ("gone", false)] {
             let paths = RunPaths::new(&pod_dir, container, 0);

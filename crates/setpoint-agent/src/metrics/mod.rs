@@ -15,9 +15,12 @@
 //!   purposes; pages shared between them are counted once per process.
 //! - the node: busy time from `/proc/stat` and `MemTotal − MemAvailable` from `/proc/meminfo`.
 //!
-//! cgroups are not used: the agent runs where it may not create them (no cgroup v2 cpu or
-//! memory controller on the machine this was written on, only v1 hierarchies), and `/proc`
-//! needs no privilege. A report covers the window between the last two samples.
+//! A container with limit cgroups (`process/limits.rs`: the agent may write them) is measured
+//! from their counters instead, as the kubelet does: CPU from v1 `cpuacct.usage` or v2
+//! `cpu.stat usage_usec` (every process it ever started, counted exactly), memory as the
+//! working set, usage (v1 `memory.usage_in_bytes`, v2 `memory.current`) minus inactive file
+//! cache (`memory.stat`). `/proc` is the fallback, needing no privilege. A report covers the
+//! window between the last two samples.
 //!
 //! A container that has just started is sampled at once, not at the next tick: the pod
 //! worker calls [`Sampler::container_started`] before it reports the container running, so a
@@ -245,7 +248,11 @@ fn take_sample(
         let (ticks, pages) = processes.fold((0u64, 0u64), |(t, m), p| {
             (t.saturating_add(p.cpu_ticks), m.saturating_add(p.rss_pages))
         });
-        let raw_cpu_nanos = units.ticks_to_nanos(ticks);
+        // The cgroups' counters where the container has them (every process it started,
+        // exited ones' CPU included), else the sum over its live processes in /proc.
+        let (cgroup_cpu, cgroup_memory) = crate::process::limits::usage(&container.limit_cgroups);
+        let raw_cpu_nanos = cgroup_cpu.unwrap_or_else(|| units.ticks_to_nanos(ticks));
+        let memory_bytes = cgroup_memory.unwrap_or_else(|| pages.saturating_mul(units.page_size));
         let key = (container.pod, container.name, container.run);
         let cpu_nanos = ContainerSample::following(previous.get(&key), raw_cpu_nanos);
         containers.insert(
@@ -253,7 +260,7 @@ fn take_sample(
             ContainerSample {
                 raw_cpu_nanos,
                 cpu_nanos,
-                memory_bytes: pages.saturating_mul(units.page_size),
+                memory_bytes,
                 started_at: container.started_at,
             },
         );

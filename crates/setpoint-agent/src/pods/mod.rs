@@ -7,6 +7,7 @@ mod backoff;
 mod env;
 mod hooks;
 mod probing;
+mod resources;
 mod slot;
 mod status;
 mod worker;
@@ -39,6 +40,8 @@ pub(crate) struct PodContext {
     pub(crate) shim: Vec<OsString>,
     /// Where containers' cgroups go; `None`: containers are tracked without cgroups.
     pub(crate) cgroups: Option<crate::process::CgroupParent>,
+    /// Where containers' limit cgroups go; `None`: limits are not enforced.
+    pub(crate) limits: Option<crate::process::limits::LimitParent>,
     /// The resource sampler, told of every container started (to sample it at once).
     pub(crate) metrics: Arc<crate::metrics::Sampler>,
     /// What the pods' volumes need.

@@ -78,6 +78,11 @@ impl CgroupParent {
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
+
+    /// The mount point of its hierarchy.
+    pub(crate) fn hierarchy(&self) -> &Path {
+        &self.hierarchy
+    }
 }
 
 /// Every existing `<hierarchy>/setpoint/<root id>` of the agent root `root_dir`, in every
@@ -188,7 +193,7 @@ fn ranked_hierarchies() -> Vec<(u8, PathBuf)> {
 }
 
 /// A mount point as mountinfo writes it (`\040` for a space, and so on).
-fn unescape_mount_path(path: &str) -> String {
+pub(crate) fn unescape_mount_path(path: &str) -> String {
     let mut out = Vec::with_capacity(path.len());
     let bytes = path.as_bytes();
     let mut i = 0;

@@ -7,6 +7,7 @@
 
 pub(crate) mod cgroup;
 mod launch;
+pub(crate) mod limits;
 pub(crate) mod proc;
 mod records;
 pub(crate) mod tree;
@@ -16,7 +17,7 @@ pub(crate) use cgroup::CgroupParent;
 pub(crate) use launch::{launch, Launched};
 pub(crate) use proc::ProcessId;
 pub(crate) use records::{
-    now, read_json, recorded_runs, write_json, ExitRecord, RunPaths, RunRecord, RunSpec,
+    now, read_json, recorded_runs, write_json, ExitRecord, RunAs, RunPaths, RunRecord, RunSpec,
     PRIVATE_FILE_MODE,
 };
 pub(crate) use watch::ShimWatch;
@@ -104,6 +105,7 @@ pub(crate) fn kill_lost_run(record: &RunRecord) {
             });
         }
     }
+    limits::remove_lost(&record.limit_cgroups);
 }
 
 /// Sends SIGKILL to everything of a running container: its cgroup's processes (or, without

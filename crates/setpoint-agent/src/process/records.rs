@@ -58,6 +58,26 @@ pub(crate) struct RunSpec {
     /// The hostname of the UTS namespace the shim makes for the container; none: the host's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) hostname: Option<String>,
+    /// Resource limits and the cgroups that enforce them (see `process/limits.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) limits: Option<super::limits::RunLimits>,
+    /// The user and group the container's process runs as (`securityContext.runAsUser`,
+    /// `runAsGroup`); none: the shim's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) run_as: Option<RunAs>,
+}
+
+/// The identity a container's process runs as.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RunAs {
+    /// Its user id.
+    pub(crate) uid: u32,
+    /// Its group id.
+    pub(crate) gid: u32,
+    /// Its supplementary groups (`supplementalGroups`, then `fsGroup`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) groups: Vec<u32>,
 }
 
 /// A started run: who supervises it and which process is the container.
@@ -79,6 +99,9 @@ pub(crate) struct RunRecord {
     /// container started is in it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) cgroup: Option<RunCgroup>,
+    /// The cgroups that limit and account the container's resources, if it has any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) limit_cgroups: Vec<super::limits::LimitCgroup>,
 }
 
 /// How a run ended.
@@ -91,8 +114,9 @@ pub(crate) struct ExitRecord {
     /// The signal that ended the process, if one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) signal: Option<i32>,
-    /// Why the run ended, for `state.terminated.reason`: `Completed`, `Error`, `StartError`,
-    /// or `Unknown` for a run found gone without a record.
+    /// Why the run ended, for `state.terminated.reason`: `Completed`, `Error`, `OOMKilled`
+    /// (its memory cgroup counted an OOM kill), `StartError`, or `Unknown` for a run found
+    /// gone without a record.
     pub(crate) reason: String,
     /// Details, e.g. why the process could not be started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -246,6 +270,8 @@ mod tests {
                 mount_namespace: false,
                 netns: None,
                 hostname: None,
+                limits: None,
+                run_as: None,
             };
             write_json(&paths.spec, &spec).expect("written");
             assert_eq!(read_json::<RunSpec>(&paths.spec).expect("read"), Some(spec));

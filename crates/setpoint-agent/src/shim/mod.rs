@@ -14,6 +14,8 @@
 //!    join, the run goes on without a cgroup);
 //!    — first, if the spec asks, in a mount namespace of its own with the container's
 //!    volumes bind-mounted (`volumes/namespace.rs`);
+//!    — and first of all inside the run's limit cgroups with its `oom_score_adj`, as the
+//!    spec's user and group (`shim/limits.rs`); a limit that cannot be applied fails the run;
 //! 4. writes the run record (its own and the container's pid and start time, the cgroup
 //!    used), then reports on its stdout one JSON line, `{"started": <run record>}` or
 //!    `{"failed": "<why>"}`, and never writes to stdout again (so an agent gone away cannot
@@ -23,7 +25,8 @@
 //! 6. kills everything the container started (a container ends with its main process, as in
 //!    a container runtime): its process group, then every process in its cgroup — or,
 //!    without a cgroup, every descendant of the shim — and removes the cgroup; drains the
-//!    output (bounded) and writes the exit record; then exits 0.
+//!    output (bounded) and writes the exit record (reason `OOMKilled` if the memory cgroup
+//!    counted an OOM kill meanwhile); then exits 0.
 //!
 //! A process that cannot be started gets an exit record with exit code 128 and reason
 //! `StartError`, as container runtimes report it.
@@ -31,7 +34,7 @@
 use std::ffi::OsString;
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{ExitCode, Stdio};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
@@ -42,6 +45,7 @@ use rustix::process::{WaitOptions, WaitStatus};
 use crate::logs::{LogStream, LogWriter};
 use crate::process::{cgroup, now, tree, write_json, ExitRecord, ProcessId, RunRecord, RunSpec};
 
+mod limits;
 mod network;
 
 /// How long the shim drains the container's output after it exited (its processes are
@@ -51,10 +55,13 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 const KILL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Runs the shim with its command-line arguments (after the program and subcommand names):
-/// `--spec FILE`. Returns when the container has exited and its exit is recorded.
+/// `--spec FILE` (or `--exec-as …`, the identity helper of `shim/limits.rs`). Returns when the container has exited and its exit is recorded.
 pub fn shim_main(args: Vec<OsString>) -> ExitCode {
     if args.first().is_some_and(|a| a == "--netns-pin") {
         return crate::network::netns::pin_main(args[1..].to_vec());
+    }
+    if args.first().is_some_and(|a| a == limits::EXEC_AS) {
+        return limits::exec_as_main(&args[1..]);
     }
     let spec_path = match parse_args(args) {
         Ok(path) => path,
@@ -132,9 +139,8 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
             eprintln!("setpoint agent-shim: volumes are not mounted (the container finds them through SETPOINT_MOUNT_* variables): {e}");
         }
     }
-    let mut command = Command::new(program);
+    let mut command = limits::command(program, args, spec.run_as.as_ref());
     command
-        .args(args)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .current_dir(&spec.working_dir)
@@ -145,6 +151,11 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
     if let Err(e) = tree::become_subreaper() {
         eprintln!("setpoint agent-shim: cannot become a child subreaper: {e}");
     }
+    // Limits first (a v2 limit cgroup is the tracking cgroup joined next); fatal if unmet.
+    let mut limited = match limits::enter(spec.limits.as_ref()) {
+        Ok(entered) => entered,
+        Err(message) => return start_failed(spec, format!("applying resource limits: {message}")),
+    };
     let joined = spec.cgroup.as_ref().and_then(|cg| match cgroup::join(cg) {
         Ok(joined) => Some((cg.clone(), joined)),
         Err(e) => {
@@ -156,6 +167,17 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
         }
     });
     let spawned = command.spawn();
+    if let Err(message) = limited.leave() {
+        // Still inside a limit cgroup: the shim would share the container's limits.
+        if let Ok(mut child) = spawned {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        return start_failed(spec, message);
+    }
+    if spawned.is_err() {
+        limited.remove();
+    }
     let mut cgroup_used = None;
     if let Some((cg, joined)) = joined {
         if let Err(e) = joined.leave() {
@@ -201,6 +223,7 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
         container_start_time: container.start_time,
         started_at: started_at.clone(),
         cgroup: cgroup_used.clone(),
+        limit_cgroups: limited.cgroups().to_vec(),
     };
     if let Err(e) = write_json(&spec.run_record, &record) {
         // Unsupervisable: the agent could never adopt it. Stop it.
@@ -223,8 +246,10 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
     }
     drop(drained_tx);
     let status = wait_for(container_pid).map_err(|e| format!("waiting for the container: {e}"))?;
+    let oom_killed = limited.oom_killed();
     let _ = container.signal_group(rustix::process::Signal::KILL);
     kill_everything(cgroup_used.as_ref());
+    limited.remove();
     let deadline = std::time::Instant::now() + DRAIN_TIMEOUT;
     for _ in 0..pumps {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
@@ -236,11 +261,14 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
     if let Err(e) = writer.lock().finish() {
         eprintln!("setpoint agent-shim: finishing the log: {e}");
     }
-    let exit = ExitRecord::of_exit(
+    let mut exit = ExitRecord::of_exit(
         status.exit_status(),
         status.terminating_signal(),
         Some(started_at),
     );
+    if oom_killed && exit.exit_code != 0 {
+        exit.reason = "OOMKilled".to_owned();
+    }
     write_json(&spec.exit_record, &exit)
         .map_err(|e| format!("writing {}: {e}", spec.exit_record.display()))
 }

@@ -14,6 +14,7 @@
 //! - `SETPOINT_MOUNTS`: all of them as one JSON object, mount path → host path.
 
 mod atomic;
+mod fs_group;
 mod host;
 pub(crate) mod local_path;
 pub(crate) mod namespace;
@@ -113,6 +114,7 @@ pub(crate) async fn prepare(
             atomic::write(&dir, &rendered.payload)
                 .map_err(|e| SourceError(format!("volume {name:?}: {e}")))?;
             out.notes.extend(rendered.skipped);
+            give_to_fs_group(pod, &dir, true, &mut out.notes);
             out.volumes.paths.insert(name.clone(), dir);
             out.volumes.refreshed.insert(name.clone());
             continue;
@@ -136,9 +138,29 @@ pub(crate) async fn prepare(
                 "volume {name:?}: this kind of volume is not supported by setpoint's agent (supported: emptyDir, configMap, secret, downwardAPI, projected, hostPath, persistentVolumeClaim)"
             )));
         };
+        if volume.host_path.is_none() {
+            give_to_fs_group(pod, &path, false, &mut out.notes);
+        }
         out.volumes.paths.insert(name.clone(), path);
     }
     Ok(out)
+}
+
+/// Applies the pod's `fsGroup` (if any) to the volume at `path`; a failure is a note.
+fn give_to_fs_group(pod: &Pod, path: &Path, read_only: bool, notes: &mut Vec<String>) {
+    let fs_group = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.security_context.as_ref()?.fs_group);
+    let Some(gid) = fs_group.and_then(|g| u32::try_from(g).ok()) else {
+        return;
+    };
+    if let Err(e) = fs_group::apply(path, gid, read_only) {
+        notes.push(format!(
+            "fsGroup {gid} not applied to {}: {e}",
+            path.display()
+        ));
+    }
 }
 
 /// Unmounts what the agent mounted under a pod's directory (memory emptyDirs), so that the

@@ -12,6 +12,7 @@ mod common;
 mod agent_restart;
 mod deletion;
 mod lifecycle;
+mod limits;
 mod pod_network;
 mod pod_spec;
 mod simulated_completion;

@@ -23,10 +23,10 @@ use super::backoff::CrashBackoff;
 use super::probing::ContainerProbes;
 use super::slot::{AbortOnDrop, Run, Slot};
 use super::status::{merge_is_noop, phase, pod_status, StatusInput};
-use super::{env, PodContext, PodUpdate};
+use super::{env, resources, PodContext, PodUpdate};
 use crate::probes::ProbeTarget;
 use crate::process::{
-    find_latest_run, launch, now, FoundRun, Launched, RunPaths, RunSpec, ShimWatch,
+    find_latest_run, launch, now, FoundRun, Launched, RunAs, RunPaths, RunSpec, ShimWatch,
 };
 
 /// How often a worker syncs without being woken.
@@ -492,6 +492,22 @@ impl Worker {
             };
         let mut mounts = mounts;
         self.add_network_files(pod, &container, &mut mounts);
+        let run_as = match resources::run_as(pod, &container) {
+            Ok(run_as) => run_as,
+            Err(message) => {
+                let slot = self.slot_mut(which, i);
+                if slot.blocked.as_ref().map(|(_, m)| m) != Some(&message) {
+                    self.ctx.events.publish_for(
+                        &**pod,
+                        setpoint_runtime::EventDetails::warning("Failed", "Failed")
+                            .with_note(format!("Error: {message}")),
+                    );
+                }
+                self.slot_mut(which, i).blocked =
+                    Some(("CreateContainerConfigError".to_owned(), message));
+                return;
+            }
+        };
         let mut process = process;
         for (name, value) in mount_env {
             match process.env.iter_mut().find(|(k, _)| *k == name) {
@@ -511,6 +527,19 @@ impl Worker {
             .map_or_else(|| self.dir.join("work"), PathBuf::from);
         let _ = std::fs::create_dir_all(&working_dir);
         let paths = RunPaths::new(&self.dir, &container.name, n);
+        let tracking = self
+            .ctx
+            .cgroups
+            .as_ref()
+            .map(|parent| parent.run(&self.uid, &container.name, n));
+        let mut limits = resources::run_limits(pod, &container, resources::memory_capacity());
+        if let Some(parent) = &self.ctx.limits {
+            limits.cgroups = parent.run(&self.uid, &container.name, n, tracking.as_ref());
+        }
+        if let (Some(RunAs { uid, gid, .. }), None) = (&run_as, &container.working_dir) {
+            // The process starts in its pod's work directory as that user.
+            let _ = std::os::unix::fs::chown(&working_dir, Some(*uid), Some(*gid));
+        }
         let spec = RunSpec {
             argv: process.argv,
             env: process.env,
@@ -518,11 +547,7 @@ impl Worker {
             log: paths.log.clone(),
             run_record: paths.run_record.clone(),
             exit_record: paths.exit_record.clone(),
-            cgroup: self
-                .ctx
-                .cgroups
-                .as_ref()
-                .map(|parent| parent.run(&self.uid, &container.name, n)),
+            cgroup: tracking,
             mounts,
             mount_namespace,
             netns: self.pod_network.as_ref().map(|n| n.netns.clone()),
@@ -530,6 +555,8 @@ impl Worker {
                 .pod_network
                 .as_ref()
                 .map(|_| crate::network::files::uts_hostname(pod)),
+            limits: Some(limits),
+            run_as,
         };
         let launched = launch(&self.ctx.shim, &self.dir, &paths, &spec).await;
         if restarting {
