@@ -40,6 +40,8 @@ pub struct AgentConfig {
     /// How containers see their volumes: mounted in a mount namespace of their own (as root),
     /// or through environment variables (`docs/design/volumes.md`).
     pub mount_mode: crate::MountMode,
+    /// Service proxying and the cluster DNS resolver on this node.
+    pub services: crate::ServicesConfig,
 }
 
 /// How the agent tracks the processes a container starts (see `docs/design/agent.md`).

@@ -13,6 +13,7 @@
 
 mod cleanup;
 mod config;
+mod dns;
 mod error;
 mod logs;
 mod metrics;
@@ -20,6 +21,7 @@ mod node;
 mod pods;
 mod probes;
 mod process;
+mod proxy;
 mod run;
 mod server;
 mod shim;
@@ -30,6 +32,7 @@ pub use cleanup::{cleanup, CleanupReport};
 pub use config::{AgentConfig, ContainerTracking};
 pub use error::AgentError;
 pub use metrics::DEFAULT_METRICS_INTERVAL;
+pub use proxy::{ProxyMode, ServicesConfig};
 pub use run::run;
 pub use shim::shim_main;
 pub use simulated::{

@@ -95,6 +95,51 @@ pub(crate) struct AgentArgs {
     /// Simulate the node instead: its pods become Running without processes.
     #[arg(long)]
     pub(crate) simulated: bool,
+    #[command(flatten)]
+    pub(crate) services: ServiceArgs,
+}
+
+/// Service proxying and cluster DNS flags of an agent.
+#[derive(Debug, Args)]
+pub(crate) struct ServiceArgs {
+    /// How the agent proxies Services: `auto` (nftables when root and `nft` runs, else
+    /// userspace), `nftables`, `userspace` (NodePorts on 127.0.0.1 and the node address only)
+    /// or `off`.
+    #[arg(long = "proxy-mode", value_name = "MODE", value_enum, default_value_t = ProxyModeArg::Auto)]
+    pub(crate) proxy_mode: ProxyModeArg,
+    /// Where the agent's cluster DNS resolver listens (UDP and TCP), e.g. `127.0.0.1:5353`;
+    /// none when unset.
+    #[arg(long = "dns-listen", value_name = "ADDR")]
+    pub(crate) dns_listen: Option<SocketAddr>,
+}
+
+impl ServiceArgs {
+    /// The agent's settings.
+    pub(crate) fn config(&self) -> setpoint_agent::ServicesConfig {
+        setpoint_agent::ServicesConfig {
+            proxy: match self.proxy_mode {
+                ProxyModeArg::Auto => setpoint_agent::ProxyMode::Auto,
+                ProxyModeArg::Nftables => setpoint_agent::ProxyMode::Nftables,
+                ProxyModeArg::Userspace => setpoint_agent::ProxyMode::Userspace,
+                ProxyModeArg::Off => setpoint_agent::ProxyMode::Off,
+            },
+            dns_listen: self.dns_listen,
+            ..setpoint_agent::ServicesConfig::default()
+        }
+    }
+}
+
+/// `--proxy-mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ProxyModeArg {
+    /// nftables when possible, else userspace.
+    Auto,
+    /// nftables.
+    Nftables,
+    /// Userspace NodePort listeners.
+    Userspace,
+    /// No proxying.
+    Off,
 }
 
 /// `--container-tracking`.
@@ -152,6 +197,8 @@ pub(crate) struct LocalAgentArgs {
     /// namespace per container when root) or `emulated` (SETPOINT_MOUNT_* variables).
     #[arg(long = "mounts", value_name = "HOW", value_enum, default_value_t = Mounts::Auto)]
     pub(crate) mounts: Mounts,
+    #[command(flatten)]
+    pub(crate) services: ServiceArgs,
 }
 
 /// Runs `setpoint agent` until SIGINT or SIGTERM.
@@ -184,6 +231,7 @@ pub(crate) async fn agent(cli: AgentCli) -> Result<()> {
             metrics_interval: args.metrics_interval,
             container_tracking: args.container_tracking.into(),
             mount_mode: args.mounts.into(),
+            services: args.services.config(),
         };
         tokio::spawn(setpoint_agent::run(client, config, shutdown.clone()))
     };
@@ -243,6 +291,7 @@ pub(crate) fn start_local(
         metrics_interval: args.metrics_interval,
         container_tracking: args.container_tracking.into(),
         mount_mode: args.mounts.into(),
+        services: args.services.config(),
     };
     Ok(Some(tokio::spawn(async move {
         setpoint_agent::run(client, config, shutdown)

@@ -84,6 +84,7 @@ impl Harness {
             metrics_interval: setpoint_agent::DEFAULT_METRICS_INTERVAL,
             container_tracking: self.tracking,
             mount_mode: self.mount_mode,
+            services: setpoint_agent::ServicesConfig::default(),
         };
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(setpoint_agent::run(
