@@ -94,6 +94,7 @@ pub async fn run(
         &config.services,
         &config.node_name,
         config.node_ip,
+        &config.root_dir,
         &shutdown,
     )
     .await?;

@@ -51,6 +51,26 @@ pub struct ServicesConfig {
     pub dns_listen: Option<std::net::SocketAddr>,
 }
 
+/// The file in the agent's root directory naming its nftables table (for `cleanup`).
+const TABLE_FILE: &str = "proxy-nft-table";
+
+/// Deletes the nftables table an agent of `root_dir` programmed, if its file names one (the
+/// agent was killed, not stopped). Returns what it did, for the cleanup report.
+pub(crate) fn cleanup_table(root_dir: &std::path::Path) -> Option<String> {
+    let file = root_dir.join(TABLE_FILE);
+    let table = std::fs::read_to_string(&file).ok()?;
+    let table = table.trim();
+    let deleted = std::process::Command::new(nft::program())
+        .args(["delete", "table", "ip", table])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    let _ = std::fs::remove_file(&file);
+    nft::unregister(table);
+    deleted.then(|| format!("nftables table {table}: deleted"))
+}
+
 impl Default for ServicesConfig {
     fn default() -> ServicesConfig {
         ServicesConfig {
@@ -125,6 +145,7 @@ pub(crate) fn start(
     config: &ServicesConfig,
     node: &str,
     node_ip: IpAddr,
+    root_dir: &std::path::Path,
     shutdown: CancellationToken,
 ) -> Option<JoinHandle<()>> {
     if config.proxy == ProxyMode::Off {
@@ -139,6 +160,7 @@ pub(crate) fn start(
     let informers = informers.clone();
     let config = config.clone();
     let node = node.to_owned();
+    let root_dir = root_dir.to_owned();
     Some(tokio::spawn(async move {
         let _registrations = registrations;
         tokio::select! {
@@ -149,7 +171,7 @@ pub(crate) fn start(
             () = informers.slices.wait_until_synced() => {}
             () = shutdown.cancelled() => return,
         }
-        let mut programmer = choose(&config, &node, node_ip, &shutdown).await;
+        let mut programmer = choose(&config, &node, node_ip, &root_dir, &shutdown).await;
         loop {
             let rules = informers.rules(&node);
             let retry = if sync(&mut programmer, &config, &rules).await {
@@ -169,6 +191,8 @@ pub(crate) fn start(
                 if let Err(e) = nft::delete_table(table).await {
                     tracing::warn!(error = %e, "removing the Service rules");
                 }
+                let _ = std::fs::remove_file(root_dir.join(TABLE_FILE));
+                nft::unregister(table);
             }
             Programmer::Userspace(proxy) => proxy.stop(),
         }
@@ -180,17 +204,24 @@ async fn choose(
     config: &ServicesConfig,
     node: &str,
     node_ip: IpAddr,
+    root_dir: &std::path::Path,
     shutdown: &CancellationToken,
 ) -> Programmer {
     let root = rustix::process::geteuid().is_root();
     let want_nft = matches!(config.proxy, ProxyMode::Auto | ProxyMode::Nftables);
     if want_nft && root && nft::available().await {
-        tracing::info!(
-            table = %ruleset::table_name(node),
-            "Service proxy: nftables (ClusterIP and NodePort in the kernel)"
-        );
+        let table = ruleset::table_name(node, root_dir);
+        if let Err(e) = std::fs::write(root_dir.join(TABLE_FILE), &table) {
+            tracing::warn!(error = %e, "recording the Service table's name");
+        }
+        let swept = nft::sweep_stale().await;
+        if !swept.is_empty() {
+            tracing::info!(tables = ?swept, "deleted the Service tables of agents whose root directory is gone");
+        }
+        nft::register(&table, root_dir);
+        tracing::info!(%table, "Service proxy: nftables (ClusterIP and NodePort in the kernel)");
         return Programmer::Nftables {
-            table: ruleset::table_name(node),
+            table,
             applied: None,
         };
     }
@@ -263,6 +294,7 @@ pub(crate) async fn start_with_dns(
     config: &ServicesConfig,
     node: &str,
     node_ip: IpAddr,
+    root_dir: &std::path::Path,
     shutdown: &CancellationToken,
 ) -> Result<(Option<JoinHandle<()>>, Option<JoinHandle<()>>), crate::AgentError> {
     let informers = ServiceInformers::new(factory);
@@ -284,6 +316,6 @@ pub(crate) async fn start_with_dns(
         }
         None => None,
     };
-    let proxy = start(&informers, config, node, node_ip, shutdown.child_token());
+    let proxy = start(&informers, config, node, node_ip, root_dir, shutdown.child_token());
     Ok((proxy, dns))
 }

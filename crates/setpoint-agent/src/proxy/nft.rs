@@ -18,7 +18,7 @@ pub(crate) enum NftError {
 }
 
 /// The program to run (`SETPOINT_NFT` overrides, for tests and odd installs).
-fn program() -> String {
+pub(crate) fn program() -> String {
     std::env::var("SETPOINT_NFT").unwrap_or_else(|_| "nft".to_owned())
 }
 
@@ -64,4 +64,47 @@ pub(crate) async fn run(script: &str, check: bool) -> Result<(), NftError> {
 /// Deletes the agent's table, if there is one.
 pub(crate) async fn delete_table(table: &str) -> Result<(), NftError> {
     run(&format!("add table ip {table}\ndelete table ip {table}\n"), false).await
+}
+
+/// Where agents record which root directory each of their tables belongs to (a tmpfs: it goes
+/// at reboot, as the tables do), so a later agent can delete the tables of agents that were
+/// killed and whose root directory is gone (test servers in temporary directories).
+const REGISTRY: &str = "/run/setpoint/nft-tables";
+
+/// Records that `table` belongs to the agent of `root_dir`.
+pub(crate) fn register(table: &str, root_dir: &std::path::Path) {
+    let dir = std::path::Path::new(REGISTRY);
+    let written = std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(dir.join(table), root_dir.as_os_str().as_encoded_bytes()));
+    if let Err(e) = written {
+        tracing::debug!(error = %e, "recording the Service table's owner");
+    }
+}
+
+/// Forgets `table` (deleted by its agent).
+pub(crate) fn unregister(table: &str) {
+    let _ = std::fs::remove_file(std::path::Path::new(REGISTRY).join(table));
+}
+
+/// Deletes the registered tables whose root directory no longer exists; returns their names.
+pub(crate) async fn sweep_stale() -> Vec<String> {
+    let mut swept = Vec::new();
+    let Ok(entries) = std::fs::read_dir(REGISTRY) else {
+        return swept;
+    };
+    for entry in entries.flatten() {
+        let Some(table) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        let Ok(root) = std::fs::read_to_string(entry.path()) else {
+            continue;
+        };
+        if std::path::Path::new(&root).exists() {
+            continue;
+        }
+        let _ = delete_table(&table).await;
+        unregister(&table);
+        swept.push(table);
+    }
+    swept
 }

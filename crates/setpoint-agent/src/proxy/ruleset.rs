@@ -297,10 +297,12 @@ pub(crate) fn incremental(table: &str, old: &Programmed, new: &Programmed) -> St
     s
 }
 
-/// The table name of the agent of `node` (several agents may share a host).
-pub(crate) fn table_name(node: &str) -> String {
+/// The table name of the agent of `node` with root directory `root_dir`: several agents may
+/// share a host — even agents of one node name, in tests — so the name carries both.
+pub(crate) fn table_name(node: &str, root_dir: &std::path::Path) -> String {
     let clean: String = node
         .chars()
+        .take(24)
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
                 c
@@ -309,7 +311,15 @@ pub(crate) fn table_name(node: &str) -> String {
             }
         })
         .collect();
-    format!("setpoint-{clean}")
+    // FNV-1a: stable across runs and builds (std's hasher is not).
+    let hash = root_dir
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    format!("setpoint-{clean}-{:08x}", hash & 0xffff_ffff)
 }
 
 #[cfg(test)]

@@ -147,8 +147,12 @@ fn removing_an_affinity_service_removes_its_sets_last() {
 
 #[test]
 fn table_names_are_per_node_and_safe() {
-    assert_eq!(table_name("node-1.example"), "setpoint-node-1.example");
-    assert_eq!(table_name("a b"), "setpoint-a-b");
+    let root = std::path::Path::new("/var/lib/setpoint/agent");
+    let name = table_name("node-1.example", root);
+    assert!(name.starts_with("setpoint-node-1.example-"), "{name}");
+    assert_eq!(name, table_name("node-1.example", root));
+    assert_ne!(name, table_name("node-1.example", std::path::Path::new("/tmp/other")));
+    assert!(table_name("a b", root).starts_with("setpoint-a-b-"));
 }
 
 /// Runs `script` with `nft` in a new network namespace; `None` when that is not possible
