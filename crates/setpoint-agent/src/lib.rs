@@ -32,7 +32,7 @@ pub use cleanup::{cleanup, CleanupReport};
 pub use config::{AgentConfig, ContainerTracking};
 pub use error::AgentError;
 pub use metrics::DEFAULT_METRICS_INTERVAL;
-pub use proxy::{ProxyMode, ServicesConfig};
+pub use proxy::{service_rulesets, ProxyMode, ServiceRulesets, ServicesConfig};
 pub use run::run;
 pub use shim::shim_main;
 pub use simulated::{

@@ -8,10 +8,13 @@
 //! difference from what it last programmed as one transaction (a full table rewrite at start
 //! and after a failed transaction).
 
+mod bench;
 pub(crate) mod model;
 pub(crate) mod nft;
 pub(crate) mod ruleset;
 pub(crate) mod userspace;
+
+pub use bench::{service_rulesets, ServiceRulesets};
 
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -7,6 +7,7 @@ mod latency;
 mod machine;
 mod report;
 mod server;
+mod services;
 mod store;
 mod usage;
 mod workloads;
@@ -23,6 +24,7 @@ pub(crate) async fn bench(command: BenchCommand) -> Result<()> {
         BenchCommand::Store(args) => store::bench_store(args).await,
         BenchCommand::Api(args) => api::bench_api(args).await,
         BenchCommand::Workloads(args) => workloads::bench_workloads(args).await,
+        BenchCommand::Services(args) => services::bench_services(&args),
     }
 }
 
