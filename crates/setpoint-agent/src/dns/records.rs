@@ -46,7 +46,11 @@ enum Lookup {
 
 /// The answer to `request` for the cluster domain `zone` (e.g. `cluster.local`).
 pub(crate) fn answer(request: &Message, directory: &impl Directory, zone: &str) -> Message {
-    let mut response = Message::new(request.metadata.id, MessageType::Response, request.metadata.op_code);
+    let mut response = Message::new(
+        request.metadata.id,
+        MessageType::Response,
+        request.metadata.op_code,
+    );
     response.metadata.recursion_desired = request.metadata.recursion_desired;
     response.queries.clone_from(&request.queries);
     if request.metadata.message_type != MessageType::Query {
@@ -114,7 +118,9 @@ fn lookup(labels: &[&str], qtype: RecordType, directory: &impl Directory, zone: 
             let owner = fqdn(&labels.join("."));
             service_records(&svc, directory, namespace, service, &owner, qtype)
         }
-        [port, proto, service, namespace, "svc"] if port.starts_with('_') && proto.starts_with('_') => {
+        [port, proto, service, namespace, "svc"]
+            if port.starts_with('_') && proto.starts_with('_') =>
+        {
             let Some(svc) = directory.service(namespace, service) else {
                 return Lookup::NxDomain;
             };
@@ -152,7 +158,7 @@ fn service_records(
 ) -> Lookup {
     let spec = svc.spec.clone().unwrap_or_default();
     if spec.type_.as_deref() == Some("ExternalName") {
-        let Some(target) = spec.external_name.as_deref().and_then(|t| name(t)) else {
+        let Some(target) = spec.external_name.as_deref().and_then(name) else {
             return Lookup::NoData;
         };
         let Some(owner) = name(owner) else {
@@ -206,12 +212,21 @@ fn srv_records(
     let mut additionals = Vec::new();
     if is_headless(&spec) {
         for endpoint in endpoints(directory, namespace, service, true) {
-            let Some(port) = endpoint.ports.iter().find(|(n, p, _)| n == port_name && *p == proto) else {
+            let Some(port) = endpoint
+                .ports
+                .iter()
+                .find(|(n, p, _)| n == port_name && *p == proto)
+            else {
                 continue;
             };
             let target_text = format!("{}.{service_fqdn}", endpoint.label);
-            let Some(target) = name(&target_text) else { continue };
-            answers.push(record(owner.clone(), RData::SRV(SRV::new(0, 100, port.2, target.clone()))));
+            let Some(target) = name(&target_text) else {
+                continue;
+            };
+            answers.push(record(
+                owner.clone(),
+                RData::SRV(SRV::new(0, 100, port.2, target.clone())),
+            ));
             additionals.push(address_record(target, endpoint.ip));
         }
     } else {
@@ -219,8 +234,16 @@ fn srv_records(
             return Lookup::NxDomain;
         };
         let port = u16::try_from(service_port.port).unwrap_or(0);
-        answers.push(record(owner, RData::SRV(SRV::new(0, 100, port, target.clone()))));
-        for ip in spec.cluster_ips.iter().flatten().filter_map(|ip| ip.parse().ok()) {
+        answers.push(record(
+            owner,
+            RData::SRV(SRV::new(0, 100, port, target.clone())),
+        ));
+        for ip in spec
+            .cluster_ips
+            .iter()
+            .flatten()
+            .filter_map(|ip| ip.parse().ok())
+        {
             additionals.push(address_record(target.clone(), ip));
         }
     }
@@ -244,7 +267,12 @@ struct Named {
 }
 
 /// The endpoints of a Service's slices (`ready_only`: the ready ones).
-fn endpoints(directory: &impl Directory, namespace: &str, service: &str, ready_only: bool) -> Vec<Named> {
+fn endpoints(
+    directory: &impl Directory,
+    namespace: &str,
+    service: &str,
+    ready_only: bool,
+) -> Vec<Named> {
     let mut out = Vec::new();
     for slice in directory.slices(namespace, service) {
         let ports: Vec<(String, &'static str, u16)> = slice
@@ -260,17 +288,27 @@ fn endpoints(directory: &impl Directory, namespace: &str, service: &str, ready_o
             })
             .collect();
         for endpoint in &slice.endpoints {
-            let ready = endpoint.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
+            let ready = endpoint
+                .conditions
+                .as_ref()
+                .and_then(|c| c.ready)
+                .unwrap_or(true);
             if ready_only && !ready {
                 continue;
             }
             for address in &endpoint.addresses {
-                let Ok(ip) = address.parse::<IpAddr>() else { continue };
+                let Ok(ip) = address.parse::<IpAddr>() else {
+                    continue;
+                };
                 let label = endpoint
                     .hostname
                     .clone()
                     .unwrap_or_else(|| address.replace(['.', ':'], "-"));
-                out.push(Named { ip, label, ports: ports.clone() });
+                out.push(Named {
+                    ip,
+                    label,
+                    ports: ports.clone(),
+                });
             }
         }
     }

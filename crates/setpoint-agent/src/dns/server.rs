@@ -19,7 +19,12 @@ const TCP_IDLE: Duration = Duration::from_secs(10);
 
 /// The answer to the raw query `bytes`, encoded; `limit`: the UDP size limit, if any.
 /// `None` when the bytes are not even a DNS header (nothing to answer).
-pub(crate) fn respond(bytes: &[u8], directory: &impl Directory, zone: &str, limit: Option<usize>) -> Option<Vec<u8>> {
+pub(crate) fn respond(
+    bytes: &[u8],
+    directory: &impl Directory,
+    zone: &str,
+    limit: Option<usize>,
+) -> Option<Vec<u8>> {
     let request = match Message::from_vec(bytes) {
         Ok(request) => request,
         Err(_) => {
@@ -44,7 +49,11 @@ pub(crate) fn respond(bytes: &[u8], directory: &impl Directory, zone: &str, limi
     let encoded = response.to_vec().ok()?;
     match max {
         Some(max) if encoded.len() > max => {
-            let mut short = Message::new(response.metadata.id, MessageType::Response, response.metadata.op_code);
+            let mut short = Message::new(
+                response.metadata.id,
+                MessageType::Response,
+                response.metadata.op_code,
+            );
             short.metadata = response.metadata;
             short.metadata.truncation = true;
             short.queries = response.queries;
@@ -71,7 +80,12 @@ pub(crate) async fn serve<D: Directory + Send + Sync + 'static>(
         let (directory, zone) = (directory.clone(), zone.clone());
         let shutdown = shutdown.clone();
         async move {
-            let udp_task = tokio::spawn(serve_udp(udp, directory.clone(), zone.clone(), shutdown.clone()));
+            let udp_task = tokio::spawn(serve_udp(
+                udp,
+                directory.clone(),
+                zone.clone(),
+                shutdown.clone(),
+            ));
             serve_tcp(tcp, directory, zone, shutdown).await;
             let _ = udp_task.await;
         }
@@ -131,8 +145,12 @@ async fn serve_connection(mut stream: TcpStream, directory: &impl Directory, zon
         if stream.read_exact(&mut query).await.is_err() {
             return;
         }
-        let Some(reply) = respond(&query, directory, zone, None) else { return };
-        let Ok(reply_len) = u16::try_from(reply.len()) else { return };
+        let Some(reply) = respond(&query, directory, zone, None) else {
+            return;
+        };
+        let Ok(reply_len) = u16::try_from(reply.len()) else {
+            return;
+        };
         let mut framed = reply_len.to_be_bytes().to_vec();
         framed.extend_from_slice(&reply);
         if stream.write_all(&framed).await.is_err() {

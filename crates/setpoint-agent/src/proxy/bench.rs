@@ -90,8 +90,16 @@ mod tests {
     fn a_small_run_has_every_service_and_a_one_chain_change() {
         let sets = super::service_rulesets("t", 20, 3);
         assert_eq!(sets.chains, 20);
-        assert_eq!(sets.full.matches("add element ip t service-ips").count(), 20);
-        assert!(sets.incremental.starts_with("flush chain ip t svc-bench/svc-0/tcp/80\n"), "{}", sets.incremental);
+        assert_eq!(
+            sets.full.matches("add element ip t service-ips").count(),
+            20
+        );
+        assert!(
+            sets.incremental
+                .starts_with("flush chain ip t svc-bench/svc-0/tcp/80\n"),
+            "{}",
+            sets.incremental
+        );
         assert_eq!(sets.incremental.lines().count(), 3);
     }
 }

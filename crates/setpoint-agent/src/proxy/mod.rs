@@ -239,7 +239,10 @@ async fn choose(
         reason = why,
         "Service proxy: userspace fallback — NodePorts on 127.0.0.1 and the node address (TCP); ClusterIPs unreachable"
     );
-    Programmer::Userspace(userspace::UserspaceProxy::new(node_ip, shutdown.child_token()))
+    Programmer::Userspace(userspace::UserspaceProxy::new(
+        node_ip,
+        shutdown.child_token(),
+    ))
 }
 
 /// Programs `rules`: the difference from the last applied state, or the whole table. False
@@ -265,7 +268,11 @@ async fn sync(
             };
             match nft::run(&script, false).await {
                 Ok(()) => {
-                    tracing::debug!(services = rules.len(), chains = now.chain_count(), "Service rules programmed");
+                    tracing::debug!(
+                        services = rules.len(),
+                        chains = now.chain_count(),
+                        "Service rules programmed"
+                    );
                     *applied = Some(now);
                     true
                 }
@@ -319,6 +326,13 @@ pub(crate) async fn start_with_dns(
         }
         None => None,
     };
-    let proxy = start(&informers, config, node, node_ip, root_dir, shutdown.child_token());
+    let proxy = start(
+        &informers,
+        config,
+        node,
+        node_ip,
+        root_dir,
+        shutdown.child_token(),
+    );
     Ok((proxy, dns))
 }

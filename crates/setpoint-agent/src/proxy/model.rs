@@ -149,8 +149,8 @@ pub(crate) fn service_rules(
             let candidates = endpoints_for_port(&own, port, protocol);
             let backends = choose(&candidates, internal_local.then_some(node));
             let node_port = port.node_port.and_then(|p| u16::try_from(p).ok());
-            let local_backends = (external_local && node_port.is_some())
-                .then(|| choose(&candidates, Some(node)));
+            let local_backends =
+                (external_local && node_port.is_some()).then(|| choose(&candidates, Some(node)));
             rules.push(ServicePortRule {
                 id: format!("{namespace}/{name}/{}/{number}", protocol.name()),
                 cluster_ips: cluster_ips.clone(),

@@ -63,7 +63,11 @@ pub(crate) async fn run(script: &str, check: bool) -> Result<(), NftError> {
 
 /// Deletes the agent's table, if there is one.
 pub(crate) async fn delete_table(table: &str) -> Result<(), NftError> {
-    run(&format!("add table ip {table}\ndelete table ip {table}\n"), false).await
+    run(
+        &format!("add table ip {table}\ndelete table ip {table}\n"),
+        false,
+    )
+    .await
 }
 
 /// Where agents record which root directory each of their tables belongs to (a tmpfs: it goes

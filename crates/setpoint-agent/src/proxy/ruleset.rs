@@ -117,7 +117,10 @@ impl Programmed {
                 vec![
                     format!("ip saddr {} jump mark-for-masquerade", backend.ip),
                     format!("update @{set} {{ ip saddr }}"),
-                    format!("meta l4proto {proto} dnat to {}:{}", backend.ip, backend.port),
+                    format!(
+                        "meta l4proto {proto} dnat to {}:{}",
+                        backend.ip, backend.port
+                    ),
                 ],
             );
             svc_rules.push(format!("ip saddr @{set} goto {ep}"));
@@ -136,7 +139,10 @@ impl Programmed {
 fn dnat_rules(backends: &[Backend], proto: &str) -> Vec<String> {
     let sources: BTreeSet<_> = backends.iter().map(|b| b.ip).collect();
     let sources: Vec<String> = sources.iter().map(ToString::to_string).collect();
-    let hairpin = format!("ip saddr {{ {} }} jump mark-for-masquerade", sources.join(", "));
+    let hairpin = format!(
+        "ip saddr {{ {} }} jump mark-for-masquerade",
+        sources.join(", ")
+    );
     let dnat = match backends {
         [one] => format!("meta l4proto {proto} dnat to {}:{}", one.ip, one.port),
         many => {
@@ -168,7 +174,10 @@ fn base(table: &str, service_cidr: &str) -> String {
     for (map, key) in [
         ("service-ips", "ipv4_addr . inet_proto . inet_service"),
         ("service-nodeports", "inet_proto . inet_service"),
-        ("no-endpoint-services", "ipv4_addr . inet_proto . inet_service"),
+        (
+            "no-endpoint-services",
+            "ipv4_addr . inet_proto . inet_service",
+        ),
         ("no-endpoint-nodeports", "inet_proto . inet_service"),
     ] {
         line(format!("add map {t} {map} {{ type {key} : verdict ; }}"));
@@ -227,7 +236,9 @@ fn base(table: &str, service_cidr: &str) -> String {
         line(format!(
             "add chain {t} {chain} {{ type filter hook {hook} priority -90 ; policy accept ; }}"
         ));
-        line(format!("add rule {t} {chain} ip daddr {service_cidr} reject"));
+        line(format!(
+            "add rule {t} {chain} ip daddr {service_cidr} reject"
+        ));
     }
     s
 }

@@ -91,7 +91,10 @@ impl UserspaceProxy {
             wanted.insert(
                 node_port,
                 Target {
-                    backends: rule.local_backends.clone().unwrap_or_else(|| rule.backends.clone()),
+                    backends: rule
+                        .local_backends
+                        .clone()
+                        .unwrap_or_else(|| rule.backends.clone()),
                     affinity: rule
                         .affinity_timeout
                         .map(|s| Duration::from_secs(u64::try_from(s).unwrap_or(0))),
@@ -188,8 +191,14 @@ mod tests {
     fn target(affinity: Option<Duration>) -> Target {
         Target {
             backends: vec![
-                Backend { ip: Ipv4Addr::new(10, 0, 0, 1), port: 80 },
-                Backend { ip: Ipv4Addr::new(10, 0, 0, 2), port: 80 },
+                Backend {
+                    ip: Ipv4Addr::new(10, 0, 0, 1),
+                    port: 80,
+                },
+                Backend {
+                    ip: Ipv4Addr::new(10, 0, 0, 2),
+                    port: 80,
+                },
             ],
             affinity,
             ..Target::default()
@@ -200,7 +209,10 @@ mod tests {
     fn without_affinity_connections_take_turns() {
         let t = target(None);
         let client = IpAddr::V4(Ipv4Addr::LOCALHOST);
-        let picks: Vec<_> = (0..4).filter_map(|_| t.pick(client)).map(|b| b.ip).collect();
+        let picks: Vec<_> = (0..4)
+            .filter_map(|_| t.pick(client))
+            .map(|b| b.ip)
+            .collect();
         assert_eq!(picks[0], picks[2]);
         assert_ne!(picks[0], picks[1]);
     }

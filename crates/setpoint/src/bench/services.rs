@@ -25,21 +25,40 @@ pub(crate) fn bench_services(args: &ServicesBenchArgs) -> Result<()> {
     std::fs::write(&full, &sets.full)?;
     std::fs::write(&incremental, &sets.incremental)?;
     let (full_time, incremental_time) = apply_in_netns(dir.path(), &full, &incremental)?;
-    let label = format!("{} Services × {} endpoints", count(services as u64), args.endpoints);
+    let label = format!(
+        "{} Services × {} endpoints",
+        count(services as u64),
+        args.endpoints
+    );
     let rows = vec![
         Row::new(
             format!("compute full sync, {label}"),
-            format!("{} ({} lines)", millis(sets.full_compute), count(sets.full.lines().count() as u64)),
+            format!(
+                "{} ({} lines)",
+                millis(sets.full_compute),
+                count(sets.full.lines().count() as u64)
+            ),
         ),
         Row::new(
             format!("nft full sync, {label}"),
-            format!("{} ({} chains)", millis(full_time), count(sets.chains as u64)),
+            format!(
+                "{} ({} chains)",
+                millis(full_time),
+                count(sets.chains as u64)
+            ),
         )
         .target("≤ 2 s (1,000 × 10)", full_time <= FULL_SYNC_GOAL),
-        Row::new("compute incremental sync (1 endpoint added)", millis(sets.incremental_compute)),
+        Row::new(
+            "compute incremental sync (1 endpoint added)",
+            millis(sets.incremental_compute),
+        ),
         Row::new(
             "nft incremental sync (1 endpoint added)",
-            format!("{} ({} lines)", millis(incremental_time), sets.incremental.lines().count()),
+            format!(
+                "{} ({} lines)",
+                millis(incremental_time),
+                sets.incremental.lines().count()
+            ),
         ),
     ];
     let missed = rows.iter().any(|r| r.verdict == Verdict::Missed);
@@ -79,11 +98,18 @@ fn apply_in_netns(dir: &Path, full: &Path, incremental: &Path) -> Result<(Durati
     if !out.status.success() {
         bail!(
             "nft in a throwaway network namespace failed (needs root and nft): {}",
-            String::from_utf8_lossy(&out.stderr).lines().take(3).collect::<Vec<_>>().join(" / ")
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" / ")
         );
     }
     let text = String::from_utf8_lossy(&out.stdout);
-    let nanos: Vec<u64> = text.split_whitespace().filter_map(|n| n.parse().ok()).collect();
+    let nanos: Vec<u64> = text
+        .split_whitespace()
+        .filter_map(|n| n.parse().ok())
+        .collect();
     let [a, b] = nanos[..] else {
         bail!("unexpected timing output: {text}");
     };

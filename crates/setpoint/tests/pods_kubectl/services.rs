@@ -102,26 +102,44 @@ fn both_answer(at: &str) {
             None => std::thread::sleep(Duration::from_millis(100)),
         }
     }
-    assert_eq!(seen, BTreeSet::from(["web-a".to_owned(), "web-b".to_owned()]));
+    assert_eq!(
+        seen,
+        BTreeSet::from(["web-a".to_owned(), "web-b".to_owned()])
+    );
 }
 
 /// Twelve answers in a row from `at`, all the same pod.
 fn sticks(at: &str) {
     let answers: BTreeSet<String> = (0..12).filter_map(|_| get(at)).collect();
-    assert_eq!(answers.len(), 1, "{at} with ClientIP affinity answered {answers:?}");
+    assert_eq!(
+        answers.len(),
+        1,
+        "{at} with ClientIP affinity answered {answers:?}"
+    );
 }
 
 fn jsonpath(s: &Server, path: &str) -> String {
     let out = s.kubectl(&["get", "svc", "web", "-o", &format!("jsonpath={path}")]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Applies the pods and the Service; returns (cluster IP, node port).
 fn deploy(s: &Server, work: &Path, marker: &str, offset: u16) -> (String, String) {
     let out = s.kubectl_stdin(&["apply", "-f", "-"], &manifests(work, marker, offset));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    (jsonpath(s, "{.spec.clusterIP}"), jsonpath(s, "{.spec.ports[0].nodePort}"))
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        jsonpath(s, "{.spec.clusterIP}"),
+        jsonpath(s, "{.spec.ports[0].nodePort}"),
+    )
 }
 
 /// Polls until `check` holds for the agent's nftables table listing.
@@ -139,7 +157,10 @@ fn wait_table(s: &Server, check: impl Fn(&str) -> bool) {
         if listing.as_deref().is_some_and(&check) {
             return;
         }
-        assert!(Instant::now() < deadline, "the Service table never matched: {listing:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the Service table never matched: {listing:?}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -149,7 +170,11 @@ fn set_affinity(s: &Server) {
         "patch", "svc", "web", "-p",
         r#"{"spec":{"sessionAffinity":"ClientIP","sessionAffinityConfig":{"clientIP":{"timeoutSeconds":60}}}}"#,
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Deletes the agent's nftables table when the test ends (its server is killed, not stopped,
@@ -180,7 +205,11 @@ fn nftables_here() -> bool {
 fn a_service_should_spread_over_its_pods_stick_with_affinity_and_resolve_by_name() {
     let dns = free_loopback_addr();
     let tmp = tempfile::tempdir().expect("tempdir");
-    let s = Server::start_with(&tmp.path().join("data"), "127.0.0.1:0", &["--dns-listen", &dns]);
+    let s = Server::start_with(
+        &tmp.path().join("data"),
+        "127.0.0.1:0",
+        &["--dns-listen", &dns],
+    );
     let _table = DropTable(s.dir.clone());
     let marker = format!("svc-test-{}", std::process::id());
     let _cleanup = Cleanup {
@@ -201,7 +230,10 @@ fn a_service_should_spread_over_its_pods_stick_with_affinity_and_resolve_by_name
     let node_port_at = format!("127.0.0.1:{node_port}");
     if nftables_here() {
         // Only once the rules (and their guard against routing the Service CIDR out) exist.
-        wait_table(&s, |t| t.contains(&format!("{cluster_ip} . tcp . 80")) && t.matches("dnat ip to numgen").count() == 1);
+        wait_table(&s, |t| {
+            t.contains(&format!("{cluster_ip} . tcp . 80"))
+                && t.matches("dnat ip to numgen").count() == 1
+        });
         both_answer(&format!("{cluster_ip}:80"));
         both_answer(&node_port_at);
         set_affinity(&s);
@@ -220,14 +252,21 @@ fn a_service_should_spread_over_its_pods_stick_with_affinity_and_resolve_by_name
 #[test]
 fn the_userspace_fallback_should_serve_node_ports_on_loopback() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let s = Server::start_with(&tmp.path().join("data"), "127.0.0.1:0", &["--proxy-mode", "userspace"]);
+    let s = Server::start_with(
+        &tmp.path().join("data"),
+        "127.0.0.1:0",
+        &["--proxy-mode", "userspace"],
+    );
     let marker = format!("svc-user-{}", std::process::id());
     let _cleanup = Cleanup {
         marker: marker.clone(),
         agent_root: s.dir.join("agent").display().to_string(),
     };
     let (_, node_port) = deploy(&s, tmp.path(), &marker, 1_000);
-    assert!(!s.dir.join("agent").join("proxy-nft-table").exists(), "no nftables in userspace mode");
+    assert!(
+        !s.dir.join("agent").join("proxy-nft-table").exists(),
+        "no nftables in userspace mode"
+    );
     let at = format!("127.0.0.1:{node_port}");
     both_answer(&at);
     set_affinity(&s);
@@ -238,7 +277,10 @@ fn the_userspace_fallback_should_serve_node_ports_on_loopback() {
         if answers.len() == 1 {
             break;
         }
-        assert!(Instant::now() < deadline, "affinity never held: {answers:?}");
+        assert!(
+            Instant::now() < deadline,
+            "affinity never held: {answers:?}"
+        );
     }
 }
 

@@ -20,7 +20,8 @@ impl Directory for Fixed {
         self.services
             .iter()
             .find(|s| {
-                s.metadata.namespace.as_deref() == Some(namespace) && s.metadata.name.as_deref() == Some(name)
+                s.metadata.namespace.as_deref() == Some(namespace)
+                    && s.metadata.name.as_deref() == Some(name)
             })
             .cloned()
     }
@@ -30,7 +31,11 @@ impl Directory for Fixed {
             .iter()
             .filter(|s| {
                 s.metadata.namespace.as_deref() == Some(namespace)
-                    && s.metadata.labels.as_ref().and_then(|l| l.get("kubernetes.io/service-name")).map(String::as_str)
+                    && s.metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get("kubernetes.io/service-name"))
+                        .map(String::as_str)
                         == Some(service)
             })
             .cloned()
@@ -43,14 +48,20 @@ impl Directory for Fixed {
 pub(crate) fn cluster() -> Fixed {
     Fixed {
         services: vec![
-            service(json!({"metadata": {"namespace": "default", "name": "web"}, "spec": {
+            service(
+                json!({"metadata": {"namespace": "default", "name": "web"}, "spec": {
                 "clusterIP": "10.96.0.10", "clusterIPs": ["10.96.0.10"],
-                "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})),
-            service(json!({"metadata": {"namespace": "default", "name": "db"}, "spec": {
+                "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}}),
+            ),
+            service(
+                json!({"metadata": {"namespace": "default", "name": "db"}, "spec": {
                 "clusterIP": "None", "clusterIPs": ["None"],
-                "ports": [{"name": "pg", "port": 5432, "protocol": "TCP"}]}})),
-            service(json!({"metadata": {"namespace": "default", "name": "ext"}, "spec": {
-                "type": "ExternalName", "externalName": "example.org"}})),
+                "ports": [{"name": "pg", "port": 5432, "protocol": "TCP"}]}}),
+            ),
+            service(
+                json!({"metadata": {"namespace": "default", "name": "ext"}, "spec": {
+                "type": "ExternalName", "externalName": "example.org"}}),
+            ),
         ],
         slices: vec![slice(json!({
             "metadata": {"namespace": "default", "name": "db-x", "labels": {"kubernetes.io/service-name": "db"}},
@@ -69,9 +80,12 @@ pub(crate) fn cluster() -> Fixed {
 pub(crate) fn ask(directory: &impl Directory, name: &str, qtype: RecordType) -> Message {
     let mut query = Message::new(7, MessageType::Query, OpCode::Query);
     query.metadata.recursion_desired = true;
-    query.queries.push(Query::query(Name::from_str(name).expect("name"), qtype));
+    query
+        .queries
+        .push(Query::query(Name::from_str(name).expect("name"), qtype));
     let bytes = query.to_vec().expect("encode");
-    let reply = crate::dns::server::respond(&bytes, directory, "cluster.local", None).expect("a reply");
+    let reply =
+        crate::dns::server::respond(&bytes, directory, "cluster.local", None).expect("a reply");
     Message::from_vec(&reply).expect("decode")
 }
 
@@ -90,8 +104,19 @@ fn a_cluster_ip_service_answers_its_cluster_ip() {
     assert_eq!(data(&reply), ["10.96.0.10"]);
     assert_eq!(reply.answers[0].ttl, TTL);
     // Names are case-insensitive; an IPv4-only Service has no AAAA (NODATA with the SOA).
-    assert_eq!(data(&ask(&cluster(), "WEB.Default.svc.cluster.local.", RecordType::A)), ["10.96.0.10"]);
-    let aaaa = ask(&cluster(), "web.default.svc.cluster.local.", RecordType::AAAA);
+    assert_eq!(
+        data(&ask(
+            &cluster(),
+            "WEB.Default.svc.cluster.local.",
+            RecordType::A
+        )),
+        ["10.96.0.10"]
+    );
+    let aaaa = ask(
+        &cluster(),
+        "web.default.svc.cluster.local.",
+        RecordType::AAAA,
+    );
     assert_eq!(aaaa.metadata.response_code, ResponseCode::NoError);
     assert!(aaaa.answers.is_empty());
     assert_eq!(aaaa.authorities[0].record_type(), RecordType::SOA);
@@ -105,31 +130,75 @@ fn a_headless_service_answers_its_ready_endpoints() {
 
 #[test]
 fn endpoint_hostnames_resolve_under_their_service() {
-    assert_eq!(data(&ask(&cluster(), "db-1.db.default.svc.cluster.local.", RecordType::A)), ["10.244.0.6"]);
+    assert_eq!(
+        data(&ask(
+            &cluster(),
+            "db-1.db.default.svc.cluster.local.",
+            RecordType::A
+        )),
+        ["10.244.0.6"]
+    );
     // Without a hostname, the dashed address names the endpoint.
-    assert_eq!(data(&ask(&cluster(), "10-244-0-7.db.default.svc.cluster.local.", RecordType::A)), ["10.244.0.7"]);
-    let missing = ask(&cluster(), "db-9.db.default.svc.cluster.local.", RecordType::A);
+    assert_eq!(
+        data(&ask(
+            &cluster(),
+            "10-244-0-7.db.default.svc.cluster.local.",
+            RecordType::A
+        )),
+        ["10.244.0.7"]
+    );
+    let missing = ask(
+        &cluster(),
+        "db-9.db.default.svc.cluster.local.",
+        RecordType::A,
+    );
     assert_eq!(missing.metadata.response_code, ResponseCode::NXDomain);
 }
 
 #[test]
 fn srv_records_name_the_port() {
-    let reply = ask(&cluster(), "_http._tcp.web.default.svc.cluster.local.", RecordType::SRV);
+    let reply = ask(
+        &cluster(),
+        "_http._tcp.web.default.svc.cluster.local.",
+        RecordType::SRV,
+    );
     assert_eq!(data(&reply), ["0 100 80 web.default.svc.cluster.local."]);
-    assert_eq!(reply.additionals.iter().map(|r| r.data.to_string()).collect::<Vec<_>>(), ["10.96.0.10"]);
-    let headless = ask(&cluster(), "_pg._tcp.db.default.svc.cluster.local.", RecordType::SRV);
+    assert_eq!(
+        reply
+            .additionals
+            .iter()
+            .map(|r| r.data.to_string())
+            .collect::<Vec<_>>(),
+        ["10.96.0.10"]
+    );
+    let headless = ask(
+        &cluster(),
+        "_pg._tcp.db.default.svc.cluster.local.",
+        RecordType::SRV,
+    );
     assert_eq!(
         data(&headless),
-        ["0 100 5432 db-0.db.default.svc.cluster.local.", "0 100 5432 db-1.db.default.svc.cluster.local."]
+        [
+            "0 100 5432 db-0.db.default.svc.cluster.local.",
+            "0 100 5432 db-1.db.default.svc.cluster.local."
+        ]
     );
     assert_eq!(headless.additionals.len(), 2);
-    let wrong = ask(&cluster(), "_http._udp.web.default.svc.cluster.local.", RecordType::SRV);
+    let wrong = ask(
+        &cluster(),
+        "_http._udp.web.default.svc.cluster.local.",
+        RecordType::SRV,
+    );
     assert_eq!(wrong.metadata.response_code, ResponseCode::NXDomain);
 }
 
 #[test]
 fn pod_names_resolve_to_their_dashed_address() {
-    let reply = ask(&cluster(), "10-244-0-9.default.pod.cluster.local.", RecordType::A);
+    let reply = ask(
+        &cluster(),
+        "10-244-0-9.default.pod.cluster.local.",
+        RecordType::A,
+    );
     assert_eq!(data(&reply), ["10.244.0.9"]);
 }
 
@@ -156,17 +225,26 @@ fn unknown_names_in_the_zone_are_nxdomain_and_others_refused() {
 
 #[test]
 fn garbage_gets_formerr_and_big_udp_answers_are_truncated() {
-    let reply = crate::dns::server::respond(&[0, 9, 1], &cluster(), "cluster.local", None).expect("reply");
+    let reply =
+        crate::dns::server::respond(&[0, 9, 1], &cluster(), "cluster.local", None).expect("reply");
     let reply = Message::from_vec(&reply).expect("decode");
-    assert_eq!((reply.metadata.id, reply.metadata.response_code), (9, ResponseCode::FormErr));
+    assert_eq!(
+        (reply.metadata.id, reply.metadata.response_code),
+        (9, ResponseCode::FormErr)
+    );
     // A headless Service with 60 endpoints does not fit 512 bytes.
     let mut big = cluster();
-    let endpoints: Vec<_> = (1..=60).map(|i| json!({"addresses": [format!("10.244.1.{i}")]})).collect();
+    let endpoints: Vec<_> = (1..=60)
+        .map(|i| json!({"addresses": [format!("10.244.1.{i}")]}))
+        .collect();
     big.slices.push(slice(json!({
         "metadata": {"namespace": "default", "name": "db-y", "labels": {"kubernetes.io/service-name": "db"}},
         "addressType": "IPv4", "endpoints": endpoints})));
     let mut query = Message::new(1, MessageType::Query, OpCode::Query);
-    query.queries.push(Query::query(Name::from_str("db.default.svc.cluster.local.").expect("name"), RecordType::A));
+    query.queries.push(Query::query(
+        Name::from_str("db.default.svc.cluster.local.").expect("name"),
+        RecordType::A,
+    ));
     let bytes = query.to_vec().expect("encode");
     let udp = crate::dns::server::respond(&bytes, &big, "cluster.local", Some(512)).expect("reply");
     let udp = Message::from_vec(&udp).expect("decode");

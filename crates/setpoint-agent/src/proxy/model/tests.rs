@@ -28,14 +28,19 @@ pub(crate) fn web(extra: serde_json::Value) -> Arc<Service> {
 }
 
 /// A slice of `web` with `endpoints` as (ip, ready, serving, terminating, node).
-pub(crate) fn web_slice(name: &str, endpoints: &[(&str, bool, bool, bool, &str)]) -> Arc<EndpointSlice> {
+pub(crate) fn web_slice(
+    name: &str,
+    endpoints: &[(&str, bool, bool, bool, &str)],
+) -> Arc<EndpointSlice> {
     let endpoints: Vec<_> = endpoints
         .iter()
-        .map(|(ip, ready, serving, terminating, node)| json!({
-            "addresses": [ip],
-            "conditions": {"ready": ready, "serving": serving, "terminating": terminating},
-            "nodeName": node,
-        }))
+        .map(|(ip, ready, serving, terminating, node)| {
+            json!({
+                "addresses": [ip],
+                "conditions": {"ready": ready, "serving": serving, "terminating": terminating},
+                "nodeName": node,
+            })
+        })
         .collect();
     slice(json!({
         "metadata": {"namespace": "default", "name": name, "labels": {"kubernetes.io/service-name": "web"}},
@@ -46,7 +51,10 @@ pub(crate) fn web_slice(name: &str, endpoints: &[(&str, bool, bool, bool, &str)]
 }
 
 fn ips(backends: &[Backend]) -> Vec<String> {
-    backends.iter().map(|b| format!("{}:{}", b.ip, b.port)).collect()
+    backends
+        .iter()
+        .map(|b| format!("{}:{}", b.ip, b.port))
+        .collect()
 }
 
 #[test]
@@ -54,7 +62,13 @@ fn ready_endpoints_of_every_slice_count() {
     let rules = service_rules(
         &[web(json!({}))],
         &[
-            web_slice("web-a", &[("10.244.0.3", true, true, false, "n1"), ("10.244.0.4", false, false, false, "n1")]),
+            web_slice(
+                "web-a",
+                &[
+                    ("10.244.0.3", true, true, false, "n1"),
+                    ("10.244.0.4", false, false, false, "n1"),
+                ],
+            ),
             web_slice("web-b", &[("10.244.0.2", true, true, false, "n2")]),
         ],
         "n1",
@@ -73,14 +87,20 @@ fn ready_endpoints_of_every_slice_count() {
 fn serving_terminating_endpoints_are_the_fallback_when_none_is_ready() {
     let slices = [web_slice(
         "web-a",
-        &[("10.244.0.3", false, true, true, "n1"), ("10.244.0.4", false, false, true, "n1")],
+        &[
+            ("10.244.0.3", false, true, true, "n1"),
+            ("10.244.0.4", false, false, true, "n1"),
+        ],
     )];
     let rules = service_rules(&[web(json!({}))], &slices, "n1");
     assert_eq!(ips(&rules[0].backends), ["10.244.0.3:8080"]);
     // With a ready endpoint, terminating ones are not used.
     let slices = [web_slice(
         "web-a",
-        &[("10.244.0.3", false, true, true, "n1"), ("10.244.0.5", true, true, false, "n1")],
+        &[
+            ("10.244.0.3", false, true, true, "n1"),
+            ("10.244.0.5", true, true, false, "n1"),
+        ],
     )];
     let rules = service_rules(&[web(json!({}))], &slices, "n1");
     assert_eq!(ips(&rules[0].backends), ["10.244.0.5:8080"]);
@@ -90,21 +110,44 @@ fn serving_terminating_endpoints_are_the_fallback_when_none_is_ready() {
 fn local_traffic_policies_keep_this_nodes_endpoints() {
     let slices = [web_slice(
         "web-a",
-        &[("10.244.0.3", true, true, false, "n1"), ("10.244.1.3", true, true, false, "n2")],
+        &[
+            ("10.244.0.3", true, true, false, "n1"),
+            ("10.244.1.3", true, true, false, "n2"),
+        ],
     )];
-    let rules = service_rules(&[web(json!({"externalTrafficPolicy": "Local"}))], &slices, "n1");
-    assert_eq!(ips(&rules[0].backends), ["10.244.0.3:8080", "10.244.1.3:8080"]);
-    assert_eq!(rules[0].local_backends.as_deref().map(ips), Some(vec!["10.244.0.3:8080".to_owned()]));
-    let rules = service_rules(&[web(json!({"internalTrafficPolicy": "Local"}))], &slices, "n2");
+    let rules = service_rules(
+        &[web(json!({"externalTrafficPolicy": "Local"}))],
+        &slices,
+        "n1",
+    );
+    assert_eq!(
+        ips(&rules[0].backends),
+        ["10.244.0.3:8080", "10.244.1.3:8080"]
+    );
+    assert_eq!(
+        rules[0].local_backends.as_deref().map(ips),
+        Some(vec!["10.244.0.3:8080".to_owned()])
+    );
+    let rules = service_rules(
+        &[web(json!({"internalTrafficPolicy": "Local"}))],
+        &slices,
+        "n2",
+    );
     assert_eq!(ips(&rules[0].backends), ["10.244.1.3:8080"]);
 }
 
 #[test]
 fn client_ip_affinity_carries_its_timeout() {
-    let rules = service_rules(&[web(json!({"sessionAffinity": "ClientIP"}))], &[] as &[Arc<EndpointSlice>], "n1");
+    let rules = service_rules(
+        &[web(json!({"sessionAffinity": "ClientIP"}))],
+        &[] as &[Arc<EndpointSlice>],
+        "n1",
+    );
     assert_eq!(rules[0].affinity_timeout, Some(DEFAULT_AFFINITY_TIMEOUT));
     let rules = service_rules(
-        &[web(json!({"sessionAffinity": "ClientIP", "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 60}}}))],
+        &[web(
+            json!({"sessionAffinity": "ClientIP", "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 60}}}),
+        )],
         &[] as &[Arc<EndpointSlice>],
         "n1",
     );
@@ -125,6 +168,10 @@ fn headless_external_name_and_foreign_slices_get_no_rules() {
     if let Some(port) = renamed.ports.as_mut().and_then(|p| p.first_mut()) {
         port.name = Some("metrics".to_owned());
     }
-    let rules = service_rules(&[web(json!({}))], &[Arc::new(other), Arc::new(renamed)], "n1");
+    let rules = service_rules(
+        &[web(json!({}))],
+        &[Arc::new(other), Arc::new(renamed)],
+        "n1",
+    );
     assert!(rules[0].backends.is_empty());
 }

@@ -8,7 +8,10 @@ use super::*;
 use crate::proxy::model::{Backend, Protocol, ServicePortRule};
 
 fn backend(last: u8, port: u16) -> Backend {
-    Backend { ip: Ipv4Addr::new(10, 244, 0, last), port }
+    Backend {
+        ip: Ipv4Addr::new(10, 244, 0, last),
+        port,
+    }
 }
 
 fn rule(id: &str, ip: u8, backends: Vec<Backend>) -> ServicePortRule {
@@ -26,10 +29,17 @@ fn rule(id: &str, ip: u8, backends: Vec<Backend>) -> ServicePortRule {
 
 /// A Service with two endpoints and a NodePort, one without endpoints, one with affinity.
 fn sample() -> Vec<ServicePortRule> {
-    let mut web = rule("default/web/tcp/80", 10, vec![backend(2, 8080), backend(3, 8080)]);
+    let mut web = rule(
+        "default/web/tcp/80",
+        10,
+        vec![backend(2, 8080), backend(3, 8080)],
+    );
     web.node_port = Some(30080);
     let empty = rule("default/empty/udp/80", 11, Vec::new());
-    let empty = ServicePortRule { protocol: Protocol::Udp, ..empty };
+    let empty = ServicePortRule {
+        protocol: Protocol::Udp,
+        ..empty
+    };
     let mut sticky = rule("default/sticky/tcp/80", 12, vec![backend(4, 9000)]);
     sticky.affinity_timeout = Some(60);
     vec![web, empty, sticky]
@@ -137,11 +147,20 @@ fn losing_every_endpoint_moves_the_service_to_the_reject_map() {
 #[test]
 fn removing_an_affinity_service_removes_its_sets_last() {
     let old = Programmed::of(&sample());
-    let rules: Vec<_> = sample().into_iter().filter(|r| !r.id.contains("sticky")).collect();
+    let rules: Vec<_> = sample()
+        .into_iter()
+        .filter(|r| !r.id.contains("sticky"))
+        .collect();
     let text = incremental("t", &old, &Programmed::of(&rules));
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.first(), Some(&"delete element ip t service-ips { 10.96.0.12 . tcp . 80 }"));
-    assert_eq!(lines.last(), Some(&"delete set ip t aff-default/sticky/tcp/80/10.244.0.4/9000"));
+    assert_eq!(
+        lines.first(),
+        Some(&"delete element ip t service-ips { 10.96.0.12 . tcp . 80 }")
+    );
+    assert_eq!(
+        lines.last(),
+        Some(&"delete set ip t aff-default/sticky/tcp/80/10.244.0.4/9000")
+    );
     assert_eq!(lines.len(), 6, "{text}");
 }
 
@@ -151,7 +170,10 @@ fn table_names_are_per_node_and_safe() {
     let name = table_name("node-1.example", root);
     assert!(name.starts_with("setpoint-node-1.example-"), "{name}");
     assert_eq!(name, table_name("node-1.example", root));
-    assert_ne!(name, table_name("node-1.example", std::path::Path::new("/tmp/other")));
+    assert_ne!(
+        name,
+        table_name("node-1.example", std::path::Path::new("/tmp/other"))
+    );
     assert!(table_name("a b", root).starts_with("setpoint-a-b-"));
 }
 
@@ -175,7 +197,10 @@ pub(crate) fn nft_in_netns(script: &str) -> Option<std::process::Output> {
 }
 
 fn have_nft() -> bool {
-    Command::new("nft").arg("--version").output().is_ok_and(|o| o.status.success())
+    Command::new("nft")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 #[test]
@@ -204,9 +229,15 @@ fn the_kernel_accepts_a_full_sync_then_incremental_ones() {
         script.push_str(&format!("nft -f {}\n", path.display()));
     }
     script.push_str("nft list table ip setpoint-n1\n");
-    let Some(output) = nft_in_netns(&script) else { return };
+    let Some(output) = nft_in_netns(&script) else {
+        return;
+    };
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "nft failed: {}\n{stdout}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "nft failed: {}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     assert!(stdout.contains("10.244.0.5 . 8080"), "{stdout}");
     assert!(!stdout.contains("sticky"), "{stdout}");
     assert!(!stdout.contains("10.96.0.11"), "{stdout}");
