@@ -106,6 +106,8 @@ pub fn cleanup(root_dir: &Path, grace: Duration) -> CleanupReport {
             grace.as_secs()
         ));
     }
+    // The pod network (bridge, namespaces, addresses) goes with the pods.
+    crate::network::remove_all(root_dir);
     for parent in cgroup::existing_parents(root_dir) {
         for dir in cgroup::children(&parent) {
             match cgroup::kill(&dir, KILL_WAIT) {

@@ -42,6 +42,9 @@ pub struct AgentConfig {
     pub mount_mode: crate::MountMode,
     /// Service proxying and the cluster DNS resolver on this node.
     pub services: crate::ServicesConfig,
+    /// How pods get their network: a namespace each on the agent's bridge (as root), or the
+    /// host's (`docs/design/pod-network.md`).
+    pub pod_network: crate::PodNetworkMode,
 }
 
 /// How the agent tracks the processes a container starts (see `docs/design/agent.md`).

@@ -75,6 +75,19 @@ pub async fn run(
         shutdown.clone(),
     ));
 
+    let network = crate::network::start_for_node(
+        crate::network::Startup {
+            client: &client,
+            node_name: &config.node_name,
+            root_dir: &config.root_dir,
+            shim: &config.shim,
+            mode: config.pod_network,
+            cidr_wait: crate::network::DEFAULT_CIDR_WAIT,
+        },
+        &shutdown,
+    )
+    .await;
+
     let factory = InformerFactory::new(client.clone());
     let informer = factory.informer_with::<Pod>(
         InformerOptions {
@@ -95,6 +108,7 @@ pub async fn run(
         &config.node_name,
         config.node_ip,
         &config.root_dir,
+        network.as_ref(),
         &shutdown,
     )
     .await?;
@@ -131,6 +145,7 @@ pub async fn run(
             metrics,
             volumes,
             events,
+            network,
         },
         shutdown.clone(),
     );

@@ -19,6 +19,7 @@ mod loops;
 mod namespace;
 mod namespace_defaults;
 mod node_lifecycle;
+mod nodeipam;
 mod owned_pods;
 mod pid_autoscaler;
 mod pod_state;

@@ -59,6 +59,8 @@ pub enum Loop {
     EndpointSlice,
     /// Keeps each selector Service's legacy `Endpoints`.
     Endpoint,
+    /// Gives each Node a pod range (`spec.podCIDR`) from the cluster CIDR.
+    NodeIpam,
 }
 
 impl Loop {
@@ -88,6 +90,7 @@ impl Loop {
         Loop::ReplicationController,
         Loop::EndpointSlice,
         Loop::Endpoint,
+        Loop::NodeIpam,
     ];
 
     /// The loop's name on the command line and in logs.
@@ -117,6 +120,7 @@ impl Loop {
             Loop::ReplicationController => "replicationcontroller",
             Loop::EndpointSlice => "endpointslice",
             Loop::Endpoint => "endpoint",
+            Loop::NodeIpam => "node-ipam",
         }
     }
 
@@ -154,6 +158,7 @@ impl Loop {
             }
             Loop::EndpointSlice => crate::endpointslice::run(ctx, shutdown).await,
             Loop::Endpoint => crate::endpointslice::run_endpoints(ctx, shutdown).await,
+            Loop::NodeIpam => crate::nodeipam::run(ctx, shutdown).await,
         }
     }
 }

@@ -16,6 +16,11 @@ pub struct LoopSettings {
     pub root_ca: Option<String>,
     /// The most endpoints one EndpointSlice holds (`--max-endpoints-per-slice`, 100).
     pub max_endpoints_per_slice: usize,
+    /// The range node IPAM cuts the Nodes' pod ranges from (`--cluster-cidr`,
+    /// `10.244.0.0/16`); `None` assigns none.
+    pub cluster_cidr: Option<setpoint_core::cidr::Ipv4Cidr>,
+    /// The prefix length of each Node's pod range (`--node-cidr-mask-size`, 24).
+    pub node_cidr_mask_size: u8,
 }
 
 impl Default for LoopSettings {
@@ -25,6 +30,8 @@ impl Default for LoopSettings {
             hpa_sync_period: Duration::from_secs(15),
             root_ca: None,
             max_endpoints_per_slice: 100,
+            cluster_cidr: Some(setpoint_core::cidr::Ipv4Cidr::DEFAULT_CLUSTER),
+            node_cidr_mask_size: 24,
         }
     }
 }

@@ -9,6 +9,7 @@
 //! - URL query strings, decoded ([`parse_query`], [`query_pairs`]).
 
 mod cause;
+pub mod cidr;
 pub mod fieldpath;
 mod gvk;
 mod patch;

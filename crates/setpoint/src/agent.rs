@@ -92,6 +92,11 @@ pub(crate) struct AgentArgs {
     /// mounts: paths given in SETPOINT_MOUNT_* environment variables).
     #[arg(long, value_name = "HOW", value_enum, default_value_t = Mounts::Auto)]
     pub(crate) mounts: Mounts,
+    /// How pods get their network: `auto` (`bridge` when root, else `host`), `bridge` (a
+    /// network namespace per pod on the agent's bridge, addresses from the Node's podCIDR) or
+    /// `host` (pods share the host's network).
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = PodNetwork::Auto)]
+    pub(crate) pod_network: PodNetwork,
     /// Simulate the node instead: its pods become Running without processes.
     #[arg(long)]
     pub(crate) simulated: bool,
@@ -178,6 +183,27 @@ impl From<Mounts> for setpoint_agent::MountMode {
     }
 }
 
+/// `--pod-network`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum PodNetwork {
+    /// Bridge when root, else host.
+    Auto,
+    /// A network namespace per pod.
+    Bridge,
+    /// The host's network.
+    Host,
+}
+
+impl From<PodNetwork> for setpoint_agent::PodNetworkMode {
+    fn from(m: PodNetwork) -> Self {
+        match m {
+            PodNetwork::Auto => setpoint_agent::PodNetworkMode::Auto,
+            PodNetwork::Bridge => setpoint_agent::PodNetworkMode::Bridge,
+            PodNetwork::Host => setpoint_agent::PodNetworkMode::Host,
+        }
+    }
+}
+
 /// Flags of `setpoint server` about its local agent.
 #[derive(Debug, Args)]
 pub(crate) struct LocalAgentArgs {
@@ -199,6 +225,10 @@ pub(crate) struct LocalAgentArgs {
     pub(crate) mounts: Mounts,
     #[command(flatten)]
     pub(crate) services: ServiceArgs,
+    /// How the local agent's pods get their network: `auto` (`bridge` when root and this
+    /// server assigns pod ranges, else `host`), `bridge` or `host`.
+    #[arg(long = "pod-network", value_name = "MODE", value_enum, default_value_t = PodNetwork::Auto)]
+    pub(crate) pod_network: PodNetwork,
 }
 
 /// Runs `setpoint agent` until SIGINT or SIGTERM.
@@ -232,6 +262,7 @@ pub(crate) async fn agent(cli: AgentCli) -> Result<()> {
             container_tracking: args.container_tracking.into(),
             mount_mode: args.mounts.into(),
             services: args.services.config(),
+            pod_network: args.pod_network.into(),
         };
         tokio::spawn(setpoint_agent::run(client, config, shutdown.clone()))
     };
@@ -262,8 +293,12 @@ pub(crate) fn cleanup(args: &CleanupArgs) -> Result<()> {
 /// Starts the local agent of `setpoint server`, unless switched off.
 /// The agent keeps its pods in `data_dir/agent` and trusts the cluster CA: the server's own
 /// (`data_dir/pki/ca.crt`) or, without the apiserver role, the one `kubeconfig` trusts.
+///
+/// `assigns_pod_ranges`: `Some(false)` when this process runs the controllers but not
+/// node IPAM (no `spec.podCIDR` will come: `auto` then means `host`).
 pub(crate) fn start_local(
     args: &LocalAgentArgs,
+    assigns_pod_ranges: Option<bool>,
     client: Client,
     data_dir: &Path,
     kubeconfig: Option<&Path>,
@@ -292,6 +327,10 @@ pub(crate) fn start_local(
         container_tracking: args.container_tracking.into(),
         mount_mode: args.mounts.into(),
         services: args.services.config(),
+        pod_network: match (args.pod_network, assigns_pod_ranges) {
+            (PodNetwork::Auto, Some(false)) => setpoint_agent::PodNetworkMode::Host,
+            (mode, _) => mode.into(),
+        },
     };
     Ok(Some(tokio::spawn(async move {
         setpoint_agent::run(client, config, shutdown)
@@ -315,7 +354,7 @@ fn capacity_overrides(entries: &[String]) -> Result<BTreeMap<String, Quantity>> 
 }
 
 /// This very binary, as the container shim.
-fn shim_command() -> Result<Vec<OsString>> {
+pub(crate) fn shim_command() -> Result<Vec<OsString>> {
     let exe = std::env::current_exe().context("finding the setpoint binary to run as the shim")?;
     Ok(vec![exe.into_os_string(), OsString::from("agent-shim")])
 }

@@ -119,6 +119,14 @@ pub(crate) struct ServerArgs {
     /// second anyway: `30s`, `2s`.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub(crate) apiservice_check_interval: std::time::Duration,
+    /// The range the nodes' pod ranges (`spec.podCIDR`) are cut from by the `node-ipam`
+    /// controller; `none` assigns none.
+    #[arg(long, value_name = "CIDR", default_value = "10.244.0.0/16", value_parser = parse_cluster_cidr)]
+    pub(crate) cluster_cidr: ClusterCidr,
+    /// The prefix length of each node's pod range.
+    #[arg(long, value_name = "BITS", default_value_t = 24,
+          value_parser = clap::value_parser!(u8).range(8..=30))]
+    pub(crate) node_cidr_mask_size: u8,
     /// The local node agent.
     #[command(flatten)]
     pub(crate) agent: crate::agent::LocalAgentArgs,
@@ -189,6 +197,20 @@ pub(crate) enum StoreKind {
     Etcd,
 }
 
+/// `--cluster-cidr`: an IPv4 range, or none.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClusterCidr(pub(crate) Option<setpoint_core::cidr::Ipv4Cidr>);
+
+/// Parses `--cluster-cidr`: an IPv4 CIDR, or `none`.
+fn parse_cluster_cidr(s: &str) -> Result<ClusterCidr, String> {
+    if s == "none" {
+        return Ok(ClusterCidr(None));
+    }
+    s.parse()
+        .map(|c| ClusterCidr(Some(c)))
+        .map_err(|e| format!("{e}"))
+}
+
 /// Parses a duration as Kubernetes' flags write them: a number and a unit (`ms`, `s`, `m`,
 /// `h`), e.g. `40s`, `500ms`, `5m`.
 pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
@@ -224,6 +246,9 @@ pub(crate) enum BenchCommand {
     /// Benchmark the node agent's Service rules: an nftables full sync of many Services and
     /// one incremental change, in a throwaway network namespace (needs root and `nft`).
     Services(ServicesBenchArgs),
+    /// Benchmark pod network setup and teardown (network namespace, veth, address, routes)
+    /// on a bridge of its own; needs root.
+    PodNetwork(PodNetworkBenchArgs),
 }
 
 /// Flags of `setpoint bench services`.
@@ -238,6 +263,18 @@ pub(crate) struct ServicesBenchArgs {
     /// 100 Services instead of `--services`.
     #[arg(long)]
     pub(crate) quick: bool,
+}
+
+/// Flags of `setpoint bench pod-network`.
+#[derive(Debug, Args)]
+pub(crate) struct PodNetworkBenchArgs {
+    /// How many pods.
+    #[arg(long, value_name = "N", default_value_t = 100,
+          value_parser = clap::value_parser!(u16).range(1..=250))]
+    pub(crate) pods: u16,
+    /// The pod range of the benchmark's bridge (must not be routed on this machine).
+    #[arg(long, value_name = "CIDR", default_value = "10.199.0.0/24")]
+    pub(crate) pod_cidr: setpoint_core::cidr::Ipv4Cidr,
 }
 
 /// Flags of `setpoint bench store`.

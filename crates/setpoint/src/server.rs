@@ -61,6 +61,8 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
         node_monitor_grace_period: args.node_monitor_grace_period,
         hpa_sync_period: args.hpa_sync_period,
         root_ca: cluster_ca(data_dir.as_deref(), args.kubeconfig.as_deref()),
+        cluster_cidr: args.cluster_cidr.0,
+        node_cidr_mask_size: args.node_cidr_mask_size,
         ..LoopSettings::default()
     };
     let loops = crate::roles::start_loops(
@@ -85,8 +87,16 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
     let mut agents = Vec::new();
     if args.roles.has(Role::Agent) {
         if let Some(data_dir) = &data_dir {
+            let assigns_pod_ranges = args.roles.has(Role::Controllers).then(|| {
+                args.cluster_cidr.0.is_some()
+                    && args
+                        .controllers
+                        .loops()
+                        .contains(&setpoint_controllers::Loop::NodeIpam)
+            });
             agents.extend(crate::agent::start_local(
                 &args.agent,
+                assigns_pod_ranges,
                 client.clone(),
                 data_dir,
                 args.kubeconfig.as_deref(),

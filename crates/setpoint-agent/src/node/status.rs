@@ -168,7 +168,12 @@ impl StatusReporter {
                     last_transition_time: Some(transition),
                 }
             })
-            .collect();
+            .collect::<Vec<_>>();
+        // Conditions the agent does not own (e.g. `PodNetworkIsolated`, set by the network
+        // code) are kept: the merge patch replaces the whole list.
+        let mut conditions = conditions;
+        let owned: Vec<String> = conditions.iter().map(|c| c.type_.clone()).collect();
+        conditions.extend(previous.into_values().filter(|c| !owned.contains(&c.type_)));
         let mut status = reg.status_without_conditions();
         status.conditions = Some(conditions);
         let patch = serde_json::json!({ "status": status });

@@ -45,6 +45,8 @@ pub(crate) struct PodContext {
     pub(crate) volumes: crate::volumes::VolumeContext,
     /// The pods' events (`FailedMount`, …).
     pub(crate) events: setpoint_runtime::EventRecorder,
+    /// The node's pod network (bridge mode); none: pods share the host's network.
+    pub(crate) network: Option<Arc<crate::network::NodeNetwork>>,
 }
 
 /// The latest word on a pod, as its worker sees it.

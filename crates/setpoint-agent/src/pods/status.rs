@@ -167,6 +167,9 @@ pub(crate) struct StatusInput<'a> {
     pub(crate) phase: &'static str,
     /// The node's IP: the pod's host and pod IP.
     pub(crate) node_ip: IpAddr,
+    /// The pod's address: its own (bridge mode) or the node's (host network); none yet
+    /// while its network is being set up.
+    pub(crate) pod_ip: Option<IpAddr>,
     /// When the agent first took the pod on, if the API has no `startTime` yet.
     pub(crate) now: Time,
 }
@@ -255,8 +258,11 @@ pub(crate) fn pod_status(input: &StatusInput<'_>) -> PodStatus {
         conditions: Some(conditions),
         host_ip: Some(ip.clone()),
         host_ips: Some(vec![HostIP { ip: ip.clone() }]),
-        pod_ip: Some(ip.clone()),
-        pod_ips: Some(vec![PodIP { ip }]),
+        pod_ip: input.pod_ip.map(|p| p.to_string()).or(old.pod_ip.clone()),
+        pod_ips: input
+            .pod_ip
+            .map(|p| vec![PodIP { ip: p.to_string() }])
+            .or(old.pod_ips.clone()),
         start_time: old.start_time.clone().or_else(|| Some(input.now.clone())),
         init_container_statuses: (!input.init.is_empty())
             .then(|| input.init.iter().map(ContainerView::to_status).collect()),
@@ -403,6 +409,7 @@ mod tests {
             containers: &containers,
             phase: "Running",
             node_ip: "127.0.0.1".parse().expect("an IP"),
+            pod_ip: Some("127.0.0.1".parse().expect("an IP")),
             now: now(),
         });
         let conditions = status.conditions.expect("conditions");

@@ -51,6 +51,13 @@ pub(crate) struct RunSpec {
     /// they are only described in the environment.
     #[serde(default)]
     pub(crate) mount_namespace: bool,
+    /// The pod's pinned network namespace, which the shim joins (`network/`); none: the
+    /// host's network.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) netns: Option<PathBuf>,
+    /// The hostname of the UTS namespace the shim makes for the container; none: the host's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) hostname: Option<String>,
 }
 
 /// A started run: who supervises it and which process is the container.
@@ -237,6 +244,8 @@ mod tests {
                 cgroup: None,
                 mounts: Vec::new(),
                 mount_namespace: false,
+                netns: None,
+                hostname: None,
             };
             write_json(&paths.spec, &spec).expect("written");
             assert_eq!(read_json::<RunSpec>(&paths.spec).expect("read"), Some(spec));

@@ -11,6 +11,7 @@
 mod bench;
 pub(crate) mod model;
 pub(crate) mod nft;
+pub(crate) mod route;
 pub(crate) mod ruleset;
 pub(crate) mod userspace;
 
@@ -149,6 +150,7 @@ pub(crate) fn start(
     node: &str,
     node_ip: IpAddr,
     root_dir: &std::path::Path,
+    bridge: Option<(String, std::net::Ipv4Addr)>,
     shutdown: CancellationToken,
 ) -> Option<JoinHandle<()>> {
     if config.proxy == ProxyMode::Off {
@@ -175,6 +177,12 @@ pub(crate) fn start(
             () = shutdown.cancelled() => return,
         }
         let mut programmer = choose(&config, &node, node_ip, &root_dir, &shutdown).await;
+        let routed = match (&programmer, &bridge) {
+            (Programmer::Nftables { .. }, Some((bridge, gateway))) => {
+                route::add(&config.service_cidr, bridge, *gateway).await
+            }
+            _ => false,
+        };
         loop {
             let rules = informers.rules(&node);
             let retry = if sync(&mut programmer, &config, &rules).await {
@@ -196,6 +204,9 @@ pub(crate) fn start(
                 }
                 let _ = std::fs::remove_file(root_dir.join(TABLE_FILE));
                 nft::unregister(table);
+                if let (true, Some((bridge, _))) = (routed, &bridge) {
+                    route::delete(&config.service_cidr, bridge).await;
+                }
             }
             Programmer::Userspace(proxy) => proxy.stop(),
         }
@@ -296,19 +307,25 @@ async fn sync(
     }
 }
 
-/// Starts the Service proxy and, when `config.dns_listen` is set, the cluster DNS resolver
-/// (both fed by one pair of Service and EndpointSlice informers of `factory`). Fails when the
-/// resolver cannot listen.
+/// Starts the Service proxy and the cluster DNS resolver (both fed by one pair of Service and
+/// EndpointSlice informers of `factory`). The resolver listens on `config.dns_listen`, else on
+/// the pod network's gateway port 53 (the address pods' `resolv.conf` names), else not at all.
+/// With a pod network, the Service CIDR is routed to its bridge. Fails when the resolver
+/// cannot listen.
 pub(crate) async fn start_with_dns(
     factory: &InformerFactory,
     config: &ServicesConfig,
     node: &str,
     node_ip: IpAddr,
     root_dir: &std::path::Path,
+    network: Option<&Arc<crate::network::NodeNetwork>>,
     shutdown: &CancellationToken,
 ) -> Result<(Option<JoinHandle<()>>, Option<JoinHandle<()>>), crate::AgentError> {
     let informers = ServiceInformers::new(factory);
-    let dns = match config.dns_listen {
+    let listen = config
+        .dns_listen
+        .or_else(|| network.map(|n| std::net::SocketAddr::new(IpAddr::V4(n.gateway), 53)));
+    let dns = match listen {
         Some(at) => {
             let (bound, task) = crate::dns::server::serve(
                 at,
@@ -326,12 +343,14 @@ pub(crate) async fn start_with_dns(
         }
         None => None,
     };
+    let bridge = network.map(|n| (n.bridge.clone(), n.gateway));
     let proxy = start(
         &informers,
         config,
         node,
         node_ip,
         root_dir,
+        bridge,
         shutdown.child_token(),
     );
     Ok((proxy, dns))

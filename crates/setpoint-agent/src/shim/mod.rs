@@ -42,6 +42,8 @@ use rustix::process::{WaitOptions, WaitStatus};
 use crate::logs::{LogStream, LogWriter};
 use crate::process::{cgroup, now, tree, write_json, ExitRecord, ProcessId, RunRecord, RunSpec};
 
+mod network;
+
 /// How long the shim drains the container's output after it exited (its processes are
 /// killed by then, but a process outside the container may have inherited the pipes).
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
@@ -51,6 +53,9 @@ const KILL_TIMEOUT: Duration = Duration::from_secs(5);
 /// Runs the shim with its command-line arguments (after the program and subcommand names):
 /// `--spec FILE`. Returns when the container has exited and its exit is recorded.
 pub fn shim_main(args: Vec<OsString>) -> ExitCode {
+    if args.first().is_some_and(|a| a == "--netns-pin") {
+        return crate::network::netns::pin_main(args[1..].to_vec());
+    }
     let spec_path = match parse_args(args) {
         Ok(path) => path,
         Err(message) => {
@@ -117,6 +122,9 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
     let Some((program, args)) = spec.argv.split_first() else {
         return start_failed(spec, "the container has no command".to_owned());
     };
+    if let Err(message) = network::enter(spec) {
+        return start_failed(spec, message);
+    }
     if spec.mount_namespace && !spec.mounts.is_empty() {
         // Without its mounts the container still finds its volumes through the environment
         // (`SETPOINT_MOUNT_*`), so a failure here is reported, not fatal.

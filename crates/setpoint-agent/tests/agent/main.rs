@@ -12,6 +12,7 @@ mod common;
 mod agent_restart;
 mod deletion;
 mod lifecycle;
+mod pod_network;
 mod pod_spec;
 mod simulated_completion;
 mod volumes;
@@ -43,6 +44,7 @@ struct Harness {
     agent: Option<(CancellationToken, JoinHandle<()>)>,
     tracking: ContainerTracking,
     mount_mode: setpoint_agent::MountMode,
+    pod_network: setpoint_agent::PodNetworkMode,
 }
 
 impl Harness {
@@ -67,6 +69,7 @@ impl Harness {
             agent: None,
             tracking,
             mount_mode,
+            pod_network: setpoint_agent::PodNetworkMode::Host,
         };
         harness.start_agent();
         harness
@@ -85,6 +88,7 @@ impl Harness {
             container_tracking: self.tracking,
             mount_mode: self.mount_mode,
             services: setpoint_agent::ServicesConfig::default(),
+            pod_network: self.pod_network,
         };
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(setpoint_agent::run(

@@ -11,6 +11,7 @@ mod daemonsets;
 mod disruption;
 mod endpoints;
 mod jobs;
+mod nodeipam;
 mod quota;
 mod replication;
 mod sets_kit;

@@ -5,6 +5,7 @@ mod api;
 mod kubeconfig;
 mod latency;
 mod machine;
+mod pod_network;
 mod report;
 mod server;
 mod services;
@@ -25,6 +26,7 @@ pub(crate) async fn bench(command: BenchCommand) -> Result<()> {
         BenchCommand::Api(args) => api::bench_api(args).await,
         BenchCommand::Workloads(args) => workloads::bench_workloads(args).await,
         BenchCommand::Services(args) => services::bench_services(&args),
+        BenchCommand::PodNetwork(args) => pod_network::bench_pod_network(&args),
     }
 }
 

@@ -1,8 +1,9 @@
-//! Issue 18's pod features driven by the real `kubectl` (and raw sockets) against
-//! `setpoint server` processes with real process pods on the local agent: Services through
-//! the agent's proxy, the cluster DNS resolver.
+//! Pods end to end with real processes (issue 18): `kubectl` against `setpoint server`
+//! processes whose local agent runs the pods — networking, streams, limits. Each helper's
+//! checks live in a module of their own.
 
 #[path = "../common/mod.rs"]
 mod common;
 
+mod networking;
 mod services;

@@ -4,9 +4,11 @@
 //! agent's resolver answers the Service's name over UDP and TCP. The userspace fallback is
 //! forced in a second server (`--proxy-mode userspace`), so it is tested as root too.
 //!
-//! The agent runs pods on the host network here (no pod network namespaces), so both pods
+//! The first two tests run pods on the host network (`--pod-network host`), so both pods
 //! listen on 127.0.0.1, each on its own port, published under the same port name: the
-//! Service's named `targetPort` resolves per pod.
+//! Service's named `targetPort` resolves per pod. The third (root only) runs them in bridge
+//! mode: a Deployment's two replicas on one port, reached through the ClusterIP from the host
+//! and, by the Service's name (the agent's resolver on the bridge), from a pod.
 
 use std::collections::BTreeSet;
 use std::io::{Read as _, Write as _};
@@ -329,4 +331,148 @@ fn dns_tcp(server: &str, name: &str) -> Option<std::net::Ipv4Addr> {
     let mut reply = vec![0u8; usize::from(u16::from_be_bytes(len))];
     stream.read_exact(&mut reply).ok()?;
     first_a(&reply, query.len())
+}
+
+/// Waits until `kubectl args` prints something `check` accepts; returns it.
+fn wait_kubectl(s: &Server, args: &[&str], check: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let out = s.kubectl(args);
+        let got = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        if out.status.success() && check(&got) {
+            return got;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "kubectl {args:?} printed {got:?}; stderr {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Stops the data directory's pods, network and Service table when the test ends.
+struct AgentCleanup(std::path::PathBuf);
+
+impl Drop for AgentCleanup {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(setpoint_testenv::process::setpoint_binary())
+            .args(["agent", "cleanup", "--grace-period", "0s", "--data-dir"])
+            .arg(&self.0)
+            .stdout(std::process::Stdio::null())
+            .status();
+    }
+}
+
+#[test]
+fn in_bridge_mode_a_pod_should_reach_a_service_by_name() {
+    if !nftables_here() {
+        eprintln!("skipped: needs root and nft");
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // A pod range of this test's own (other servers on the machine use the default one).
+    let octet = 150 + std::process::id() % 50;
+    let data = tmp.path().join("data");
+    let _cleanup = AgentCleanup(data.clone());
+    let s = Server::start_with(
+        &data,
+        "127.0.0.1:0",
+        &["--cluster-cidr", &format!("10.{octet}.0.0/16")],
+    );
+    let _table = DropTable(s.dir.clone());
+    let web = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: http
+        image: python
+        env: [{name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]
+        command: ["sh", "-c", "d=$(mktemp -d) && echo $POD_NAME > $d/index.html && cd $d && exec python3 -m http.server 8080 --bind 0.0.0.0"]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 8080}]
+"#;
+    let out = s.kubectl_stdin(&["apply", "-f", "-"], web);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cluster_ip = jsonpath(&s, "{.spec.clusterIP}");
+    wait_kubectl(
+        &s,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "app=web",
+            "--field-selector",
+            "status.phase=Running",
+            "-o",
+            "jsonpath={.items[*].status.podIP}",
+        ],
+        |o| o.split_whitespace().count() == 2 && o.starts_with(&format!("10.{octet}.")),
+    );
+    wait_table(&s, |t| {
+        t.contains(&format!("{cluster_ip} . tcp . 80")) && t.contains("numgen random mod 2")
+    });
+    // From the host, through the route to the bridge.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen = BTreeSet::new();
+    while seen.len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "only {seen:?} answered on {cluster_ip}"
+        );
+        match get(&format!("{cluster_ip}:80")) {
+            Some(name) => {
+                seen.insert(name);
+            }
+            None => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+    assert!(seen.iter().all(|n| n.starts_with("web-")), "{seen:?}");
+    // From a pod, by name: resolv.conf names the agent's resolver, the search list finds
+    // `web` in the pod's namespace; 30 requests see both replicas.
+    let client = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: client}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: get
+    image: python
+    command: ["python3", "-c", "import socket, urllib.request\nip = socket.gethostbyname('web')\nnames = {urllib.request.urlopen('http://web/', timeout=5).read().decode().strip() for _ in range(30)}\nprint(ip, ' '.join(sorted(names)))"]
+"#;
+    let out = s.kubectl_stdin(&["apply", "-f", "-"], client);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let phase = wait_kubectl(
+        &s,
+        &["get", "pod", "client", "-o", "jsonpath={.status.phase}"],
+        |o| o == "Succeeded" || o == "Failed",
+    );
+    let logs = s.kubectl(&["logs", "client"]);
+    let logs = String::from_utf8_lossy(&logs.stdout).trim().to_owned();
+    assert_eq!(phase, "Succeeded", "client logs: {logs}");
+    let words: Vec<&str> = logs.split_whitespace().collect();
+    assert_eq!(words.first(), Some(&cluster_ip.as_str()), "{logs}");
+    assert_eq!(words.len(), 3, "both replicas answered the pod: {logs}");
 }

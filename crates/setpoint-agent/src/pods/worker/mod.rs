@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 mod adoption;
+mod network;
 mod termination;
 
 use self::termination::{grace_period, MIN_GRACE};
@@ -87,6 +88,10 @@ struct Worker {
     mount_error: Option<String>,
     /// Notes about the volumes already reported as events.
     volume_notes: std::collections::BTreeSet<String>,
+    /// The pod's own network, once set up (bridge mode, not `hostNetwork`).
+    pod_network: Option<crate::network::PodNetwork>,
+    /// The last error setting it up (reported once per distinct message).
+    network_error: Option<String>,
 }
 
 /// Runs the worker of pod `uid` (directory `dir`) until the pod is gone from the API and its
@@ -123,6 +128,8 @@ pub(super) async fn pod_worker(
         volumes: None,
         mount_error: None,
         volume_notes: std::collections::BTreeSet::new(),
+        pod_network: None,
+        network_error: None,
     };
     loop {
         let next = tokio::select! {
@@ -162,6 +169,7 @@ impl Worker {
                 }
                 self.stop_all(MIN_GRACE, None).await;
                 crate::volumes::teardown(&self.dir);
+                self.remove_network().await;
                 if let Err(e) = std::fs::remove_dir_all(&self.dir) {
                     tracing::warn!(dir = %self.dir.display(), error = %e, "removing a deleted pod's directory");
                 }
@@ -180,9 +188,12 @@ impl Worker {
         }
         let mut wake = Instant::now() + RESYNC;
         if !self.terminal {
+            let networked = self.ensure_network(&pod).await;
             let mounted = self.prepare_volumes(&pod).await;
             self.check_probes(&pod);
-            if mounted {
+            if !networked {
+                wake = wake.min(Instant::now() + MOUNT_RETRY);
+            } else if mounted {
                 self.drive(&pod, &mut wake).await;
             } else {
                 wake = wake.min(Instant::now() + MOUNT_RETRY);
@@ -191,6 +202,7 @@ impl Worker {
         if !self.report(&pod, None).await {
             wake = wake.min(Instant::now() + RETRY);
         }
+        self.release_network_when_finished().await;
         Some(wake)
     }
 
@@ -339,7 +351,7 @@ impl Worker {
     ) -> ContainerProbes {
         let tx = self.events_tx.clone();
         let target = ProbeTarget {
-            host: self.ctx.node_ip,
+            host: self.pod_ip(),
             container: container.clone(),
             env,
             working_dir,
@@ -476,6 +488,8 @@ impl Worker {
                     return;
                 }
             };
+        let mut mounts = mounts;
+        self.add_network_files(pod, &container, &mut mounts);
         let mut process = process;
         for (name, value) in mount_env {
             match process.env.iter_mut().find(|(k, _)| *k == name) {
@@ -509,6 +523,11 @@ impl Worker {
                 .map(|parent| parent.run(&self.uid, &container.name, n)),
             mounts,
             mount_namespace,
+            netns: self.pod_network.as_ref().map(|n| n.netns.clone()),
+            hostname: self
+                .pod_network
+                .as_ref()
+                .map(|_| crate::network::files::uts_hostname(pod)),
         };
         let launched = launch(&self.ctx.shim, &self.dir, &paths, &spec).await;
         if restarting {
@@ -584,6 +603,7 @@ impl Worker {
             containers: &main,
             phase,
             node_ip: self.ctx.node_ip,
+            pod_ip: self.reported_pod_ip(pod),
             now: now(),
         });
         let Ok(value) = serde_json::to_value(&status) else {
