@@ -9,6 +9,7 @@
 //! and after a failed transaction).
 
 mod bench;
+mod condition;
 pub(crate) mod model;
 pub(crate) mod nft;
 pub(crate) mod route;
@@ -133,6 +134,20 @@ impl ServiceInformers {
     }
 }
 
+/// The node the proxy runs for.
+pub(crate) struct ProxyNode {
+    /// The Node's name.
+    pub(crate) name: String,
+    /// Its address (userspace listeners bind it).
+    pub(crate) ip: IpAddr,
+    /// The agent's root directory (the table's name and records).
+    pub(crate) root_dir: std::path::PathBuf,
+    /// The pod bridge and its gateway address, in bridge mode: the Service CIDR is routed there.
+    pub(crate) bridge: Option<(String, std::net::Ipv4Addr)>,
+    /// For the Node condition.
+    pub(crate) client: setpoint_runtime::Client,
+}
+
 /// Which programming the loop settled on.
 enum Programmer {
     Nftables {
@@ -147,14 +162,28 @@ enum Programmer {
 pub(crate) fn start(
     informers: &ServiceInformers,
     config: &ServicesConfig,
-    node: &str,
-    node_ip: IpAddr,
-    root_dir: &std::path::Path,
-    bridge: Option<(String, std::net::Ipv4Addr)>,
+    at: ProxyNode,
     shutdown: CancellationToken,
 ) -> Option<JoinHandle<()>> {
+    let ProxyNode {
+        name: node,
+        ip: node_ip,
+        root_dir,
+        bridge,
+        client,
+    } = at;
     if config.proxy == ProxyMode::Off {
         tracing::info!("Service proxy off on this node");
+        tokio::spawn(condition::publish(
+            client,
+            node.to_owned(),
+            (
+                "False",
+                "Off",
+                "--proxy-mode off: Services are not proxied on this node".to_owned(),
+            ),
+            shutdown,
+        ));
         return None;
     }
     let wake = Arc::new(Notify::new());
@@ -164,8 +193,6 @@ pub(crate) fn start(
     );
     let informers = informers.clone();
     let config = config.clone();
-    let node = node.to_owned();
-    let root_dir = root_dir.to_owned();
     Some(tokio::spawn(async move {
         let _registrations = registrations;
         tokio::select! {
@@ -177,6 +204,27 @@ pub(crate) fn start(
             () = shutdown.cancelled() => return,
         }
         let mut programmer = choose(&config, &node, node_ip, &root_dir, &shutdown).await;
+        let said = match &programmer {
+            Programmer::Nftables { table, .. } => (
+                "True",
+                "Nftables",
+                format!("ClusterIPs and NodePorts are programmed in nftables table {table}"),
+            ),
+            Programmer::Userspace(proxy) => (
+                "False",
+                "Userspace",
+                format!(
+                    "userspace fallback ({}): TCP NodePorts on 127.0.0.1 and the node address only; ClusterIPs are unreachable",
+                    proxy.why
+                ),
+            ),
+        };
+        tokio::spawn(condition::publish(
+            client,
+            node.clone(),
+            said,
+            shutdown.clone(),
+        ));
         let routed = match (&programmer, &bridge) {
             (Programmer::Nftables { .. }, Some((bridge, gateway))) => {
                 route::add(&config.service_cidr, bridge, *gateway).await
@@ -252,6 +300,7 @@ async fn choose(
     );
     Programmer::Userspace(userspace::UserspaceProxy::new(
         node_ip,
+        why,
         shutdown.child_token(),
     ))
 }
@@ -344,14 +393,13 @@ pub(crate) async fn start_with_dns(
         None => None,
     };
     let bridge = network.map(|n| (n.bridge.clone(), n.gateway));
-    let proxy = start(
-        &informers,
-        config,
-        node,
-        node_ip,
-        root_dir,
+    let at = ProxyNode {
+        name: node.to_owned(),
+        ip: node_ip,
+        root_dir: root_dir.to_owned(),
         bridge,
-        shutdown.child_token(),
-    );
+        client: factory.client().clone(),
+    };
+    let proxy = start(&informers, config, at, shutdown.child_token());
     Ok((proxy, dns))
 }

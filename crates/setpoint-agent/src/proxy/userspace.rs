@@ -61,6 +61,8 @@ struct Forwarder {
 
 /// The NodePort listeners of the userspace mode.
 pub(crate) struct UserspaceProxy {
+    /// Why this mode (for the Node condition).
+    pub(crate) why: &'static str,
     addresses: Vec<IpAddr>,
     forwarders: BTreeMap<u16, Forwarder>,
     shutdown: CancellationToken,
@@ -68,12 +70,17 @@ pub(crate) struct UserspaceProxy {
 
 impl UserspaceProxy {
     /// Listeners will bind 127.0.0.1 and `node_ip` (when it is another address).
-    pub(crate) fn new(node_ip: IpAddr, shutdown: CancellationToken) -> UserspaceProxy {
+    pub(crate) fn new(
+        node_ip: IpAddr,
+        why: &'static str,
+        shutdown: CancellationToken,
+    ) -> UserspaceProxy {
         let mut addresses = vec![IpAddr::V4(Ipv4Addr::LOCALHOST)];
         if !node_ip.is_loopback() && !node_ip.is_unspecified() {
             addresses.push(node_ip);
         }
         UserspaceProxy {
+            why,
             addresses,
             forwarders: BTreeMap::new(),
             shutdown,

@@ -238,6 +238,14 @@ fn a_service_should_spread_over_its_pods_stick_with_affinity_and_resolve_by_name
         });
         both_answer(&format!("{cluster_ip}:80"));
         both_answer(&node_port_at);
+        let out = s.kubectl(&[
+            "get",
+            "node",
+            "local",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"ServiceProxy\")].reason}",
+        ]);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "Nftables");
         set_affinity(&s);
         wait_table(&s, |t| t.contains("aff-default/web/tcp/80"));
         sticks(&format!("{cluster_ip}:80"));
