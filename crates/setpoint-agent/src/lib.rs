@@ -34,7 +34,9 @@ pub use config::{AgentConfig, ContainerTracking};
 pub use error::AgentError;
 pub use metrics::DEFAULT_METRICS_INTERVAL;
 pub use network::{bench_pod_network, PodNetworkMode, PodNetworkTimes};
-pub use proxy::{service_rulesets, ProxyMode, ServiceRulesets, ServicesConfig};
+pub use proxy::{
+    service_rulesets, userspace_throughput, ProxyMode, ServiceRulesets, ServicesConfig,
+};
 pub use run::run;
 pub use shim::shim_main;
 pub use simulated::{

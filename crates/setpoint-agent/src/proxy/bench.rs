@@ -84,8 +84,80 @@ fn bench_slice(i: usize, endpoints: usize) -> Arc<EndpointSlice> {
     }))
 }
 
+/// Pushes `bytes` through the userspace fallback (a NodePort on 127.0.0.1 spliced to a sink
+/// on 127.0.0.1) over one connection; the time until the sink has read them all.
+pub async fn userspace_throughput(bytes: u64) -> std::io::Result<Duration> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let sink = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let sink_port = sink.local_addr()?.port();
+    let node_port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let mut proxy = super::userspace::UserspaceProxy::new(
+        std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+        "benchmark",
+        shutdown.clone(),
+    );
+    proxy
+        .sync(&[model::ServicePortRule {
+            id: "bench/sink/tcp/80".to_owned(),
+            cluster_ips: Vec::new(),
+            port: 80,
+            protocol: model::Protocol::Tcp,
+            node_port: Some(node_port),
+            backends: vec![model::Backend {
+                ip: std::net::Ipv4Addr::LOCALHOST,
+                port: sink_port,
+            }],
+            local_backends: None,
+            affinity_timeout: None,
+        }])
+        .await;
+    let reader = tokio::spawn(async move {
+        let (mut conn, _) = sink.accept().await?;
+        let mut buffer = vec![0u8; 1 << 16];
+        let mut total = 0u64;
+        while total < bytes {
+            let n = conn.read(&mut buffer).await?;
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+        }
+        Ok::<u64, std::io::Error>(total)
+    });
+    let started = Instant::now();
+    let mut client = tokio::net::TcpStream::connect(("127.0.0.1", node_port)).await?;
+    let chunk = vec![7u8; 1 << 16];
+    let mut sent = 0u64;
+    while sent < bytes {
+        client.write_all(&chunk).await?;
+        sent += chunk.len() as u64;
+    }
+    client.shutdown().await?;
+    let received = reader.await.map_err(std::io::Error::other)??;
+    let elapsed = started.elapsed();
+    proxy.stop();
+    shutdown.cancel();
+    if received < bytes {
+        return Err(std::io::Error::other(format!(
+            "the sink read {received} of {bytes} bytes"
+        )));
+    }
+    Ok(elapsed)
+}
+
 #[cfg(test)]
 mod tests {
+    #[tokio::test]
+    async fn the_userspace_fallback_carries_bytes_through() {
+        let took = super::userspace_throughput(4 << 20)
+            .await
+            .expect("through the proxy");
+        assert!(took > std::time::Duration::ZERO);
+    }
+
     #[test]
     fn a_small_run_has_every_service_and_a_one_chain_change() {
         let sets = super::service_rulesets("t", 20, 3);

@@ -16,7 +16,7 @@ pub(crate) mod route;
 pub(crate) mod ruleset;
 pub(crate) mod userspace;
 
-pub use bench::{service_rulesets, ServiceRulesets};
+pub use bench::{service_rulesets, userspace_throughput, ServiceRulesets};
 
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -1,7 +1,8 @@
 //! `setpoint bench services`: the node agent's nftables Service rules for N Services × M
 //! endpoints — computing them, `nft -f` of the full sync, and of one incremental change (an
 //! endpoint added to one Service) — applied in a throwaway network namespace (`unshare -n`),
-//! so the host's rules are untouched. Goal: a full sync of 1,000 × 10 in ≤ 2 s.
+//! so the host's rules are untouched. Goal: a full sync of 1,000 × 10 in ≤ 2 s. Then the
+//! userspace fallback's throughput: bytes through a NodePort listener on 127.0.0.1.
 
 use std::path::Path;
 use std::process::Command;
@@ -16,7 +17,7 @@ use crate::cli::ServicesBenchArgs;
 /// The ≤ 2 s goal for a full sync (issue 18).
 const FULL_SYNC_GOAL: Duration = Duration::from_secs(2);
 
-pub(crate) fn bench_services(args: &ServicesBenchArgs) -> Result<()> {
+pub(crate) async fn bench_services(args: &ServicesBenchArgs) -> Result<()> {
     let services = if args.quick { 100 } else { args.services };
     let sets = setpoint_agent::service_rulesets("setpoint-bench", services, args.endpoints);
     let dir = tempfile::tempdir().context("a scratch directory")?;
@@ -61,6 +62,19 @@ pub(crate) fn bench_services(args: &ServicesBenchArgs) -> Result<()> {
             ),
         ),
     ];
+    let mut rows = rows;
+    let bytes: u64 = if args.quick { 64 << 20 } else { 1 << 30 };
+    let took = setpoint_agent::userspace_throughput(bytes)
+        .await
+        .context("the userspace fallback's throughput")?;
+    rows.push(Row::new(
+        format!("userspace fallback, one connection, {} MiB", bytes >> 20),
+        format!(
+            "{:.0} MiB/s ({})",
+            (bytes >> 20) as f64 / took.as_secs_f64().max(1e-9),
+            millis(took)
+        ),
+    ));
     let missed = rows.iter().any(|r| r.verdict == Verdict::Missed);
     let report = Report {
         title: format!(
