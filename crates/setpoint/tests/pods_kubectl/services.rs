@@ -193,6 +193,28 @@ impl Drop for DropTable {
     }
 }
 
+/// Waits until `kubectl describe node local` shows the `ServiceProxy` condition with
+/// `status` and `reason`.
+fn proxy_condition(s: &Server, status: &str, reason: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = s.kubectl(&["describe", "node", "local"]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let row = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("ServiceProxy"))
+            .map(str::to_owned);
+        if row
+            .as_deref()
+            .is_some_and(|r| r.contains(status) && r.contains(reason))
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "ServiceProxy condition: {row:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 fn nftables_here() -> bool {
     use std::os::unix::fs::MetadataExt as _;
     // /proc/self belongs to the effective user.
@@ -207,10 +229,11 @@ fn nftables_here() -> bool {
 fn a_service_should_spread_over_its_pods_stick_with_affinity_and_resolve_by_name() {
     let dns = free_loopback_addr();
     let tmp = tempfile::tempdir().expect("tempdir");
+    let _stop = AgentCleanup(tmp.path().join("data"));
     let s = Server::start_with(
         &tmp.path().join("data"),
         "127.0.0.1:0",
-        &["--dns-listen", &dns],
+        &["--dns-listen", &dns, "--pod-network", "host"],
     );
     let _table = DropTable(s.dir.clone());
     let marker = format!("svc-test-{}", std::process::id());
@@ -238,14 +261,7 @@ fn a_service_should_spread_over_its_pods_stick_with_affinity_and_resolve_by_name
         });
         both_answer(&format!("{cluster_ip}:80"));
         both_answer(&node_port_at);
-        let out = s.kubectl(&[
-            "get",
-            "node",
-            "local",
-            "-o",
-            "jsonpath={.status.conditions[?(@.type==\"ServiceProxy\")].reason}",
-        ]);
-        assert_eq!(String::from_utf8_lossy(&out.stdout), "Nftables");
+        proxy_condition(&s, "True", "Nftables");
         set_affinity(&s);
         wait_table(&s, |t| t.contains("aff-default/web/tcp/80"));
         sticks(&format!("{cluster_ip}:80"));
@@ -262,10 +278,11 @@ fn a_service_should_spread_over_its_pods_stick_with_affinity_and_resolve_by_name
 #[test]
 fn the_userspace_fallback_should_serve_node_ports_on_loopback() {
     let tmp = tempfile::tempdir().expect("tempdir");
+    let _stop = AgentCleanup(tmp.path().join("data"));
     let s = Server::start_with(
         &tmp.path().join("data"),
         "127.0.0.1:0",
-        &["--proxy-mode", "userspace"],
+        &["--proxy-mode", "userspace", "--pod-network", "host"],
     );
     let marker = format!("svc-user-{}", std::process::id());
     let _cleanup = Cleanup {
@@ -277,6 +294,8 @@ fn the_userspace_fallback_should_serve_node_ports_on_loopback() {
         !s.dir.join("agent").join("proxy-nft-table").exists(),
         "no nftables in userspace mode"
     );
+    // `kubectl describe node` says which mode and why.
+    proxy_condition(&s, "False", "Userspace");
     let at = format!("127.0.0.1:{node_port}");
     both_answer(&at);
     set_affinity(&s);
