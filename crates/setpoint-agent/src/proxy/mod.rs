@@ -360,7 +360,7 @@ async fn sync(
 /// EndpointSlice informers of `factory`). The resolver listens on `config.dns_listen`, else on
 /// the pod network's gateway port 53 (the address pods' `resolv.conf` names), else not at all.
 /// With a pod network, the Service CIDR is routed to its bridge. Fails when the resolver
-/// cannot listen.
+/// cannot listen on the configured address (on the gateway it only warns).
 pub(crate) async fn start_with_dns(
     factory: &InformerFactory,
     config: &ServicesConfig,
@@ -376,19 +376,30 @@ pub(crate) async fn start_with_dns(
         .or_else(|| network.map(|n| std::net::SocketAddr::new(IpAddr::V4(n.gateway), 53)));
     let dns = match listen {
         Some(at) => {
-            let (bound, task) = crate::dns::server::serve(
+            let served = crate::dns::server::serve(
                 at,
                 Arc::new(informers.clone()),
                 config.cluster_domain.clone(),
                 shutdown.child_token(),
             )
-            .await
-            .map_err(|source| crate::AgentError::Io {
-                what: format!("serving cluster DNS on {at}"),
-                source,
-            })?;
-            tracing::info!(%bound, zone = %config.cluster_domain, "cluster DNS resolver listening");
-            Some(task)
+            .await;
+            match served {
+                Ok((bound, task)) => {
+                    tracing::info!(%bound, zone = %config.cluster_domain, "cluster DNS resolver listening");
+                    Some(task)
+                }
+                // An address asked for must work; the gateway's is best effort.
+                Err(source) if config.dns_listen.is_some() => {
+                    return Err(crate::AgentError::Io {
+                        what: format!("serving cluster DNS on {at}"),
+                        source,
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(%at, error = %e, "no cluster DNS on this node: pods' resolv.conf names an address nothing answers on");
+                    None
+                }
+            }
         }
         None => None,
     };
