@@ -10,7 +10,8 @@
 //! How it stops them, as a pod deletion does: SIGTERM to each running container's process
 //! group, up to `grace` for the shims to record the exits, then SIGKILL to what is left
 //! (container, cgroup, shim); then SIGKILL to every process still in one of the root's
-//! cgroups, and the cgroups are removed.
+//! cgroups, and the cgroups are removed. The agent's nftables table (Service rules), if it
+//! left one, is deleted.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -130,6 +131,10 @@ pub fn cleanup(root_dir: &Path, grace: Duration) -> CleanupReport {
             }
         }
         let _ = cgroup::remove(&parent);
+    }
+    // The Service rules a killed agent left (not a process: logged, not reported).
+    if let Some(done) = crate::proxy::cleanup_table(root_dir) {
+        tracing::info!("{done}");
     }
     report
 }

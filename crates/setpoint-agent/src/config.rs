@@ -40,6 +40,8 @@ pub struct AgentConfig {
     /// How containers see their volumes: mounted in a mount namespace of their own (as root),
     /// or through environment variables (`docs/design/volumes.md`).
     pub mount_mode: crate::MountMode,
+    /// Service proxying and the cluster DNS resolver on this node.
+    pub services: crate::ServicesConfig,
     /// How pods get their network: a namespace each on the agent's bridge (as root), or the
     /// host's (`docs/design/pod-network.md`).
     pub pod_network: crate::PodNetworkMode,

@@ -13,6 +13,7 @@
 
 mod cleanup;
 mod config;
+mod dns;
 mod error;
 mod logs;
 mod metrics;
@@ -21,6 +22,7 @@ mod node;
 mod pods;
 mod probes;
 mod process;
+mod proxy;
 mod run;
 mod server;
 mod shim;
@@ -32,6 +34,9 @@ pub use config::{AgentConfig, ContainerTracking};
 pub use error::AgentError;
 pub use metrics::DEFAULT_METRICS_INTERVAL;
 pub use network::{bench_pod_network, PodNetworkMode, PodNetworkTimes};
+pub use proxy::{
+    service_rulesets, userspace_throughput, ProxyMode, ServiceRulesets, ServicesConfig,
+};
 pub use run::run;
 pub use shim::shim_main;
 pub use simulated::{

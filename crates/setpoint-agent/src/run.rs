@@ -114,6 +114,16 @@ pub async fn run(
         factory.informer_with::<ConfigMap>(InformerOptions::default().strip_managed_fields());
     let secrets =
         factory.informer_with::<Secret>(InformerOptions::default().strip_managed_fields());
+    let (proxy, dns) = crate::proxy::start_with_dns(
+        &factory,
+        &config.services,
+        &config.node_name,
+        config.node_ip,
+        &config.root_dir,
+        network.as_ref(),
+        &shutdown,
+    )
+    .await?;
     let mounts = config.mount_mode.mounts();
     tracing::info!(
         mounts = if mounts { "namespace" } else { "emulated" },
@@ -198,5 +208,8 @@ pub async fn run(
     let _ = node.await;
     let _ = publish.await;
     let _ = cleanup.await;
+    for task in [proxy, dns].into_iter().flatten() {
+        let _ = task.await;
+    }
     Ok(())
 }

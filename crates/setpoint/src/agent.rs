@@ -100,6 +100,51 @@ pub(crate) struct AgentArgs {
     /// Simulate the node instead: its pods become Running without processes.
     #[arg(long)]
     pub(crate) simulated: bool,
+    #[command(flatten)]
+    pub(crate) services: ServiceArgs,
+}
+
+/// Service proxying and cluster DNS flags of an agent.
+#[derive(Debug, Args)]
+pub(crate) struct ServiceArgs {
+    /// How the agent proxies Services: `auto` (nftables when root and `nft` runs, else
+    /// userspace), `nftables`, `userspace` (NodePorts on 127.0.0.1 and the node address only)
+    /// or `off`.
+    #[arg(long = "proxy-mode", value_name = "MODE", value_enum, default_value_t = ProxyModeArg::Auto)]
+    pub(crate) proxy_mode: ProxyModeArg,
+    /// Where the agent's cluster DNS resolver listens (UDP and TCP), e.g. `127.0.0.1:5353`;
+    /// none when unset.
+    #[arg(long = "dns-listen", value_name = "ADDR")]
+    pub(crate) dns_listen: Option<SocketAddr>,
+}
+
+impl ServiceArgs {
+    /// The agent's settings.
+    pub(crate) fn config(&self) -> setpoint_agent::ServicesConfig {
+        setpoint_agent::ServicesConfig {
+            proxy: match self.proxy_mode {
+                ProxyModeArg::Auto => setpoint_agent::ProxyMode::Auto,
+                ProxyModeArg::Nftables => setpoint_agent::ProxyMode::Nftables,
+                ProxyModeArg::Userspace => setpoint_agent::ProxyMode::Userspace,
+                ProxyModeArg::Off => setpoint_agent::ProxyMode::Off,
+            },
+            dns_listen: self.dns_listen,
+            ..setpoint_agent::ServicesConfig::default()
+        }
+    }
+}
+
+/// `--proxy-mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ProxyModeArg {
+    /// nftables when possible, else userspace.
+    Auto,
+    /// nftables.
+    Nftables,
+    /// Userspace NodePort listeners.
+    Userspace,
+    /// No proxying.
+    Off,
 }
 
 /// `--container-tracking`.
@@ -178,6 +223,8 @@ pub(crate) struct LocalAgentArgs {
     /// namespace per container when root) or `emulated` (SETPOINT_MOUNT_* variables).
     #[arg(long = "mounts", value_name = "HOW", value_enum, default_value_t = Mounts::Auto)]
     pub(crate) mounts: Mounts,
+    #[command(flatten)]
+    pub(crate) services: ServiceArgs,
     /// How the local agent's pods get their network: `auto` (`bridge` when root and this
     /// server assigns pod ranges, else `host`), `bridge` or `host`.
     #[arg(long = "pod-network", value_name = "MODE", value_enum, default_value_t = PodNetwork::Auto)]
@@ -214,6 +261,7 @@ pub(crate) async fn agent(cli: AgentCli) -> Result<()> {
             metrics_interval: args.metrics_interval,
             container_tracking: args.container_tracking.into(),
             mount_mode: args.mounts.into(),
+            services: args.services.config(),
             pod_network: args.pod_network.into(),
         };
         tokio::spawn(setpoint_agent::run(client, config, shutdown.clone()))
@@ -278,6 +326,7 @@ pub(crate) fn start_local(
         metrics_interval: args.metrics_interval,
         container_tracking: args.container_tracking.into(),
         mount_mode: args.mounts.into(),
+        services: args.services.config(),
         pod_network: match (args.pod_network, assigns_pod_ranges) {
             (PodNetwork::Auto, Some(false)) => setpoint_agent::PodNetworkMode::Host,
             (mode, _) => mode.into(),

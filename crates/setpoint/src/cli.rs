@@ -243,9 +243,26 @@ pub(crate) enum BenchCommand {
     /// Benchmark whole workloads: Deployments on simulated nodes (apply to Running, rolling
     /// update) and pods as real processes on a node agent.
     Workloads(WorkloadsBenchArgs),
+    /// Benchmark the node agent's Service rules: an nftables full sync of many Services and
+    /// one incremental change, in a throwaway network namespace (needs root and `nft`).
+    Services(ServicesBenchArgs),
     /// Benchmark pod network setup and teardown (network namespace, veth, address, routes)
     /// on a bridge of its own; needs root.
     PodNetwork(PodNetworkBenchArgs),
+}
+
+/// Flags of `setpoint bench services`.
+#[derive(Debug, Args)]
+pub(crate) struct ServicesBenchArgs {
+    /// Services programmed.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub(crate) services: usize,
+    /// Ready endpoints per Service.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub(crate) endpoints: usize,
+    /// 100 Services instead of `--services`.
+    #[arg(long)]
+    pub(crate) quick: bool,
 }
 
 /// Flags of `setpoint bench pod-network`.

@@ -88,6 +88,7 @@ impl Harness {
             metrics_interval: setpoint_agent::DEFAULT_METRICS_INTERVAL,
             container_tracking: self.tracking,
             mount_mode: self.mount_mode,
+            services: setpoint_agent::ServicesConfig::default(),
             pod_network: self.pod_network,
         };
         let shutdown = CancellationToken::new();

@@ -57,6 +57,7 @@ impl Harness {
             metrics_interval,
             container_tracking: setpoint_agent::ContainerTracking::Auto,
             mount_mode: setpoint_agent::MountMode::Auto,
+            services: setpoint_agent::ServicesConfig::default(),
             pod_network: setpoint_agent::PodNetworkMode::Host,
         };
         tokio::spawn(setpoint_agent::run(

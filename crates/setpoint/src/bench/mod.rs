@@ -8,6 +8,7 @@ mod machine;
 mod pod_network;
 mod report;
 mod server;
+mod services;
 mod store;
 mod usage;
 mod workloads;
@@ -24,6 +25,7 @@ pub(crate) async fn bench(command: BenchCommand) -> Result<()> {
         BenchCommand::Store(args) => store::bench_store(args).await,
         BenchCommand::Api(args) => api::bench_api(args).await,
         BenchCommand::Workloads(args) => workloads::bench_workloads(args).await,
+        BenchCommand::Services(args) => services::bench_services(&args).await,
         BenchCommand::PodNetwork(args) => pod_network::bench_pod_network(&args),
     }
 }

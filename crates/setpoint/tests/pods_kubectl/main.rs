@@ -6,3 +6,4 @@ mod common;
 
 mod limits;
 mod networking;
+mod services;
