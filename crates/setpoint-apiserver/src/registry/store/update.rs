@@ -142,6 +142,9 @@ impl RegistryStore {
             {
                 def.strategy.prepare_update(&mut new, &current);
             }
+            if scope == Scope::Main {
+                def.strategy.before_update(self, &mut new, &current).await?;
+            }
             if def.strategy.generation_changed(&new, &current) {
                 let g = current["metadata"]["generation"].as_i64().unwrap_or(1);
                 meta::metadata(&mut new).insert("generation".into(), json!(g + 1));

@@ -137,6 +137,18 @@ pub(crate) trait Strategy: std::any::Any + Send + Sync + std::fmt::Debug {
         Ok(())
     }
 
+    /// What an update of the main resource does once `new` is prepared (from the stored
+    /// `old`) and before it is validated, with the resource's other objects at hand
+    /// (allocations an update may need).
+    async fn before_update(
+        &self,
+        _peers: &dyn Peers,
+        _new: &mut Value,
+        _old: &Value,
+    ) -> Result<(), ApiError> {
+        Ok(())
+    }
+
     /// Why no object of this kind may be created now, if so.
     fn refuse_create(&self) -> Option<ApiError> {
         None

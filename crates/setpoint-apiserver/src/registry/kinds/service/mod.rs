@@ -1,8 +1,10 @@
 //! core/v1 Service: named by DNS-1035 labels; defaults (`ClusterIP`, TCP ports, target port
 //! = port); a cluster IP allocated on create ([`cluster_ip`]) that never changes and that an
-//! update leaving it out keeps; the `kubectl get services` row.
+//! update leaving it out keeps; node ports for `NodePort` and `LoadBalancer` services
+//! ([`node_port`]); the `kubectl get services` row.
 
 mod cluster_ip;
+mod node_port;
 
 pub(crate) use cluster_ip::SERVICE_RANGE;
 
@@ -91,7 +93,17 @@ impl Strategy for Services {
     }
 
     async fn before_create(&self, peers: &dyn Peers, object: &mut Value) -> Result<(), ApiError> {
-        cluster_ip::assign(peers, object).await
+        cluster_ip::assign(peers, object).await?;
+        node_port::assign(peers, object, None).await
+    }
+
+    async fn before_update(
+        &self,
+        peers: &dyn Peers,
+        new: &mut Value,
+        old: &Value,
+    ) -> Result<(), ApiError> {
+        node_port::assign(peers, new, Some(old)).await
     }
 
     async fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<Cause> {
@@ -215,6 +227,7 @@ fn validate_spec(spec: &Value, causes: &mut Vec<Cause>) {
             ));
         }
     }
+    node_port::validate(spec, causes);
     let types = ["ClusterIP", "NodePort", "LoadBalancer", "ExternalName"];
     if !types.contains(&kind) {
         causes.push(Cause::not_supported("spec.type", &spec["type"], &types));
