@@ -24,6 +24,8 @@ use channels::ChannelUse;
 use upgrade::Offer;
 
 mod channels;
+#[cfg(test)]
+mod kubectl_tests;
 mod portforward_spdy;
 mod portforward_ws;
 mod remote_spdy;
@@ -133,7 +135,7 @@ where
     }
     let offer = match upgrade::negotiate(request.headers(), ChannelUse::RemoteCommand) {
         Ok(offer) => offer,
-        Err(refusal) => return refusal,
+        Err(refusal) => return *refusal,
     };
     let response = upgrade::switching(request.headers(), &offer);
     tokio::spawn(async move {
@@ -161,7 +163,7 @@ pub(crate) fn serve_port_forward(
 ) -> Response<Body> {
     let offer = match upgrade::negotiate(request.headers(), ChannelUse::PortForward) {
         Ok(offer) => offer,
-        Err(refusal) => return refusal,
+        Err(refusal) => return *refusal,
     };
     let ports = match &offer {
         Offer::WebSocket(_) => match portforward_ws::ports(request.uri().query().unwrap_or("")) {
