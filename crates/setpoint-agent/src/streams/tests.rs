@@ -398,3 +398,56 @@ fn outcome_payload_should_follow_the_protocol_version() {
     assert_eq!(error["reason"], "InternalError");
     assert_eq!(error["code"], 500);
 }
+
+/// A command that produces nothing until its output is closed (the client went away), then
+/// reports that through `seen`.
+fn wait_for_client_to_leave(
+    seen: tokio::sync::oneshot::Sender<()>,
+) -> impl FnOnce(super::RemoteCommandSession) -> super::BoxFuture<()> {
+    move |session| {
+        Box::pin(async move {
+            let stdout = session.stdout.unwrap();
+            stdout.closed().await;
+            let _ = seen.send(());
+        })
+    }
+}
+
+#[tokio::test]
+async fn websocket_exec_should_close_output_when_the_client_leaves() {
+    let (server, client) = tokio::io::duplex(1 << 16);
+    let (seen_tx, seen) = tokio::sync::oneshot::channel();
+    let session = tokio::spawn(remote_ws::run(
+        server,
+        ChannelProtocol::V5,
+        ALL,
+        wait_for_client_to_leave(seen_tx),
+    ));
+    let (r, w) = tokio::io::split(client);
+    let (mut read, mut write) = (WsRead(r), WsWrite(w));
+    assert_eq!(read.frame().await, Some((0x2, vec![1])));
+    write.frame(0x8, true, &1001u16.to_be_bytes()).await;
+    seen.await.unwrap();
+    session.await.unwrap();
+}
+
+#[tokio::test]
+async fn spdy_exec_should_close_output_when_the_client_leaves() {
+    let (server, client) = tokio::io::duplex(1 << 16);
+    let (seen_tx, seen) = tokio::sync::oneshot::channel();
+    let session = tokio::spawn(remote_spdy::run(
+        server,
+        SpdyVersion::V4,
+        ALL,
+        wait_for_client_to_leave(seen_tx),
+    ));
+    let (mut read, mut write) = spdy_client(client);
+    for (id, kind) in [(1, "error"), (3, "stdin"), (5, "stdout"), (7, "stderr")] {
+        write.open(id, false, &[("streamtype", kind)]).await;
+        assert!(matches!(read.frame().await, Some(Frame::SynReply { .. })));
+    }
+    drop(write);
+    drop(read);
+    seen.await.unwrap();
+    session.await.unwrap();
+}
