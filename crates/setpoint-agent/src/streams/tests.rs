@@ -451,3 +451,53 @@ async fn spdy_exec_should_close_output_when_the_client_leaves() {
     seen.await.unwrap();
     session.await.unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn spdy_port_forward_should_drop_a_pair_left_incomplete() {
+    let (server, client) = tokio::io::duplex(1 << 16);
+    let session = tokio::spawn(portforward_spdy::run(server, loopback()));
+    let (mut read, mut write) = spdy_client(client);
+    write
+        .open(
+            1,
+            false,
+            &[("streamtype", "error"), ("port", "80"), ("requestid", "0")],
+        )
+        .await;
+    assert!(matches!(
+        read.frame().await,
+        Some(Frame::SynReply { stream_id: 1, .. })
+    ));
+    tokio::time::advance(std::time::Duration::from_secs(31)).await;
+    // The next stream's arrival expires the lonely error stream.
+    write
+        .open(
+            3,
+            false,
+            &[("streamtype", "error"), ("port", "80"), ("requestid", "1")],
+        )
+        .await;
+    let mut error = Vec::new();
+    loop {
+        match read.frame().await {
+            Some(Frame::Data {
+                stream_id: 1,
+                fin,
+                data,
+            }) => {
+                error.extend_from_slice(&data);
+                if fin {
+                    break;
+                }
+            }
+            Some(Frame::SynReply { stream_id: 3, .. }) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(String::from_utf8(error)
+        .unwrap()
+        .starts_with("timed out waiting"));
+    drop(write);
+    drop(read);
+    session.await.unwrap();
+}
