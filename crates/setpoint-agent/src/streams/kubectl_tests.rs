@@ -193,8 +193,14 @@ async fn kubectl_exec_should_work_over_websocket_and_spdy() {
 }
 
 /// `kubectl port-forward p :PORT` to a TCP echo server; a megabyte goes through.
-/// Two connections, each through the one session kubectl opens with `upgrade`.
-async fn port_forward_round_trip(binary: &Path, env: &[(&str, &str)], upgrade: &str) {
+/// Two connections of `size` bytes echoed, each through the one session kubectl opens with
+/// `upgrade`; returns how long each connection's round trip took.
+async fn port_forward_round_trip(
+    binary: &Path,
+    env: &[(&str, &str)],
+    upgrade: &str,
+    size: usize,
+) -> Vec<Duration> {
     let echo = echo_server().await;
     let (addr, upgrades) = api_server().await;
     let mut child = command(binary, addr, env)
@@ -224,12 +230,14 @@ async fn port_forward_round_trip(binary: &Path, env: &[(&str, &str)], upgrade: &
     })
     .await
     .unwrap();
+    let mut took = Vec::new();
     for _ in 0..2 {
+        let sent: Vec<u8> = (0..size).map(|i| (i % 253) as u8).collect();
+        let start = std::time::Instant::now();
         let conn = tokio::net::TcpStream::connect(("127.0.0.1", local))
             .await
             .unwrap();
         let (mut read, mut write) = conn.into_split();
-        let sent: Vec<u8> = (0..1024 * 1024u32).map(|i| (i % 253) as u8).collect();
         let writer = tokio::spawn({
             let sent = sent.clone();
             async move {
@@ -238,15 +246,17 @@ async fn port_forward_round_trip(binary: &Path, env: &[(&str, &str)], upgrade: &
             }
         });
         let mut received = vec![0u8; sent.len()];
-        tokio::time::timeout(Duration::from_secs(60), read.read_exact(&mut received))
+        tokio::time::timeout(Duration::from_secs(300), read.read_exact(&mut received))
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(received, sent);
+        assert!(received == sent, "the bytes came back changed");
         drop(writer.await.unwrap());
+        took.push(start.elapsed());
     }
     child.kill().await.unwrap();
     assert_eq!(*upgrades.lock(), [upgrade]);
+    took
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -256,11 +266,42 @@ async fn kubectl_port_forward_should_work_tunnelled_and_over_spdy() {
         return;
     };
     // kubectl 1.32's default: SPDY in a WebSocket.
-    port_forward_round_trip(&current, &[], "websocket").await;
+    port_forward_round_trip(&current, &[], "websocket", 1 << 20).await;
     port_forward_round_trip(
         &current,
         &[("KUBECTL_PORT_FORWARD_WEBSOCKETS", "false")],
         "spdy/3.1",
+        1 << 20,
     )
     .await;
+}
+
+/// Throughput through kubectl port-forward (tunnelled, then plain SPDY) to an echo server:
+/// `SETPOINT_STREAMS_MIB` MiB (default 256) each way per connection, printed as MB/s each
+/// way. A measurement, not a check; run it in release:
+/// `cargo test --release -p setpoint-agent --lib kubectl_port_forward_throughput -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement; run by hand in release"]
+async fn kubectl_port_forward_throughput() {
+    let Some(current) = kubectl(None) else {
+        eprintln!("skipped: kubectl not installed");
+        return;
+    };
+    let mib: usize = std::env::var("SETPOINT_STREAMS_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256);
+    let size = mib << 20;
+    let spdy_env = [("KUBECTL_PORT_FORWARD_WEBSOCKETS", "false")];
+    for (name, env, upgrade) in [
+        ("tunnel", &[][..], "websocket"),
+        ("spdy", &spdy_env[..], "spdy/3.1"),
+    ] {
+        for took in port_forward_round_trip(&current, env, upgrade, size).await {
+            let rate = size as f64 / took.as_secs_f64() / 1e6;
+            println!(
+                "port-forward {name}: {mib} MiB each way in {took:?}: {rate:.0} MB/s each way"
+            );
+        }
+    }
 }
