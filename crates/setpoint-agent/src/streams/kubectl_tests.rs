@@ -2,7 +2,8 @@
 //! `exec`/`portforward` subresources answered by [`serve_remote_command`] and
 //! [`serve_port_forward`]) on loopback, driven by kubectl 1.32 (WebSocket v5 exec, SPDY
 //! fallback, tunnelled port-forward, plain SPDY port-forward) and kubectl 1.27 (SPDY exec).
-//! Skipped when kubectl is not installed.
+//! Skipped when kubectl is not installed. The same server, with raw HTTP/1.1, checks the
+//! `101` headers and the `Status` refusals.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -304,4 +305,80 @@ async fn kubectl_port_forward_throughput() {
             );
         }
     }
+}
+
+/// Sends a raw HTTP/1.1 request head; returns the response head and its body (by
+/// `content-length`).
+async fn raw(addr: SocketAddr, head: &str) -> String {
+    let conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut conn = tokio::io::BufReader::new(conn);
+    conn.get_mut().write_all(head.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        conn.read_line(&mut line).await.unwrap();
+        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = value.trim().parse().unwrap();
+        }
+        response.push_str(&line);
+        if line == "\r\n" || line.is_empty() {
+            break;
+        }
+    }
+    let mut body = vec![0u8; length];
+    conn.read_exact(&mut body).await.unwrap();
+    response.push_str(&String::from_utf8_lossy(&body));
+    response
+}
+
+#[tokio::test]
+async fn upgrades_should_be_refused_with_a_status() {
+    let (addr, _) = api_server().await;
+    let exec = "/api/v1/namespaces/default/pods/p/exec?command=x&stdout=true";
+    let plain = raw(
+        addr,
+        &format!("GET {exec} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+    )
+    .await;
+    assert!(plain.starts_with("HTTP/1.1 400"), "{plain}");
+    assert!(plain.contains("Upgrade request required"), "{plain}");
+
+    let ws = raw(addr, &format!("GET {exec} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: v9.channel.k8s.io\r\n\r\n")).await;
+    assert!(ws.starts_with("HTTP/1.1 400"), "{ws}");
+    assert!(ws.contains("\"reason\":\"BadRequest\""), "{ws}");
+
+    let spdy = raw(addr, &format!("POST {exec} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: v9.channel.k8s.io\r\nContent-Length: 0\r\n\r\n")).await;
+    assert!(spdy.starts_with("HTTP/1.1 403"), "{spdy}");
+    assert!(
+        spdy.to_ascii_lowercase()
+            .contains("x-accepted-stream-protocol-versions: v4.channel.k8s.io"),
+        "{spdy}"
+    );
+
+    let none = raw(addr, "GET /api/v1/namespaces/default/pods/p/exec?command=x HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n").await;
+    assert!(
+        none.contains("you must specify at least 1 of stdin, stdout, stderr"),
+        "{none}"
+    );
+
+    let no_ports = raw(addr, "GET /api/v1/namespaces/default/pods/p/portforward HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: v4.channel.k8s.io\r\n\r\n").await;
+    assert!(no_ports.starts_with("HTTP/1.1 400"), "{no_ports}");
+
+    // Accepted: the 101 carries the RFC 6455 accept key and the chosen subprotocol.
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    conn.write_all(format!("GET {exec} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: v5.channel.k8s.io, v4.channel.k8s.io\r\n\r\n").as_bytes()).await.unwrap();
+    let mut head = vec![0u8; 1024];
+    let n = conn.read(&mut head).await.unwrap();
+    let head = String::from_utf8_lossy(&head[..n]).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 101"), "{head}");
+    assert!(
+        head.contains("sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo="),
+        "{head}"
+    );
+    assert!(
+        head.contains("sec-websocket-protocol: v5.channel.k8s.io"),
+        "{head}"
+    );
+    assert!(head.contains("connection: upgrade"), "{head}");
 }

@@ -128,6 +128,9 @@ where
         stderr: flags.stderr && !flags.tty,
         ..flags
     };
+    if let Some(refusal) = not_http1(&request) {
+        return refusal;
+    }
     if !(flags.stdin || flags.stdout || flags.stderr) {
         return upgrade::refuse(setpoint_core::ApiError::bad_request(
             "you must specify at least 1 of stdin, stdout, stderr",
@@ -161,6 +164,9 @@ pub(crate) fn serve_port_forward(
     request: Request<Incoming>,
     dialer: Arc<dyn PortDialer>,
 ) -> Response<Body> {
+    if let Some(refusal) = not_http1(&request) {
+        return refusal;
+    }
     let offer = match upgrade::negotiate(request.headers(), ChannelUse::PortForward) {
         Ok(offer) => offer,
         Err(refusal) => return *refusal,
@@ -184,6 +190,15 @@ pub(crate) fn serve_port_forward(
         }
     });
     response
+}
+
+/// Upgrades exist only on HTTP/1.1 (clients pin ALPN to `http/1.1` for them).
+fn not_http1<B>(request: &Request<B>) -> Option<Response<Body>> {
+    (request.version() != http::Version::HTTP_11).then(|| {
+        upgrade::refuse(setpoint_core::ApiError::bad_request(
+            "unable to upgrade: upgrades need HTTP/1.1",
+        ))
+    })
 }
 
 /// The upgraded connection behind a `101` answer; `None` (logged) if the upgrade failed.
