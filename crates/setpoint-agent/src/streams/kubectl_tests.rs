@@ -2,7 +2,8 @@
 //! `exec`/`portforward` subresources answered by [`serve_remote_command`] and
 //! [`serve_port_forward`]) on loopback, driven by kubectl 1.32 (WebSocket v5 exec, SPDY
 //! fallback, tunnelled port-forward, plain SPDY port-forward) and kubectl 1.27 (SPDY exec).
-//! Skipped when kubectl is not installed. The same server, with raw HTTP/1.1, checks the
+//! Skipped when kubectl is not installed. The same server also serves kube-rs (`ws`) and
+//! the Python client (with `SETPOINT_PYTHON`); and, with raw HTTP/1.1, checks the
 //! `101` headers and the `Status` refusals.
 
 use std::net::SocketAddr;
@@ -414,5 +415,68 @@ async fn python_client_should_exec_and_port_forward() {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+    assert_eq!(*upgrades.lock(), ["websocket", "websocket"]);
+}
+
+/// kube-rs (`ws` feature): exec over WebSocket v5 (stdin EOF as CLOSE, the exit code in the
+/// Status) and port-forward over WebSocket v4 (3-byte port frames), 1 MiB through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_rs_should_exec_and_port_forward() {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, AttachParams};
+
+    let echo = echo_server().await;
+    let (addr, upgrades) = api_server().await;
+    let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+    let client = kube::Client::try_from(config).unwrap();
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+
+    let params = AttachParams::default()
+        .stdin(true)
+        .stdout(true)
+        .stderr(true);
+    let mut attached = pods.exec("p", ["cat"], &params).await.unwrap();
+    let mut stdin = attached.stdin().unwrap();
+    stdin.write_all(b"from kube-rs\n").await.unwrap();
+    // kube-rs sees the end of its stdin pipe (and sends CLOSE) on shutdown, not on drop.
+    stdin.shutdown().await.unwrap();
+    let (mut stdout, mut stderr) = (attached.stdout().unwrap(), attached.stderr().unwrap());
+    let status = attached.take_status().unwrap();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let (read_out, read_err) = tokio::time::timeout(Duration::from_secs(60), async {
+        tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err))
+    })
+    .await
+    .expect("the command's output ended");
+    read_out.unwrap();
+    read_err.unwrap();
+    assert_eq!(out, b"from kube-rs\n");
+    assert_eq!(err, b"err");
+    let status = status.await.expect("a status on the error channel");
+    assert_eq!(status.reason.as_deref(), Some("NonZeroExitCode"));
+    let causes = status.details.unwrap().causes.unwrap();
+    assert_eq!(causes[0].message.as_deref(), Some("3"));
+    attached.join().await.unwrap();
+
+    let mut forwarder = pods.portforward("p", &[echo]).await.unwrap();
+    let stream = forwarder.take_stream(echo).unwrap();
+    let (mut read, mut write) = tokio::io::split(stream);
+    let sent: Vec<u8> = (0..1024 * 1024u32).map(|i| (i % 241) as u8).collect();
+    let writer = tokio::spawn({
+        let sent = sent.clone();
+        async move {
+            write.write_all(&sent).await.unwrap();
+            write
+        }
+    });
+    let mut received = vec![0u8; sent.len()];
+    tokio::time::timeout(Duration::from_secs(60), read.read_exact(&mut received))
+        .await
+        .expect("the echo came back")
+        .unwrap();
+    assert!(received == sent, "the bytes came back changed");
+    drop(writer.await.unwrap());
+    drop(read);
+    forwarder.abort();
     assert_eq!(*upgrades.lock(), ["websocket", "websocket"]);
 }
