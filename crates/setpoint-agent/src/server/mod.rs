@@ -83,7 +83,7 @@ pub(crate) async fn serve(
                     }
                 });
                 let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                let connection = builder.serve_connection(TokioIo::new(tls), service);
+                let connection = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
                 tokio::select! {
                     _ = shutdown.cancelled() => {}
                     result = connection => {
