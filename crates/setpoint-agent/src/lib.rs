@@ -14,6 +14,7 @@
 mod cleanup;
 mod config;
 mod error;
+mod exec;
 mod logs;
 mod metrics;
 mod node;
