@@ -25,7 +25,6 @@ mod run;
 mod server;
 mod shim;
 mod simulated;
-#[allow(dead_code)] // wired to routes on the streams branches
 mod streams;
 mod volumes;
 

@@ -17,7 +17,27 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::combinators::BoxBody;
 use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
 use tokio::sync::{mpsc, oneshot};
+
+use channels::ChannelUse;
+use upgrade::Offer;
+
+mod channels;
+mod portforward_spdy;
+mod portforward_ws;
+mod remote_spdy;
+mod remote_ws;
+mod resize;
+mod spdy;
+mod status;
+#[cfg(test)]
+mod testkit;
+#[cfg(test)]
+mod tests;
+mod tunnel;
+mod upgrade;
+mod ws;
 
 /// A boxed, sendable future.
 pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -102,8 +122,34 @@ pub(crate) fn serve_remote_command<F>(
 where
     F: FnOnce(RemoteCommandSession) -> BoxFuture<()> + Send + 'static,
 {
-    let _ = (request, flags, run);
-    not_yet()
+    let flags = StreamFlags {
+        stderr: flags.stderr && !flags.tty,
+        ..flags
+    };
+    if !(flags.stdin || flags.stdout || flags.stderr) {
+        return upgrade::refuse(setpoint_core::ApiError::bad_request(
+            "you must specify at least 1 of stdin, stdout, stderr",
+        ));
+    }
+    let offer = match upgrade::negotiate(request.headers(), ChannelUse::RemoteCommand) {
+        Ok(offer) => offer,
+        Err(refusal) => return refusal,
+    };
+    let response = upgrade::switching(request.headers(), &offer);
+    tokio::spawn(async move {
+        let Some(io) = upgraded(request).await else {
+            return;
+        };
+        match offer {
+            Offer::WebSocket(protocol) => remote_ws::run(io, protocol, flags, run).await,
+            Offer::Spdy(name) => {
+                remote_spdy::run(io, upgrade::spdy_version(name), flags, run).await;
+            }
+            // Not offered for remote commands.
+            Offer::Tunnel => {}
+        }
+    });
+    response
 }
 
 /// Answers a port-forward upgrade request (WebSocket `portforward.k8s.io` with `?ports=`,
@@ -113,14 +159,38 @@ pub(crate) fn serve_port_forward(
     request: Request<Incoming>,
     dialer: Arc<dyn PortDialer>,
 ) -> Response<Body> {
-    let _ = (request, dialer);
-    not_yet()
+    let offer = match upgrade::negotiate(request.headers(), ChannelUse::PortForward) {
+        Ok(offer) => offer,
+        Err(refusal) => return refusal,
+    };
+    let ports = match &offer {
+        Offer::WebSocket(_) => match portforward_ws::ports(request.uri().query().unwrap_or("")) {
+            Ok(ports) => ports,
+            Err(refusal) => return upgrade::refuse(refusal),
+        },
+        Offer::Tunnel | Offer::Spdy(_) => Vec::new(),
+    };
+    let response = upgrade::switching(request.headers(), &offer);
+    tokio::spawn(async move {
+        let Some(io) = upgraded(request).await else {
+            return;
+        };
+        match offer {
+            Offer::WebSocket(protocol) => portforward_ws::run(io, protocol, ports, dialer).await,
+            Offer::Spdy(_) => portforward_spdy::run(io, dialer).await,
+            Offer::Tunnel => tunnel::run(io, dialer).await,
+        }
+    });
+    response
 }
 
-// Placeholder while the protocols are written on this branch; never merged as is.
-fn not_yet() -> Response<Body> {
-    use http_body_util::{BodyExt as _, Full};
-    let mut response = Response::new(Full::new(Bytes::new()).map_err(|e| match e {}).boxed());
-    *response.status_mut() = http::StatusCode::NOT_IMPLEMENTED;
-    response
+/// The upgraded connection behind a `101` answer; `None` (logged) if the upgrade failed.
+async fn upgraded(request: Request<Incoming>) -> Option<TokioIo<hyper::upgrade::Upgraded>> {
+    match hyper::upgrade::on(request).await {
+        Ok(io) => Some(TokioIo::new(io)),
+        Err(error) => {
+            tracing::debug!(%error, "stream upgrade failed");
+            None
+        }
+    }
 }
