@@ -9,7 +9,8 @@
 //!    and orphans is reparented to the shim, not to init, so it stays a descendant;
 //! 3. reads the [`RunSpec`](crate::process::RunSpec) and starts the container's process with
 //!    exactly that argv, environment and working directory, in a process group of its own,
-//!    stdin from `/dev/null`, stdout and stderr into pipes — inside the spec's cgroup if it
+//!    stdin from `/dev/null` (a pipe for attached clients when the container's spec has
+//!    `stdin: true`), stdout and stderr into pipes — inside the spec's cgroup if it
 //!    names one (the shim joins the cgroup, starts the process, and leaves; if it cannot
 //!    join, the run goes on without a cgroup);
 //!    — first, if the spec asks, in a mount namespace of its own with the container's
@@ -18,12 +19,15 @@
 //!    used), then reports on its stdout one JSON line, `{"started": <run record>}` or
 //!    `{"failed": "<why>"}`, and never writes to stdout again (so an agent gone away cannot
 //!    hurt it with SIGPIPE);
-//! 5. copies the container's output into the log until the container's main process exits,
+//! 5. serves the run's attach socket (`attach.rs`: output fan-out, stdin), and copies the
+//!    container's output into the log (and to attached clients) until its main process exits,
 //!    reaping the orphans reparented to it meanwhile;
 //! 6. kills everything the container started (a container ends with its main process, as in
 //!    a container runtime): its process group, then every process in its cgroup — or,
 //!    without a cgroup, every descendant of the shim — and removes the cgroup; drains the
 //!    output (bounded) and writes the exit record; then exits 0.
+//!
+//! `agent-shim exec …` is another subcommand: the exec helper (`exec/helper.rs`).
 //!
 //! A process that cannot be started gets an exit record with exit code 128 and reason
 //! `StartError`, as container runtimes report it.

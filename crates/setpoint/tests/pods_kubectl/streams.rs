@@ -217,6 +217,9 @@ fn kubectl_exec_attach_cp_and_port_forward_should_reach_the_pods() {
         text(&out)
     );
 
+    python_stream_exec(&s);
+    kube_crate_exec(&s);
+
     // cp: 10 MB in and out, unchanged.
     let work = tempfile::tempdir().expect("tempdir");
     let data: Vec<u8> = (0..10 * 1024 * 1024u32)
@@ -269,4 +272,60 @@ fn kubectl_exec_attach_cp_and_port_forward_should_reach_the_pods() {
     );
     check_port_forward(&s, &[], "svc/web", 80);
     check_port_forward(&s, &[], "deploy/web", port);
+}
+
+/// The Python client's `stream()` exec (`tests/python/stream_exec.py`), when `SETPOINT_PYTHON`
+/// names a Python with the `kubernetes` package (scripts/check sets it).
+fn python_stream_exec(s: &Server) {
+    let Some(python) = std::env::var_os("SETPOINT_PYTHON") else {
+        eprintln!("skipped the Python client: set SETPOINT_PYTHON (scripts/check does)");
+        return;
+    };
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/stream_exec.py");
+    let out = Command::new(python)
+        .arg(script)
+        .arg(s.kubeconfig())
+        .arg("shell")
+        .output()
+        .expect("python ran");
+    assert!(out.status.success(), "python stream exec: {}", text(&out));
+}
+
+/// The kube crate's `Api::exec` with `AttachParams` (WebSocket, v5 or v4 channels).
+fn kube_crate_exec(s: &Server) {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, AttachParams};
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let pods: Api<Pod> = Api::namespaced(s.kube_client().await, "default");
+        let params = AttachParams::default().stdin(true).stderr(false);
+        let mut attached = pods
+            .exec(
+                "shell",
+                ["sh", "-c", "echo $GREETING; read l; echo got:$l"],
+                &params,
+            )
+            .await
+            .expect("kube exec");
+        let mut stdin = attached.stdin().expect("stdin");
+        stdin.write_all(b"kube-rs\n").await.expect("stdin written");
+        let mut stdout = attached.stdout().expect("stdout");
+        let mut output = String::new();
+        stdout
+            .read_to_string(&mut output)
+            .await
+            .expect("stdout read");
+        assert_eq!(output, "hello-from-the-pod\ngot:kube-rs\n");
+        let status = attached
+            .take_status()
+            .expect("a status")
+            .await
+            .expect("the status arrived");
+        assert_eq!(status.status.as_deref(), Some("Success"), "{status:?}");
+    });
 }
