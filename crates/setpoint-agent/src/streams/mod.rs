@@ -24,6 +24,8 @@ use channels::ChannelUse;
 use upgrade::Offer;
 
 mod channels;
+#[cfg(test)]
+mod kubectl_tests;
 mod portforward_spdy;
 mod portforward_ws;
 mod remote_spdy;
@@ -126,6 +128,9 @@ where
         stderr: flags.stderr && !flags.tty,
         ..flags
     };
+    if let Some(refusal) = not_http1(&request) {
+        return refusal;
+    }
     if !(flags.stdin || flags.stdout || flags.stderr) {
         return upgrade::refuse(setpoint_core::ApiError::bad_request(
             "you must specify at least 1 of stdin, stdout, stderr",
@@ -133,7 +138,7 @@ where
     }
     let offer = match upgrade::negotiate(request.headers(), ChannelUse::RemoteCommand) {
         Ok(offer) => offer,
-        Err(refusal) => return refusal,
+        Err(refusal) => return *refusal,
     };
     let response = upgrade::switching(request.headers(), &offer);
     tokio::spawn(async move {
@@ -159,9 +164,12 @@ pub(crate) fn serve_port_forward(
     request: Request<Incoming>,
     dialer: Arc<dyn PortDialer>,
 ) -> Response<Body> {
+    if let Some(refusal) = not_http1(&request) {
+        return refusal;
+    }
     let offer = match upgrade::negotiate(request.headers(), ChannelUse::PortForward) {
         Ok(offer) => offer,
-        Err(refusal) => return refusal,
+        Err(refusal) => return *refusal,
     };
     let ports = match &offer {
         Offer::WebSocket(_) => match portforward_ws::ports(request.uri().query().unwrap_or("")) {
@@ -182,6 +190,15 @@ pub(crate) fn serve_port_forward(
         }
     });
     response
+}
+
+/// Upgrades exist only on HTTP/1.1 (clients pin ALPN to `http/1.1` for them).
+fn not_http1<B>(request: &Request<B>) -> Option<Response<Body>> {
+    (request.version() != http::Version::HTTP_11).then(|| {
+        upgrade::refuse(setpoint_core::ApiError::bad_request(
+            "unable to upgrade: upgrades need HTTP/1.1",
+        ))
+    })
 }
 
 /// The upgraded connection behind a `101` answer; `None` (logged) if the upgrade failed.

@@ -7,10 +7,12 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use super::spdy::{Session, SpdyStream};
 use super::PortDialer;
@@ -18,11 +20,26 @@ use super::PortDialer;
 /// Bytes read from the pod per data frame.
 const CHUNK: usize = 64 * 1024;
 
+/// How long the second stream of a pair may take to arrive (the kubelet's stream creation
+/// timeout).
+const PAIR_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The two streams of one forwarded connection, as they arrive.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Pair {
     error: Option<SpdyStream>,
     data: Option<SpdyStream>,
+    since: Instant,
+}
+
+impl Default for Pair {
+    fn default() -> Self {
+        Self {
+            error: None,
+            data: None,
+            since: Instant::now(),
+        }
+    }
 }
 
 /// Runs the session on an upgraded connection until the client ends it.
@@ -35,6 +52,7 @@ where
     };
     let mut pending: HashMap<String, Pair> = HashMap::new();
     while let Some(stream) = session.accept().await {
+        expire(&mut pending).await;
         let port = stream
             .headers
             .get("port")
@@ -65,6 +83,7 @@ where
             if let Some(Pair {
                 error: Some(error),
                 data: Some(data),
+                ..
             }) = pending.remove(&request)
             {
                 tokio::spawn(forward(dialer.clone(), port, error, data));
@@ -72,6 +91,29 @@ where
         }
     }
     session.close().await;
+}
+
+/// Drops pairs whose second stream never came, telling the client on the error stream.
+/// (Checked as streams arrive: an abandoned half waits at most until the next one.)
+async fn expire(pending: &mut HashMap<String, Pair>) {
+    let expired: Vec<String> = pending
+        .iter()
+        .filter(|(_, pair)| pair.since.elapsed() >= PAIR_TIMEOUT)
+        .map(|(request, _)| request.clone())
+        .collect();
+    for request in expired {
+        let Some(pair) = pending.remove(&request) else {
+            continue;
+        };
+        if let Some(error) = pair.error {
+            let message = format!("timed out waiting for the data stream of request {request}");
+            let _ = error.writer.write(Bytes::from(message)).await;
+            let _ = error.writer.close().await;
+        }
+        if let Some(data) = pair.data {
+            let _ = data.writer.reset().await;
+        }
+    }
 }
 
 /// Serves one forwarded connection.

@@ -9,6 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 
 use super::resize::ResizeDecoder;
 use super::spdy::{Session, SpdyStream, StreamWriter};
@@ -99,8 +100,9 @@ where
     } = streams;
     let Some(error) = error else { return };
 
-    let (stdout_tx, stdout_fwd) = output(flags.stdout, stdout);
-    let (stderr_tx, stderr_fwd) = output(flags.stderr, stderr);
+    let gone = session.ended();
+    let (stdout_tx, stdout_fwd) = output(flags.stdout, stdout, gone.clone());
+    let (stderr_tx, stderr_fwd) = output(flags.stderr, stderr, gone.clone());
     let (resize_tx, resize_rx) = if flags.tty {
         let (tx, rx) = mpsc::channel(4);
         (Some(tx), Some(rx))
@@ -126,9 +128,16 @@ where
     };
     let command = tokio::spawn(run(session_for_command));
     tokio::join!(stdout_fwd, stderr_fwd);
-    let outcome = outcome_rx.await.unwrap_or_else(|_| {
-        CommandOutcome::Error("the command ended without reporting an outcome".to_owned())
-    });
+    // A client that went away gets no outcome; the command sees its output closed.
+    let outcome = tokio::select! {
+        outcome = outcome_rx => outcome.unwrap_or_else(|_| {
+            CommandOutcome::Error("the command ended without reporting an outcome".to_owned())
+        }),
+        () = gone.cancelled() => {
+            session.close().await;
+            return;
+        }
+    };
     if let Some(payload) = status::outcome_payload(&outcome, version >= SpdyVersion::V4) {
         let _ = error.writer.write(payload).await;
     }
@@ -137,10 +146,12 @@ where
     let _ = command.await;
 }
 
-/// An output channel for the command and the future that copies it to `stream`, then FINs.
+/// An output channel for the command and the future that copies it to `stream`, then FINs;
+/// it stops (dropping the channel's receiver) if the client goes away.
 fn output(
     wanted: bool,
     stream: Option<SpdyStream>,
+    gone: CancellationToken,
 ) -> (
     Option<mpsc::Sender<Bytes>>,
     impl std::future::Future<Output = ()>,
@@ -157,7 +168,10 @@ fn output(
         let (Some(mut rx), Some(writer)) = (rx, writer) else {
             return;
         };
-        while let Some(chunk) = rx.recv().await {
+        while let Some(chunk) = tokio::select! {
+            chunk = rx.recv() => chunk,
+            () = gone.cancelled() => return,
+        } {
             if writer.write(chunk).await.is_err() {
                 return;
             }

@@ -398,3 +398,185 @@ fn outcome_payload_should_follow_the_protocol_version() {
     assert_eq!(error["reason"], "InternalError");
     assert_eq!(error["code"], 500);
 }
+
+/// A command that produces nothing until its output is closed (the client went away), then
+/// reports that through `seen`.
+fn wait_for_client_to_leave(
+    seen: tokio::sync::oneshot::Sender<()>,
+) -> impl FnOnce(super::RemoteCommandSession) -> super::BoxFuture<()> {
+    move |session| {
+        Box::pin(async move {
+            let stdout = session.stdout.unwrap();
+            stdout.closed().await;
+            let _ = seen.send(());
+        })
+    }
+}
+
+#[tokio::test]
+async fn websocket_exec_should_close_output_when_the_client_leaves() {
+    let (server, client) = tokio::io::duplex(1 << 16);
+    let (seen_tx, seen) = tokio::sync::oneshot::channel();
+    let session = tokio::spawn(remote_ws::run(
+        server,
+        ChannelProtocol::V5,
+        ALL,
+        wait_for_client_to_leave(seen_tx),
+    ));
+    let (r, w) = tokio::io::split(client);
+    let (mut read, mut write) = (WsRead(r), WsWrite(w));
+    assert_eq!(read.frame().await, Some((0x2, vec![1])));
+    write.frame(0x8, true, &1001u16.to_be_bytes()).await;
+    seen.await.unwrap();
+    session.await.unwrap();
+}
+
+#[tokio::test]
+async fn spdy_exec_should_close_output_when_the_client_leaves() {
+    let (server, client) = tokio::io::duplex(1 << 16);
+    let (seen_tx, seen) = tokio::sync::oneshot::channel();
+    let session = tokio::spawn(remote_spdy::run(
+        server,
+        SpdyVersion::V4,
+        ALL,
+        wait_for_client_to_leave(seen_tx),
+    ));
+    let (mut read, mut write) = spdy_client(client);
+    for (id, kind) in [(1, "error"), (3, "stdin"), (5, "stdout"), (7, "stderr")] {
+        write.open(id, false, &[("streamtype", kind)]).await;
+        assert!(matches!(read.frame().await, Some(Frame::SynReply { .. })));
+    }
+    drop(write);
+    drop(read);
+    seen.await.unwrap();
+    session.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn spdy_port_forward_should_drop_a_pair_left_incomplete() {
+    let (server, client) = tokio::io::duplex(1 << 16);
+    let session = tokio::spawn(portforward_spdy::run(server, loopback()));
+    let (mut read, mut write) = spdy_client(client);
+    write
+        .open(
+            1,
+            false,
+            &[("streamtype", "error"), ("port", "80"), ("requestid", "0")],
+        )
+        .await;
+    assert!(matches!(
+        read.frame().await,
+        Some(Frame::SynReply { stream_id: 1, .. })
+    ));
+    tokio::time::advance(std::time::Duration::from_secs(31)).await;
+    // The next stream's arrival expires the lonely error stream.
+    write
+        .open(
+            3,
+            false,
+            &[("streamtype", "error"), ("port", "80"), ("requestid", "1")],
+        )
+        .await;
+    let mut error = Vec::new();
+    loop {
+        match read.frame().await {
+            Some(Frame::Data {
+                stream_id: 1,
+                fin,
+                data,
+            }) => {
+                error.extend_from_slice(&data);
+                if fin {
+                    break;
+                }
+            }
+            Some(Frame::SynReply { stream_id: 3, .. }) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(String::from_utf8(error)
+        .unwrap()
+        .starts_with("timed out waiting"));
+    drop(write);
+    drop(read);
+    session.await.unwrap();
+}
+
+/// A tty command that prints the first terminal size it is given, then succeeds.
+fn print_first_size(mut session: super::RemoteCommandSession) -> super::BoxFuture<()> {
+    Box::pin(async move {
+        assert!(session.stderr.is_none(), "no stderr with a tty");
+        let size = session.resize.as_mut().unwrap().recv().await.unwrap();
+        let text = format!("{}x{}", size.width, size.height);
+        session
+            .stdout
+            .take()
+            .unwrap()
+            .send(Bytes::from(text))
+            .await
+            .unwrap();
+        let _ = session.outcome.send(super::CommandOutcome::Success);
+    })
+}
+
+const TTY: StreamFlags = StreamFlags {
+    stdin: true,
+    stdout: true,
+    stderr: false,
+    tty: true,
+};
+
+#[tokio::test]
+async fn websocket_exec_should_deliver_resizes_and_report_success() {
+    let (server, client) = tokio::io::duplex(1 << 16);
+    let session = tokio::spawn(remote_ws::run(
+        server,
+        ChannelProtocol::V5,
+        TTY,
+        print_first_size,
+    ));
+    let (r, w) = tokio::io::split(client);
+    let (mut read, mut write) = (WsRead(r), WsWrite(w));
+    write.binary(b"\x04{\"Width\":120,\"Height\":40}\n").await;
+    let frames = ws_until_close(&mut read, &mut write).await;
+    assert_eq!(channel(&frames, 1), b"120x40");
+    let status: Value = serde_json::from_slice(&channel(&frames, 3)).unwrap();
+    assert_eq!(status["status"], "Success");
+    session.await.unwrap();
+}
+
+#[tokio::test]
+async fn spdy_v3_exec_should_wait_for_the_resize_stream_and_deliver_sizes() {
+    let (server, client) = tokio::io::duplex(1 << 16);
+    let session = tokio::spawn(remote_spdy::run(
+        server,
+        SpdyVersion::V3,
+        TTY,
+        print_first_size,
+    ));
+    let (mut read, mut write) = spdy_client(client);
+    for (id, kind) in [(1, "error"), (3, "stdin"), (5, "stdout"), (7, "resize")] {
+        write.open(id, false, &[("streamtype", kind)]).await;
+        assert!(matches!(read.frame().await, Some(Frame::SynReply { .. })));
+    }
+    write
+        .data(7, false, b"{\"Width\":80,\"Height\":24}\n")
+        .await;
+    let mut stdout = Vec::new();
+    loop {
+        match read.frame().await {
+            Some(Frame::Data {
+                stream_id: 5, data, ..
+            }) => stdout.extend_from_slice(&data),
+            Some(Frame::Data {
+                stream_id: 1, data, ..
+            }) => assert!(data.is_empty(), "v3 success is silent"),
+            Some(Frame::GoAway { .. }) => break,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(stdout, b"80x24");
+    drop(write);
+    drop(read);
+    session.await.unwrap();
+}

@@ -52,12 +52,16 @@ pub(crate) enum Offer {
 }
 
 /// Reads the request's upgrade offer for `usage`, or the refusal to answer with.
-pub(crate) fn negotiate(headers: &HeaderMap, usage: ChannelUse) -> Result<Offer, Response<Body>> {
+/// (The refusal is boxed: a response is large next to an offer.)
+pub(crate) fn negotiate(
+    headers: &HeaderMap,
+    usage: ChannelUse,
+) -> Result<Offer, Box<Response<Body>>> {
     if is_websocket_request(headers) {
         if headers.get(header::SEC_WEBSOCKET_KEY).is_none() {
-            return Err(refuse(ApiError::bad_request(
+            return Err(Box::new(refuse(ApiError::bad_request(
                 "unable to upgrade: missing Sec-WebSocket-Key",
-            )));
+            ))));
         }
         let offers = offered_protocols(headers);
         if usage == ChannelUse::PortForward && offers.iter().any(|o| o == TUNNEL_PROTOCOL) {
@@ -66,22 +70,24 @@ pub(crate) fn negotiate(headers: &HeaderMap, usage: ChannelUse) -> Result<Offer,
         return ChannelProtocol::negotiate(&offers, usage)
             .map(Offer::WebSocket)
             .ok_or_else(|| {
-                refuse(ApiError::bad_request(format!(
+                Box::new(refuse(ApiError::bad_request(format!(
                     "unable to upgrade: none of the requested websocket protocols {offers:?} is supported"
-                )))
+                ))))
             });
     }
     let spdy = header_lists(headers, header::UPGRADE).any(|v| v.eq_ignore_ascii_case("spdy/3.1"))
         && header_lists(headers, header::CONNECTION).any(|v| v.eq_ignore_ascii_case("upgrade"));
     if !spdy {
-        return Err(refuse(ApiError::bad_request("Upgrade request required")));
+        return Err(Box::new(refuse(ApiError::bad_request(
+            "Upgrade request required",
+        ))));
     }
     let offers: Vec<&str> =
         header_lists(headers, header::HeaderName::from_static(STREAM_PROTOCOL)).collect();
     if offers.is_empty() {
-        return Err(refuse(ApiError::bad_request(
+        return Err(Box::new(refuse(ApiError::bad_request(
             "unable to upgrade: header X-Stream-Protocol-Version does not exist in request",
-        )));
+        ))));
     }
     let supported: Vec<&'static str> = match usage {
         ChannelUse::RemoteCommand => SPDY_VERSIONS.iter().map(|(name, _)| *name).collect(),
@@ -103,7 +109,7 @@ pub(crate) fn negotiate(headers: &HeaderMap, usage: ChannelUse) -> Result<Offer,
                     HeaderValue::from_static(name),
                 );
             }
-            Err(response)
+            Err(Box::new(response))
         }
     }
 }

@@ -11,6 +11,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use super::frame::{self, read_frame, Frame, MAX_PAYLOAD, RST_CANCEL, RST_REFUSED};
 use super::headers::{HeaderBlock, HeaderDecoder, HeaderEncoder};
@@ -101,6 +102,7 @@ pub(crate) struct Session {
     tx: mpsc::Sender<Out>,
     reader: JoinHandle<()>,
     writer: JoinHandle<()>,
+    ended: CancellationToken,
 }
 
 impl Session {
@@ -114,17 +116,32 @@ impl Session {
         let (tx, rx) = mpsc::channel(64);
         let (accepted_tx, accepted) = mpsc::channel(16);
         let writer = tokio::spawn(write_frames(write, rx, encoder));
-        let reader = tokio::spawn(read_frames(
-            BufReader::with_capacity(64 * 1024, read),
-            tx.clone(),
-            accepted_tx,
-        ));
+        let ended = CancellationToken::new();
+        let reader = tokio::spawn({
+            let frames = read_frames(
+                BufReader::with_capacity(64 * 1024, read),
+                tx.clone(),
+                accepted_tx,
+            );
+            let ended = ended.clone();
+            async move {
+                frames.await;
+                ended.cancel();
+            }
+        });
         Ok(Self {
             accepted,
             tx,
             reader,
             writer,
+            ended,
         })
+    }
+
+    /// Cancelled when the client's side of the session has ended (GOAWAY, end of input, or
+    /// a protocol error): nothing more will arrive.
+    pub(crate) fn ended(&self) -> CancellationToken {
+        self.ended.clone()
     }
 
     /// The next stream the client opens; `None` once the session has ended.
@@ -141,6 +158,7 @@ impl Session {
             tx,
             mut reader,
             writer,
+            ended: _,
         } = self;
         drop(accepted);
         let _ = tx.send(Out::GoAway).await;
