@@ -25,6 +25,7 @@ mod run;
 mod server;
 mod shim;
 mod simulated;
+#[allow(dead_code)] // wired to routes on the streams branches
 mod streams;
 mod volumes;
 
