@@ -14,6 +14,7 @@
 mod cleanup;
 mod config;
 mod error;
+mod exec;
 mod logs;
 mod metrics;
 mod node;
@@ -24,6 +25,7 @@ mod run;
 mod server;
 mod shim;
 mod simulated;
+mod streams;
 mod volumes;
 
 pub use cleanup::{cleanup, CleanupReport};

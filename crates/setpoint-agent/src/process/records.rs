@@ -51,6 +51,9 @@ pub(crate) struct RunSpec {
     /// they are only described in the environment.
     #[serde(default)]
     pub(crate) mount_namespace: bool,
+    /// Attach settings: whether the shim keeps the container's stdin open (`shim/attach.rs`).
+    #[serde(default)]
+    pub(crate) attach: crate::shim::attach::AttachSpec,
 }
 
 /// A started run: who supervises it and which process is the container.
@@ -237,6 +240,7 @@ mod tests {
                 cgroup: None,
                 mounts: Vec::new(),
                 mount_namespace: false,
+                attach: Default::default(),
             };
             write_json(&paths.spec, &spec).expect("written");
             assert_eq!(read_json::<RunSpec>(&paths.spec).expect("read"), Some(spec));

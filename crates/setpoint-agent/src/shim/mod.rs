@@ -28,6 +28,8 @@
 //! A process that cannot be started gets an exit record with exit code 128 and reason
 //! `StartError`, as container runtimes report it.
 
+pub(crate) mod attach;
+
 use std::ffi::OsString;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -51,6 +53,9 @@ const KILL_TIMEOUT: Duration = Duration::from_secs(5);
 /// Runs the shim with its command-line arguments (after the program and subcommand names):
 /// `--spec FILE`. Returns when the container has exited and its exit is recorded.
 pub fn shim_main(args: Vec<OsString>) -> ExitCode {
+    if args.first().is_some_and(|a| a == "exec") {
+        return crate::exec::helper::exec_main(args.into_iter().skip(1).collect());
+    }
     let spec_path = match parse_args(args) {
         Ok(path) => path,
         Err(message) => {
@@ -130,7 +135,11 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .current_dir(&spec.working_dir)
-        .stdin(Stdio::null())
+        .stdin(if spec.attach.stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     std::os::unix::process::CommandExt::process_group(&mut command, 0);
@@ -203,14 +212,17 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
     }
     announce(&Announcement::Started(record));
 
+    let attached = attach::serve(spec, child.stdin.take());
     let (drained_tx, drained_rx) = mpsc::channel();
     let mut pumps = 0;
     if let Some(out) = child.stdout.take() {
-        pump(out, LogStream::Stdout, writer.clone(), drained_tx.clone());
+        let to = (writer.clone(), attached.clone());
+        pump(out, LogStream::Stdout, to, drained_tx.clone());
         pumps += 1;
     }
     if let Some(err) = child.stderr.take() {
-        pump(err, LogStream::Stderr, writer.clone(), drained_tx.clone());
+        let to = (writer.clone(), attached.clone());
+        pump(err, LogStream::Stderr, to, drained_tx.clone());
         pumps += 1;
     }
     drop(drained_tx);
@@ -224,6 +236,9 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
             eprintln!("setpoint agent-shim: output still open after the container exited; not waiting for it");
             break;
         }
+    }
+    if let Some(attached) = &attached {
+        attached.finish();
     }
     if let Err(e) = writer.lock().finish() {
         eprintln!("setpoint agent-shim: finishing the log: {e}");
@@ -286,12 +301,12 @@ fn start_failed(spec: &RunSpec, message: String) -> Result<(), String> {
     written.map_err(|e| format!("{message}; and writing {}: {e}", spec.exit_record.display()))
 }
 
-/// Copies one of the container's output pipes into the log on a thread of its own; reports on
-/// `drained` when the pipe is closed.
+/// Copies one of the container's output pipes into the log (and to attached clients) on a
+/// thread of its own; reports on `drained` when the pipe is closed.
 fn pump(
     mut from: impl std::io::Read + Send + 'static,
     stream: LogStream,
-    writer: Arc<Mutex<LogWriter>>,
+    (writer, attached): (Arc<Mutex<LogWriter>>, Option<Arc<attach::AttachServer>>),
     drained: mpsc::Sender<()>,
 ) {
     std::thread::spawn(move || {
@@ -302,6 +317,9 @@ fn pump(
                 Ok(n) => {
                     if let Err(e) = writer.lock().write(stream, &buf[..n]) {
                         eprintln!("setpoint agent-shim: writing the log: {e}");
+                    }
+                    if let Some(attached) = &attached {
+                        attached.publish(stream, &buf[..n]);
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}

@@ -14,6 +14,7 @@ mod deletion;
 mod lifecycle;
 mod pod_spec;
 mod simulated_completion;
+mod streams;
 mod volumes;
 
 use std::collections::BTreeMap;

@@ -509,6 +509,7 @@ impl Worker {
                 .map(|parent| parent.run(&self.uid, &container.name, n)),
             mounts,
             mount_namespace,
+            attach: crate::shim::attach::AttachSpec::of(&container),
         };
         let launched = launch(&self.ctx.shim, &self.dir, &paths, &spec).await;
         if restarting {
