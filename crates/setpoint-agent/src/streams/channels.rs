@@ -103,40 +103,29 @@ impl ChannelProtocol {
         }
     }
 
-    /// Decodes a client message.
+    /// Decodes a client message. Text and binary frames are read alike (as the kubelet's
+    /// `wsstream` does): the Python client sends `str` data as text frames.
     pub(crate) fn decode(self, message: Message) -> Incoming {
-        match message {
-            Message::Binary(bytes) => {
-                let Some((&channel, _)) = bytes.split_first() else {
-                    return Incoming::Ignored;
-                };
-                if self.has_close_signal() && channel == CLOSE_SIGNAL {
-                    return match bytes.get(1..) {
-                        Some(&[closed]) => Incoming::Close(closed),
-                        _ => Incoming::Ignored,
-                    };
-                }
-                if self.is_base64() {
-                    return Incoming::Ignored;
-                }
-                Incoming::Data(channel, bytes.slice(1..))
-            }
-            Message::Text(bytes) => {
-                if !self.is_base64() {
-                    return Incoming::Ignored;
-                }
-                let Some((&first, rest)) = bytes.split_first() else {
-                    return Incoming::Ignored;
-                };
-                let Some(channel) = first.checked_sub(b'0') else {
-                    return Incoming::Ignored;
-                };
-                match base64::engine::general_purpose::STANDARD.decode(rest) {
-                    Ok(data) => Incoming::Data(channel, Bytes::from(data)),
-                    Err(_) => Incoming::Ignored,
-                }
-            }
+        let (Message::Binary(bytes) | Message::Text(bytes)) = message;
+        let Some((&first, rest)) = bytes.split_first() else {
+            return Incoming::Ignored;
+        };
+        if self.is_base64() {
+            let Some(channel) = first.checked_sub(b'0') else {
+                return Incoming::Ignored;
+            };
+            return match base64::engine::general_purpose::STANDARD.decode(rest) {
+                Ok(data) => Incoming::Data(channel, Bytes::from(data)),
+                Err(_) => Incoming::Ignored,
+            };
         }
+        if self.has_close_signal() && first == CLOSE_SIGNAL {
+            return match rest {
+                &[closed] => Incoming::Close(closed),
+                _ => Incoming::Ignored,
+            };
+        }
+        Incoming::Data(first, bytes.slice(1..))
     }
 }
 

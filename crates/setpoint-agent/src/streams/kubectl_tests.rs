@@ -382,3 +382,37 @@ async fn upgrades_should_be_refused_with_a_status() {
     );
     assert!(head.contains("connection: upgrade"), "{head}");
 }
+
+/// The Python `kubernetes` client (`tests/python/streams.py`): exec over WebSocket v5 and
+/// port-forward over WebSocket v4 with port prefixes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_client_should_exec_and_port_forward() {
+    let Some(python) = std::env::var_os("SETPOINT_PYTHON") else {
+        eprintln!(
+            "skipped: set SETPOINT_PYTHON to a Python with the `kubernetes` package (scripts/check does)"
+        );
+        return;
+    };
+    let echo = echo_server().await;
+    let (addr, upgrades) = api_server().await;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/streams.py");
+    let output = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new(python)
+            .arg(script)
+            .arg(format!("http://{addr}"))
+            .arg(echo.to_string())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the Python client finished")
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(*upgrades.lock(), ["websocket", "websocket"]);
+}

@@ -33,6 +33,7 @@ use super::read::read_object;
 use super::response::Body;
 use super::Ctx;
 use crate::server::Upgrades;
+use crate::telemetry::{hold_longrunning, RequestLabels};
 
 /// The buffer of each direction of a splice: large, so a bulk transfer (port-forward) moves
 /// in few system calls.
@@ -127,6 +128,8 @@ pub(crate) struct Connect {
     upgrade: Option<OnUpgrade>,
     /// Where the transport tracks upgraded connections; `None` for in-process requests.
     upgrades: Option<Upgrades>,
+    /// The request's metric labels: an open stream counts as a long-running request.
+    labels: RequestLabels,
 }
 
 impl Connect {
@@ -138,6 +141,7 @@ impl Connect {
             raw_query: request.uri().query().unwrap_or_default().to_owned(),
             upgrade: request.extensions_mut().remove::<OnUpgrade>(),
             upgrades: request.extensions().get::<Upgrades>().cloned(),
+            labels: RequestLabels::of(request),
         }
     }
 
@@ -220,7 +224,7 @@ pub(crate) async fn connect(
         container.as_deref(),
         &connect.raw_query,
     );
-    proxy(client, address, &path, connect).await
+    proxy(ctx, client, address, &path, connect).await
 }
 
 /// The agent's path and query for `stream` into `pod`.
@@ -254,6 +258,7 @@ fn agent_path(
 /// Sends the request to the agent and answers with what it says; after a `101`, splices the
 /// two connections in the background.
 async fn proxy(
+    ctx: &Ctx<'_>,
     client: &crate::node_client::NodeClient,
     address: SocketAddr,
     path: &str,
@@ -264,6 +269,7 @@ async fn proxy(
         headers,
         upgrade,
         upgrades,
+        labels,
         ..
     } = connect;
     let mut request = Request::builder()
@@ -287,7 +293,9 @@ async fn proxy(
         ));
     };
     let agent_side = hyper::upgrade::on(&mut response);
+    let open = hold_longrunning(&ctx.api.telemetry, labels);
     upgrades.spawn(async move {
+        let _open = open;
         if let Err(error) = splice(client_side, agent_side).await {
             tracing::debug!(%error, "stream connection ended with an error");
         }

@@ -8,6 +8,7 @@ mod machine;
 mod report;
 mod server;
 mod store;
+mod streams;
 mod usage;
 mod workloads;
 
@@ -23,6 +24,7 @@ pub(crate) async fn bench(command: BenchCommand) -> Result<()> {
         BenchCommand::Store(args) => store::bench_store(args).await,
         BenchCommand::Api(args) => api::bench_api(args).await,
         BenchCommand::Workloads(args) => workloads::bench_workloads(args).await,
+        BenchCommand::Streams(args) => streams::bench_streams(args).await,
     }
 }
 

@@ -34,9 +34,8 @@ resp = stream(
     tty=False,
     _preload_content=False,
 )
-# Bytes: sent as a binary frame. A str is sent as a text frame, which the agent's channel
-# protocol (streams/channels.rs) ignores on the binary protocols for now (the kubelet takes it).
-resp.write_stdin(b"py\n")
+# A str goes out as a text frame, read like binary data (as the kubelet does).
+resp.write_stdin("py\n")
 resp.run_forever(timeout=60)
 got = resp.read_stdout(timeout=10)
 assert got == "got:py\n", repr(got)

@@ -159,6 +159,42 @@ async fn exec_should_splice_bytes_both_ways_through_the_server() {
         assert!(!seen.headers.contains_key(header::AUTHORIZATION));
     }
 
+    // An open stream is a long-running request until it ends.
+    let open = |api: &Api| -> i64 {
+        api.telemetry()
+            .longrunning
+            .iter()
+            .filter(|(labels, _)| {
+                labels.contains(&("verb", "CONNECT".to_owned()))
+                    && labels.contains(&("subresource", "exec".to_owned()))
+            })
+            .map(|(_, n)| *n)
+            .sum()
+    };
+    let response = cluster
+        .upgrade(
+            "GET",
+            "/api/v1/namespaces/default/pods/web/exec?command=sh",
+            "websocket",
+        )
+        .await;
+    let mut io = upgraded(response).await;
+    io.write_all(b"!").await.unwrap();
+    let mut one = [0_u8; 1];
+    io.read_exact(&mut one).await.unwrap();
+    assert!(open(&cluster.api) >= 1, "the open stream is not counted");
+    io.shutdown().await.unwrap();
+    assert_eq!(io.read(&mut one).await.unwrap(), 0);
+    drop(io);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while open(&cluster.api) != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "ended streams are still counted"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
     // 16 MiB each way, written and read at once; the client's half-close reaches the agent,
     // whose own half-close comes back once it has echoed everything.
     const SIZE: usize = 16 * 1024 * 1024;
