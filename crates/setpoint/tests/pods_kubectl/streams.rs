@@ -78,6 +78,17 @@ spec:
     stdinOnce: true
     command: ["sh", "-c", "while read l; do echo got:$l; done; echo bye # {marker}"]
 ---
+apiVersion: v1
+kind: Pod
+metadata: {{name: ticker}}
+spec:
+  nodeName: local
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: busybox
+    command: ["sh", "-c", "while true; do echo tick; sleep 0.2; done # {marker}"]
+---
 apiVersion: apps/v1
 kind: Deployment
 metadata: {{name: web}}
@@ -247,6 +258,10 @@ fn kubectl_exec_attach_cp_and_port_forward_should_reach_the_pods() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("got:ping"), "{}", text(&out));
 
+    // attach without -i to a container without stdin: its live output.
+    wait_ready(&s, "pod/ticker");
+    check_attach_output(&s);
+
     // port-forward: pod/, svc/ and deploy/ (kubectl picks the pod), both tunnel protocols.
     let out = s.kubectl(&[
         "wait",
@@ -328,4 +343,40 @@ fn kube_crate_exec(s: &Server) {
             .expect("the status arrived");
         assert_eq!(status.status.as_deref(), Some("Success"), "{status:?}");
     });
+}
+
+/// `kubectl attach ticker` (no stdin) prints the container's output as it comes.
+fn check_attach_output(s: &Server) {
+    let mut child = s
+        .kubectl_command()
+        .args(["attach", "ticker"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl attach started");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = stdout.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            seen.extend_from_slice(&buf[..n]);
+            if String::from_utf8_lossy(&seen).matches("tick").count() >= 2 {
+                let _ = tx.send(());
+                return;
+            }
+        }
+    });
+    let got = rx.recv_timeout(Duration::from_secs(60));
+    let _ = child.kill();
+    let out = child.wait_with_output().expect("kubectl output");
+    assert!(
+        got.is_ok(),
+        "kubectl attach showed no output: {}",
+        text(&out)
+    );
 }
