@@ -146,6 +146,30 @@ pub(crate) fn exec_main(args: Vec<OsString>) -> ExitCode {
     }
 }
 
+/// The shim's session helper for a container with `tty: true`:
+/// `agent-shim exec-session -- ARGV…` makes a session of its own whose controlling terminal is
+/// its stdin (the pseudo-terminal the shim opened), then becomes the container's command
+/// (environment and working directory as the shim set them).
+pub(crate) fn session_main(args: Vec<OsString>) -> ExitCode {
+    let mut args = args.into_iter();
+    if args.next().is_none_or(|a| a != "--") {
+        return fail(2, "usage: setpoint agent-shim exec-session -- COMMAND…");
+    }
+    let argv: Vec<OsString> = args.collect();
+    let Some((program, rest)) = argv.split_first() else {
+        return fail(2, "no command");
+    };
+    if let Err(e) = controlling_terminal() {
+        // The command still runs on the terminal, only without job control.
+        let _ = writeln!(
+            std::io::stderr(),
+            "setpoint agent-shim: no controlling terminal: {e}"
+        );
+    }
+    let e = Command::new(program).args(rest).exec();
+    not_run(program, &e)
+}
+
 /// A session of our own with stdin (a terminal's secondary side) as its controlling terminal.
 fn controlling_terminal() -> std::io::Result<()> {
     rustix::process::setsid()?;

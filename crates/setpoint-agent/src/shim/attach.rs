@@ -11,13 +11,23 @@
 //! data, [`STDIN_CLOSE`], [`RESIZE`] (width, height as big-endian `u16`s; ignored: the
 //! container has no terminal). Shim to client: [`STDOUT`] and [`STDERR`] data.
 //!
+//! With `tty: true` the container runs on a pseudo-terminal: its stdin, stdout and stderr are
+//! the terminal's secondary side, and it is started through the shim's session helper
+//! (`agent-shim exec-session -- ARGV…`, `exec/helper.rs`), which makes it a session leader
+//! with that terminal as its controlling terminal before becoming the command. The shim reads
+//! the primary side (the container's whole output, logged as stdout), writes clients' input
+//! to it, and applies their resizes; `stdinOnce` then ends the input with an end-of-file
+//! character (a terminal cannot be half-closed).
+//!
 //! Long run directories exceed a socket address's 108 bytes, so both sides name the socket
 //! through a descriptor of its directory (`/proc/self/fd/<n>/<name>`).
 
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd as _;
 use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::Arc;
 
@@ -54,7 +64,7 @@ pub(crate) struct AttachSpec {
     /// `stdinOnce`: close it after the first client's stdin ends.
     #[serde(default)]
     pub(crate) stdin_once: bool,
-    /// `tty`: recorded; the container runs without a terminal (not supported yet).
+    /// `tty`: the container runs on a pseudo-terminal (the shim holds its primary side).
     #[serde(default)]
     pub(crate) tty: bool,
 }
@@ -124,15 +134,87 @@ pub(crate) fn read_frame(from: &mut impl Read) -> io::Result<Option<(u8, Vec<u8>
     Ok(Some((head[0], payload)))
 }
 
+/// The container's command with its standard streams: pipes (stdin a pipe only when the spec
+/// keeps stdin open) in a process group of its own; or, with `tty: true`, the terminal's
+/// secondary side through the session helper, with the terminal's primary side returned.
+/// Falls back to pipes if no terminal can be opened.
+pub(crate) fn container_command(
+    spec: &crate::process::RunSpec,
+    program: &str,
+    args: &[String],
+) -> (Command, Option<std::fs::File>) {
+    if spec.attach.tty {
+        match terminal_command(program, args) {
+            Ok(found) => return found,
+            Err(e) => eprintln!("setpoint agent-shim: no terminal for the container: {e}"),
+        }
+    }
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .stdin(if spec.attach.stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    (command, None)
+}
+
+fn terminal_command(
+    program: &str,
+    args: &[String],
+) -> io::Result<(Command, Option<std::fs::File>)> {
+    use rustix::fs::{Mode, OFlags};
+    use rustix::pty::OpenptFlags;
+    let primary =
+        rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)?;
+    rustix::pty::grantpt(&primary)?;
+    rustix::pty::unlockpt(&primary)?;
+    let name = rustix::pty::ptsname(&primary, Vec::new())?;
+    let secondary = rustix::fs::open(
+        name.as_c_str(),
+        OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    // This shim's own command line, up to `--spec`: how to start its session helper.
+    let exe = std::env::current_exe()?;
+    let leading: Vec<std::ffi::OsString> = std::env::args_os()
+        .skip(1)
+        .take_while(|a| a != "--spec")
+        .collect();
+    let mut command = Command::new(exe);
+    command
+        .args(leading)
+        .arg("exec-session")
+        .arg("--")
+        .arg(program)
+        .args(args)
+        .stdin(Stdio::from(secondary.try_clone()?))
+        .stdout(Stdio::from(secondary.try_clone()?))
+        .stderr(Stdio::from(secondary));
+    Ok((command, Some(std::fs::File::from(primary))))
+}
+
 /// Serves the attach socket of the run `spec` (the shim's one call); `stdin` is the
-/// container's input pipe when its spec keeps one. Without a socket the run goes on (output
-/// still reaches the log).
+/// container's input pipe when its spec keeps one, `terminal` the primary side of its
+/// terminal when it has one. Without a socket the run goes on (output still reaches the log).
 pub(crate) fn serve(
     spec: &crate::process::RunSpec,
     stdin: Option<std::process::ChildStdin>,
+    terminal: Option<&std::fs::File>,
 ) -> Option<Arc<AttachServer>> {
-    let input = stdin.map(|s| Box::new(s) as Box<dyn Write + Send>);
-    match AttachServer::start(socket_path(&spec.run_record), spec.attach, input) {
+    let terminal = terminal.and_then(|t| t.try_clone().ok());
+    let input = match (&terminal, stdin) {
+        (Some(t), _) => t
+            .try_clone()
+            .ok()
+            .map(|t| Box::new(t) as Box<dyn Write + Send>),
+        (None, stdin) => stdin.map(|s| Box::new(s) as Box<dyn Write + Send>),
+    };
+    match AttachServer::start(socket_path(&spec.run_record), spec.attach, input, terminal) {
         Ok(server) => Some(Arc::new(server)),
         Err(e) => {
             eprintln!("setpoint agent-shim: no attach socket: {e}");
@@ -163,6 +245,7 @@ impl AttachServer {
         path: PathBuf,
         spec: AttachSpec,
         stdin: Option<Box<dyn Write + Send>>,
+        terminal: Option<std::fs::File>,
     ) -> io::Result<AttachServer> {
         let _ = std::fs::remove_file(&path);
         let listener = {
@@ -177,10 +260,18 @@ impl AttachServer {
         let clients = server.clients.clone();
         let stdin = server.stdin.clone();
         let once_taken = Arc::new(Mutex::new(false));
+        let terminal = terminal.map(Arc::new);
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
-                accept(stream, &clients, &stdin, spec, &once_taken);
+                accept(
+                    stream,
+                    &clients,
+                    &stdin,
+                    spec,
+                    &once_taken,
+                    terminal.clone(),
+                );
             }
         });
         Ok(server)
@@ -219,6 +310,7 @@ fn accept(
     stdin: &SharedStdin,
     spec: AttachSpec,
     once_taken: &Arc<Mutex<bool>>,
+    terminal: Option<Arc<std::fs::File>>,
 ) {
     let (Ok(mut writer), Ok(mut reader), Ok(control)) =
         (stream.try_clone(), stream.try_clone(), stream.try_clone())
@@ -245,7 +337,12 @@ fn accept(
         let mut owns_once = false;
         let close_if_owner = |owns: bool| {
             if owns && spec.stdin_once {
-                stdin.lock().take();
+                let mut input = stdin.lock();
+                if let (Some(_), Some(w)) = (&terminal, input.as_mut()) {
+                    // End of file for the program reading the terminal (Ctrl-D).
+                    let _ = w.write_all(&[4]);
+                }
+                input.take();
             }
         };
         loop {
@@ -268,6 +365,17 @@ fn accept(
                     }
                 }
                 Ok(Some((STDIN_CLOSE, _))) => close_if_owner(owns_once),
+                Ok(Some((RESIZE, size))) => {
+                    if let (Some(terminal), [w0, w1, h0, h1]) = (&terminal, size.as_slice()) {
+                        let size = rustix::termios::Winsize {
+                            ws_col: u16::from_be_bytes([*w0, *w1]),
+                            ws_row: u16::from_be_bytes([*h0, *h1]),
+                            ws_xpixel: 0,
+                            ws_ypixel: 0,
+                        };
+                        let _ = rustix::termios::tcsetwinsize(&**terminal, size);
+                    }
+                }
                 Ok(Some(_)) => {}
                 Ok(None) | Err(_) => break,
             }

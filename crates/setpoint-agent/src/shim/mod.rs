@@ -37,7 +37,7 @@ pub(crate) mod attach;
 use std::ffi::OsString;
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
@@ -59,6 +59,9 @@ const KILL_TIMEOUT: Duration = Duration::from_secs(5);
 pub fn shim_main(args: Vec<OsString>) -> ExitCode {
     if args.first().is_some_and(|a| a == "exec") {
         return crate::exec::helper::exec_main(args.into_iter().skip(1).collect());
+    }
+    if args.first().is_some_and(|a| a == "exec-session") {
+        return crate::exec::helper::session_main(args.into_iter().skip(1).collect());
     }
     let spec_path = match parse_args(args) {
         Ok(path) => path,
@@ -133,20 +136,12 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
             eprintln!("setpoint agent-shim: volumes are not mounted (the container finds them through SETPOINT_MOUNT_* variables): {e}");
         }
     }
-    let mut command = Command::new(program);
+    // Pipes, or a terminal for a container with `tty: true` (`attach.rs`).
+    let (mut command, terminal) = attach::container_command(spec, program, args);
     command
-        .args(args)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&spec.working_dir)
-        .stdin(if spec.attach.stdin {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        .current_dir(&spec.working_dir);
     if let Err(e) = tree::become_subreaper() {
         eprintln!("setpoint agent-shim: cannot become a child subreaper: {e}");
     }
@@ -161,6 +156,8 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
         }
     });
     let spawned = command.spawn();
+    // Its copies of a terminal's secondary side must go, or the output never ends.
+    drop(command);
     let mut cgroup_used = None;
     if let Some((cg, joined)) = joined {
         if let Err(e) = joined.leave() {
@@ -216,7 +213,7 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
     }
     announce(&Announcement::Started(record));
 
-    let attached = attach::serve(spec, child.stdin.take());
+    let attached = attach::serve(spec, child.stdin.take(), terminal.as_ref());
     let (drained_tx, drained_rx) = mpsc::channel();
     let mut pumps = 0;
     if let Some(out) = child.stdout.take() {
@@ -227,6 +224,11 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
     if let Some(err) = child.stderr.take() {
         let to = (writer.clone(), attached.clone());
         pump(err, LogStream::Stderr, to, drained_tx.clone());
+        pumps += 1;
+    }
+    if let Some(terminal) = terminal {
+        let to = (writer.clone(), attached.clone());
+        pump(terminal, LogStream::Stdout, to, drained_tx.clone());
         pumps += 1;
     }
     drop(drained_tx);

@@ -189,3 +189,40 @@ async fn attach_should_fan_out_output_and_close_stdin_once() {
     let log = std::fs::read_to_string(only(harness.root.path(), "app/0.log")).expect("the log");
     assert!(log.contains("got:x1") && log.contains("bye"), "{log}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tty_container_should_run_on_a_terminal_that_attach_writes_to() {
+    let harness = Harness::start().await;
+    harness
+        .create_pod(
+            "tty",
+            json!({"restartPolicy": "Never", "containers": [{
+                "name": "app", "stdin": true, "stdinOnce": true, "tty": true,
+                "command": ["sh", "-c", "test -t 0 && test -t 1 && echo on-a-tty; echo ctty:$(cut -d' ' -f7 /proc/$$/stat); read l; echo got:$l"]
+            }]}),
+        )
+        .await;
+    running_pid(&harness, "tty").await;
+    let socket = only(harness.root.path(), "app/0.attach");
+    let mut client = connect(&socket);
+    send(&mut client, HELLO, &[1]);
+    send(&mut client, STDIN, b"typed\n");
+    // The terminal echoes the line, then the command answers.
+    let seen = read_until(&mut client, "got:typed");
+    assert!(seen.contains("got:typed"), "{seen:?}");
+    harness
+        .wait_pod("tty", "the container to complete", |p| {
+            first_container(p).is_some_and(|c| {
+                c.state
+                    .as_ref()
+                    .and_then(|s| s.terminated.as_ref())
+                    .is_some_and(|t| t.exit_code == 0)
+            })
+        })
+        .await;
+    let log = std::fs::read_to_string(only(harness.root.path(), "app/0.log")).expect("the log");
+    assert!(
+        log.contains("on-a-tty") && log.contains("got:typed"),
+        "{log}"
+    );
+}
