@@ -80,6 +80,20 @@ spec:
 ---
 apiVersion: v1
 kind: Pod
+metadata: {{name: term}}
+spec:
+  nodeName: local
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: busybox
+    stdin: true
+    tty: true
+    command: ["sh", "-c", "test -t 0 && echo on-a-tty; read l; echo got:$l # {marker}"]
+---
+apiVersion: v1
+kind: Pod
 metadata: {{name: ticker}}
 spec:
   nodeName: local
@@ -257,6 +271,52 @@ fn kubectl_exec_attach_cp_and_port_forward_should_reach_the_pods() {
     let out = kubectl_env(&s, &[], &["attach", "-i", "att"], Some(b"ping\n"));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("got:ping"), "{}", text(&out));
+
+    // attach -it (under script(1), which gives kubectl a terminal) to a tty container: the
+    // typed line reaches the container's terminal, its answer comes back.
+    wait_ready(&s, "pod/term");
+    let line = format!(
+        "kubectl --kubeconfig {} attach -it term",
+        kubeconfig.display()
+    );
+    let mut child = Command::new("script")
+        .args(["-q", "-e", "-c", &line, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script started");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = stdout.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            seen.extend_from_slice(&buf[..n]);
+            if String::from_utf8_lossy(&seen).contains("got:typed") {
+                break;
+            }
+        }
+        let _ = tx.send(String::from_utf8_lossy(&seen).into_owned());
+    });
+    // Type until the container answers (the attach may not be up for the first line).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let seen = loop {
+        let _ = stdin.write_all(b"typed\r");
+        match rx.recv_timeout(Duration::from_millis(500)) {
+            Ok(seen) => break seen,
+            Err(_) if Instant::now() < deadline => {}
+            Err(_) => break String::new(),
+        }
+    };
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(seen.contains("got:typed"), "attach -it: {seen:?}");
 
     // attach without -i to a container without stdin: its live output.
     wait_ready(&s, "pod/ticker");
