@@ -103,4 +103,41 @@ mod tests {
         };
         assert!(PodDialer { netns: None }.dial(closed).await.is_err());
     }
+
+    #[tokio::test]
+    async fn dialer_should_join_the_network_namespace_of_the_pods_process() {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: needs root (a network namespace of its own)");
+            return;
+        }
+        // A process in a new network namespace, listening on its own loopback.
+        let server = "import socket; s = socket.socket(); s.bind(('127.0.0.1', 40777)); s.listen(); print('ready', flush=True); c, _ = s.accept(); c.sendall(b'inside'); c.close()";
+        let mut child = tokio::process::Command::new("unshare")
+            .args([
+                "-n",
+                "sh",
+                "-c",
+                &format!("ip link set lo up && exec python3 -c \"{server}\""),
+            ])
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("unshare started");
+        let mut ready = String::new();
+        let mut stdout = child.stdout.take().expect("stdout");
+        let mut buf = [0u8; 64];
+        while !ready.contains("ready") {
+            let n = stdout.read(&mut buf).await.expect("read");
+            assert!(n > 0, "the server in the namespace did not start");
+            ready.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+        let pid = child.id().expect("a pid") as i32;
+        let dialer = PodDialer::for_process(pid);
+        assert!(dialer.netns.is_some(), "the namespace differs from ours");
+        let mut stream = dialer.dial(40777).await.expect("connected inside");
+        let mut got = Vec::new();
+        stream.read_to_end(&mut got).await.expect("read");
+        assert_eq!(got, b"inside");
+        let _ = child.kill().await;
+    }
 }

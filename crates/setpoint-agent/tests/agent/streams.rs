@@ -226,3 +226,60 @@ async fn a_tty_container_should_run_on_a_terminal_that_attach_writes_to() {
         "{log}"
     );
 }
+
+#[test]
+fn exec_should_join_the_namespaces_of_the_target_process() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: needs root (namespaces of its own)");
+        return;
+    }
+    // A target in new network and UTS namespaces (as a pod's container would be).
+    let mut target = Command::new("unshare")
+        .args([
+            "-n",
+            "-u",
+            "sh",
+            "-c",
+            "hostname in-the-pod && exec sleep 1000",
+        ])
+        .spawn()
+        .expect("unshare started");
+    let pid = target.id() as i32;
+    let netns = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/net")).ok();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|c| String::from_utf8_lossy(&c).starts_with("sleep"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the target did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = dir.path().join("0.spec.json");
+    let json = json!({
+        "argv": ["sleep", "1000"], "env": [["PATH", "/usr/bin:/bin"]],
+        "workingDir": dir.path(), "log": dir.path().join("0.log"),
+        "runRecord": dir.path().join("0.run.json"), "exitRecord": dir.path().join("0.exit"),
+    });
+    std::fs::write(&spec, json.to_string()).expect("spec written");
+    let theirs = netns(&pid.to_string()).expect("the target's network namespace");
+    assert_ne!(
+        netns("self"),
+        Some(theirs.clone()),
+        "the target has a namespace of its own"
+    );
+    let out = exec(
+        pid,
+        &spec,
+        &["sh", "-c", "hostname; readlink /proc/self/ns/net"],
+    );
+    let _ = target.kill();
+    let _ = target.wait();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut lines = stdout.lines();
+    assert_eq!(lines.next(), Some("in-the-pod"));
+    assert_eq!(lines.next().map(PathBuf::from), Some(theirs));
+}
