@@ -217,6 +217,27 @@ fn kubectl_exec_attach_cp_and_port_forward_should_reach_the_pods() {
         );
         assert_eq!(String::from_utf8_lossy(&out.stderr), "err\n", "{env:?}");
     }
+    // kubectl 1.27 speaks only SPDY for exec.
+    if let Some(old) = crate::common::kubectl_version(27) {
+        let mut child = Command::new(old)
+            .arg("--kubeconfig")
+            .arg(s.kubeconfig())
+            .args(["exec", "-i", "shell", "--", "cat"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl 1.27 started");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(b"from 1.27")
+            .expect("stdin written");
+        let out = child.wait_with_output().expect("kubectl 1.27 ran");
+        assert!(out.status.success(), "kubectl 1.27: {}", text(&out));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "from 1.27");
+    }
     // -it under a terminal (script(1) gives kubectl one): the command sees a terminal.
     let kubeconfig = s.kubeconfig();
     let line = format!(
