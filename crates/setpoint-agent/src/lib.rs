@@ -15,6 +15,7 @@ mod cleanup;
 mod config;
 mod dns;
 mod error;
+mod exec;
 mod logs;
 mod metrics;
 mod network;
@@ -27,7 +28,6 @@ mod run;
 mod server;
 mod shim;
 mod simulated;
-#[allow(dead_code)] // wired to routes on the streams branches
 mod streams;
 mod volumes;
 

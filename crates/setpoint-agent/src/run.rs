@@ -66,6 +66,7 @@ pub async fn run(
         &config.client_ca_pem,
         config.root_dir.clone(),
         metrics.clone(),
+        config.shim.clone(),
         shutdown.child_token(),
     )
     .await

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Request, Response};
+use http::{HeaderValue, Request, Response};
 use http_body_util::Empty;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
@@ -96,11 +96,36 @@ impl NodeClient {
         address: SocketAddr,
         path_and_query: &str,
     ) -> Result<Response<Incoming>, NodeClientError> {
+        let request = Request::get(path_and_query)
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| NodeClientError::Unreachable {
+                address,
+                message: format!("building the request: {e}"),
+            })?;
+        self.send(address, request).await
+    }
+
+    /// Sends `request` (its `Host` set to `address`, its other headers as given — an upgrade
+    /// request's `Connection` and `Upgrade` included) to the agent at `address` over a new
+    /// HTTP/1.1 connection that supports upgrades, and returns the response once its head has
+    /// arrived: after a `101`, `hyper::upgrade::on(response)` is the agent's side of the
+    /// upgraded connection. Cancel-safe.
+    pub(crate) async fn send(
+        &self,
+        address: SocketAddr,
+        mut request: Request<Empty<Bytes>>,
+    ) -> Result<Response<Incoming>, NodeClientError> {
         let unreachable = |message: String| NodeClientError::Unreachable { address, message };
+        let host = HeaderValue::from_str(&address.to_string())
+            .map_err(|e| unreachable(format!("building the request: {e}")))?;
+        request.headers_mut().insert(http::header::HOST, host);
         let exchange = async {
             let tcp = TcpStream::connect(address)
                 .await
                 .map_err(|e| format!("connect: {e}"))?;
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "cannot disable Nagle's algorithm");
+            }
             let tls = tokio_rustls::TlsConnector::from(self.tls.clone())
                 .connect(ServerName::IpAddress(address.ip().into()), tcp)
                 .await
@@ -109,14 +134,10 @@ impl NodeClient {
                 .await
                 .map_err(|e| format!("HTTP handshake: {e}"))?;
             tokio::spawn(async move {
-                if let Err(e) = connection.await {
+                if let Err(e) = connection.with_upgrades().await {
                     tracing::debug!(error = %e, "node agent connection ended");
                 }
             });
-            let request = Request::get(path_and_query)
-                .header(http::header::HOST, address.to_string())
-                .body(Empty::<Bytes>::new())
-                .map_err(|e| format!("building the request: {e}"))?;
             sender
                 .send_request(request)
                 .await

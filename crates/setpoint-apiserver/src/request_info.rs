@@ -219,6 +219,22 @@ mod tests {
     }
 
     #[test]
+    fn stream_subresources_should_take_their_verb_from_the_method() {
+        // As kube-apiserver's request info (what RBAC is asked): `get pods/exec` for a
+        // WebSocket GET, `create pods/exec` for a SPDY POST.
+        for (method, verb) in [(Method::GET, Verb::Get), (Method::POST, Verb::Create)] {
+            for sub in ["exec", "attach", "portforward"] {
+                let r = res(
+                    method.clone(),
+                    &format!("/api/v1/namespaces/d/pods/p/{sub}"),
+                    "command=true",
+                );
+                assert_eq!((r.subresource.as_deref(), r.verb), (Some(sub), verb));
+            }
+        }
+    }
+
+    #[test]
     fn namespace_objects_should_resolve_as_cluster_scoped() {
         let r = res(Method::GET, "/api/v1/namespaces/default", "");
         assert_eq!(

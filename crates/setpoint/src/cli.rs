@@ -249,6 +249,10 @@ pub(crate) enum BenchCommand {
     /// Benchmark pod network setup and teardown (network namespace, veth, address, routes)
     /// on a bridge of its own; needs root.
     PodNetwork(PodNetworkBenchArgs),
+    /// Benchmark exec and port-forward through the API server to a node agent: `kubectl exec
+    /// … -- true` round trips (and the same over a WebSocket from Rust), port-forward
+    /// throughput through `kubectl port-forward` and over a WebSocket tunnel.
+    Streams(StreamsBenchArgs),
 }
 
 /// Flags of `setpoint bench services`.
@@ -275,6 +279,21 @@ pub(crate) struct PodNetworkBenchArgs {
     /// The pod range of the benchmark's bridge (must not be routed on this machine).
     #[arg(long, value_name = "CIDR", default_value = "10.199.0.0/24")]
     pub(crate) pod_cidr: setpoint_core::cidr::Ipv4Cidr,
+}
+
+/// Flags of `setpoint bench streams`.
+#[derive(Debug, Args)]
+pub(crate) struct StreamsBenchArgs {
+    /// Create the (temporary, deleted afterwards) server data directory under this directory.
+    /// Default: `./target` if it exists, else the system's temporary directory.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dir: Option<PathBuf>,
+    /// Exec round trips per client (kubectl, WebSocket).
+    #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub(crate) runs: u32,
+    /// MiB sent through each port-forward path.
+    #[arg(long, value_name = "MIB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub(crate) mib: u64,
 }
 
 /// Flags of `setpoint bench store`.
@@ -435,6 +454,18 @@ pub(crate) enum DebugCommand {
     /// Panic `--count` times in caught panics, as a server's request handlers may, and print
     /// the resident memory before and after: shows what a panic report costs.
     Panics(PanicsArgs),
+    /// Listen on `127.0.0.1:--port` and, per connection, read an 8-byte big-endian length and
+    /// that many bytes, then answer the count read (8 bytes, big-endian): the sink of
+    /// `setpoint bench streams`' port-forward runs.
+    StreamSink(StreamSinkArgs),
+}
+
+/// Flags of `setpoint debug stream-sink`.
+#[derive(Debug, Args)]
+pub(crate) struct StreamSinkArgs {
+    /// The port to listen on (127.0.0.1).
+    #[arg(long)]
+    pub(crate) port: u16,
 }
 
 /// Flags of `setpoint debug panics`.

@@ -65,6 +65,9 @@ pub(crate) struct RunSpec {
     /// `runAsGroup`); none: the shim's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) run_as: Option<RunAs>,
+    /// Attach settings: whether the shim keeps the container's stdin open (`shim/attach.rs`).
+    #[serde(default)]
+    pub(crate) attach: crate::shim::attach::AttachSpec,
 }
 
 /// The identity a container's process runs as.
@@ -272,6 +275,7 @@ mod tests {
                 hostname: None,
                 limits: None,
                 run_as: None,
+                attach: Default::default(),
             };
             write_json(&paths.spec, &spec).expect("written");
             assert_eq!(read_json::<RunSpec>(&paths.spec).expect("read"), Some(spec));

@@ -7,9 +7,11 @@
 //! handshake fails — nothing is served to anyone else. The serving certificate is self-signed,
 //! made at start (the API server does not verify it, as kube-apiserver by default does not
 //! verify kubelets'). Errors are Kubernetes `Status` objects. When `shutdown` is cancelled the
-//! endpoint stops accepting and drops open connections (ending followed logs).
+//! endpoint stops accepting and drops open connections (ending followed logs). Connections
+//! may be upgraded (`/exec`, `/attach`, `/portforward`: `streams.rs`).
 
 mod routes;
+mod streams;
 #[cfg(test)]
 mod tests;
 
@@ -40,8 +42,10 @@ pub(crate) async fn serve(
     client_ca_pem: &str,
     root_dir: PathBuf,
     metrics: Arc<Sampler>,
+    shim: Vec<std::ffi::OsString>,
     shutdown: CancellationToken,
 ) -> io::Result<SocketAddr> {
+    let shim = Arc::new(shim);
     let config = tls_config(client_ca_pem)?;
     let listener = TcpListener::bind(listen).await?;
     let local = listener.local_addr()?;
@@ -64,6 +68,7 @@ pub(crate) async fn serve(
             let acceptor = acceptor.clone();
             let root = root.clone();
             let metrics = metrics.clone();
+            let shim = shim.clone();
             let shutdown = shutdown.clone();
             tokio::spawn(async move {
                 let tls = match acceptor.accept(tcp).await {
@@ -76,13 +81,15 @@ pub(crate) async fn serve(
                 let service = hyper::service::service_fn(move |request| {
                     let root = root.clone();
                     let metrics = metrics.clone();
+                    let shim = shim.clone();
                     async move {
                         Ok::<_, std::convert::Infallible>(
-                            routes::handle(&root, &metrics, request).await,
+                            routes::handle(&root, &metrics, shim, request).await,
                         )
                     }
                 });
                 let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                // Stream routes upgrade HTTP/1.1 connections (exec, attach, port-forward).
                 let connection = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
                 tokio::select! {
                     _ = shutdown.cancelled() => {}

@@ -1,10 +1,13 @@
 //! The endpoint's routes: `GET /containerLogs/{namespace}/{pod}/{container}?…` streams a
 //! container's log as `text/plain`; `GET /metrics/resource` answers the latest
 //! resource-usage report as JSON (503 until two samples exist); `GET /healthz` answers `ok`;
-//! anything else is a `Status`.
+//! `/exec/…`, `/attach/…` and `/portforward/…` (GET or POST) upgrade to a stream
+//! (`streams.rs`); anything else is a `Status`.
 
+use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::TryStreamExt as _;
@@ -15,6 +18,7 @@ use hyper::body::{Frame, Incoming};
 
 use setpoint_core::{query_pairs, ApiError, Reason};
 
+use super::streams;
 use crate::logs::{pod_dir, read_logs, LogError, LogOptions};
 use crate::metrics::Sampler;
 
@@ -25,8 +29,31 @@ pub(super) type Body = BoxBody<Bytes, io::Error>;
 pub(super) async fn handle(
     root: &Path,
     metrics: &Sampler,
+    shim: Arc<Vec<OsString>>,
     request: Request<Incoming>,
 ) -> Response<Body> {
+    let path = request.uri().path().to_owned();
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let named = |s: &[&str]| s.iter().all(|part| !part.is_empty());
+    if request.method() == Method::GET || request.method() == Method::POST {
+        match segments.as_slice() {
+            [route @ ("exec" | "attach"), namespace, pod, uid, container]
+                if named(&[namespace, pod, uid, container]) =>
+            {
+                let kind = if *route == "exec" {
+                    streams::Kind::Exec
+                } else {
+                    streams::Kind::Attach
+                };
+                let names = (*namespace, *pod, *uid, *container);
+                return streams::remote_command(root, shim, kind, names, request).await;
+            }
+            ["portforward", namespace, pod, uid] if named(&[namespace, pod, uid]) => {
+                return streams::port_forward(root, (namespace, pod, uid), request);
+            }
+            _ => {}
+        }
+    }
     if request.method() != Method::GET {
         return status(&ApiError::new(
             Reason::MethodNotAllowed,

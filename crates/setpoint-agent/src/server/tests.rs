@@ -35,6 +35,7 @@ async fn start(root: &Path, ca: &TestCa) -> (SocketAddr, CancellationToken) {
         ca.certificate_pem(),
         root.to_owned(),
         crate::metrics::Sampler::new("n", root.to_owned(), std::time::Duration::from_secs(10)),
+        Vec::new(),
         shutdown.clone(),
     )
     .await
@@ -195,6 +196,7 @@ async fn serve_should_refuse_a_ca_that_is_not_pem() {
             dir.path().to_owned(),
             std::time::Duration::from_secs(10),
         ),
+        Vec::new(),
         CancellationToken::new(),
     )
     .await

@@ -123,33 +123,36 @@ impl Entered {
 /// The shim's argument that makes it the identity helper (see [`exec_as_main`]).
 pub(crate) const EXEC_AS: &str = "--exec-as";
 
-/// The command that starts `program args`: directly, or — with `run_as` — through this
-/// shim's own program as the identity helper, `… --exec-as UID GID GROUPS -- program args`,
-/// which takes the identity and then becomes the container's program (the same process).
-pub(crate) fn command(program: &str, args: &[String], run_as: Option<&RunAs>) -> Command {
+/// The program and arguments that start `program args`: themselves, or — with `run_as` —
+/// this shim's own program as the identity helper, `… --exec-as UID GID GROUPS -- program
+/// args`, which takes the identity and then becomes the container's program (the same
+/// process).
+pub(crate) fn wrapped(
+    program: &str,
+    args: &[String],
+    run_as: Option<&RunAs>,
+) -> (String, Vec<String>) {
     let Some(run_as) = run_as else {
-        let mut command = Command::new(program);
-        command.args(args);
-        return command;
+        return (program.to_owned(), args.to_vec());
     };
     let exe = std::env::current_exe().unwrap_or_else(|_| "/proc/self/exe".into());
     // The words before `--spec` after the program: `agent-shim` for `setpoint agent-shim`.
-    let subcommand: Vec<OsString> = std::env::args_os()
+    let mut wrapped: Vec<String> = std::env::args_os()
         .skip(1)
         .take_while(|a| a != "--spec")
+        .map(|a| a.to_string_lossy().into_owned())
         .collect();
     let groups: Vec<String> = run_as.groups.iter().map(u32::to_string).collect();
-    let mut command = Command::new(exe);
-    command
-        .args(subcommand)
-        .arg(EXEC_AS)
-        .arg(run_as.uid.to_string())
-        .arg(run_as.gid.to_string())
-        .arg(groups.join(","))
-        .arg("--")
-        .arg(program)
-        .args(args);
-    command
+    wrapped.extend([
+        EXEC_AS.to_owned(),
+        run_as.uid.to_string(),
+        run_as.gid.to_string(),
+        groups.join(","),
+        "--".to_owned(),
+        program.to_owned(),
+    ]);
+    wrapped.extend(args.iter().cloned());
+    (exe.to_string_lossy().into_owned(), wrapped)
 }
 
 /// The identity helper: `UID GID GROUPS -- program args…` (after [`EXEC_AS`]). In this fresh,

@@ -9,7 +9,8 @@
 //!    and orphans is reparented to the shim, not to init, so it stays a descendant;
 //! 3. reads the [`RunSpec`](crate::process::RunSpec) and starts the container's process with
 //!    exactly that argv, environment and working directory, in a process group of its own,
-//!    stdin from `/dev/null`, stdout and stderr into pipes — inside the spec's cgroup if it
+//!    stdin from `/dev/null` (a pipe for attached clients when the container's spec has
+//!    `stdin: true`), stdout and stderr into pipes — inside the spec's cgroup if it
 //!    names one (the shim joins the cgroup, starts the process, and leaves; if it cannot
 //!    join, the run goes on without a cgroup);
 //!    — first, if the spec asks, in a mount namespace of its own with the container's
@@ -20,7 +21,8 @@
 //!    used), then reports on its stdout one JSON line, `{"started": <run record>}` or
 //!    `{"failed": "<why>"}`, and never writes to stdout again (so an agent gone away cannot
 //!    hurt it with SIGPIPE);
-//! 5. copies the container's output into the log until the container's main process exits,
+//! 5. serves the run's attach socket (`attach.rs`: output fan-out, stdin), and copies the
+//!    container's output into the log (and to attached clients) until its main process exits,
 //!    reaping the orphans reparented to it meanwhile;
 //! 6. kills everything the container started (a container ends with its main process, as in
 //!    a container runtime): its process group, then every process in its cgroup — or,
@@ -28,13 +30,17 @@
 //!    output (bounded) and writes the exit record (reason `OOMKilled` if the memory cgroup
 //!    counted an OOM kill meanwhile); then exits 0.
 //!
+//! `agent-shim exec …` is another subcommand: the exec helper (`exec/helper.rs`).
+//!
 //! A process that cannot be started gets an exit record with exit code 128 and reason
 //! `StartError`, as container runtimes report it.
+
+pub(crate) mod attach;
 
 use std::ffi::OsString;
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::process::{ExitCode, Stdio};
+use std::process::ExitCode;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
@@ -62,6 +68,12 @@ pub fn shim_main(args: Vec<OsString>) -> ExitCode {
     }
     if args.first().is_some_and(|a| a == limits::EXEC_AS) {
         return limits::exec_as_main(&args[1..]);
+    }
+    if args.first().is_some_and(|a| a == "exec") {
+        return crate::exec::helper::exec_main(args.into_iter().skip(1).collect());
+    }
+    if args.first().is_some_and(|a| a == "exec-session") {
+        return crate::exec::helper::session_main(args.into_iter().skip(1).collect());
     }
     let spec_path = match parse_args(args) {
         Ok(path) => path,
@@ -139,15 +151,14 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
             eprintln!("setpoint agent-shim: volumes are not mounted (the container finds them through SETPOINT_MOUNT_* variables): {e}");
         }
     }
-    let mut command = limits::command(program, args, spec.run_as.as_ref());
+    // The identity helper wraps the program when the container runs as another user
+    // (`limits.rs`); pipes, or a terminal for a container with `tty: true` (`attach.rs`).
+    let (program, args) = limits::wrapped(program, args, spec.run_as.as_ref());
+    let (mut command, terminal) = attach::container_command(spec, &program, &args);
     command
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&spec.working_dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        .current_dir(&spec.working_dir);
     if let Err(e) = tree::become_subreaper() {
         eprintln!("setpoint agent-shim: cannot become a child subreaper: {e}");
     }
@@ -178,6 +189,8 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
     if spawned.is_err() {
         limited.remove();
     }
+    // Its copies of a terminal's secondary side must go, or the output never ends.
+    drop(command);
     let mut cgroup_used = None;
     if let Some((cg, joined)) = joined {
         if let Err(e) = joined.leave() {
@@ -234,14 +247,22 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
     }
     announce(&Announcement::Started(record));
 
+    let attached = attach::serve(spec, child.stdin.take(), terminal.as_ref());
     let (drained_tx, drained_rx) = mpsc::channel();
     let mut pumps = 0;
     if let Some(out) = child.stdout.take() {
-        pump(out, LogStream::Stdout, writer.clone(), drained_tx.clone());
+        let to = (writer.clone(), attached.clone());
+        pump(out, LogStream::Stdout, to, drained_tx.clone());
         pumps += 1;
     }
     if let Some(err) = child.stderr.take() {
-        pump(err, LogStream::Stderr, writer.clone(), drained_tx.clone());
+        let to = (writer.clone(), attached.clone());
+        pump(err, LogStream::Stderr, to, drained_tx.clone());
+        pumps += 1;
+    }
+    if let Some(terminal) = terminal {
+        let to = (writer.clone(), attached.clone());
+        pump(terminal, LogStream::Stdout, to, drained_tx.clone());
         pumps += 1;
     }
     drop(drained_tx);
@@ -257,6 +278,9 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
             eprintln!("setpoint agent-shim: output still open after the container exited; not waiting for it");
             break;
         }
+    }
+    if let Some(attached) = &attached {
+        attached.finish();
     }
     if let Err(e) = writer.lock().finish() {
         eprintln!("setpoint agent-shim: finishing the log: {e}");
@@ -322,12 +346,12 @@ fn start_failed(spec: &RunSpec, message: String) -> Result<(), String> {
     written.map_err(|e| format!("{message}; and writing {}: {e}", spec.exit_record.display()))
 }
 
-/// Copies one of the container's output pipes into the log on a thread of its own; reports on
-/// `drained` when the pipe is closed.
+/// Copies one of the container's output pipes into the log (and to attached clients) on a
+/// thread of its own; reports on `drained` when the pipe is closed.
 fn pump(
     mut from: impl std::io::Read + Send + 'static,
     stream: LogStream,
-    writer: Arc<Mutex<LogWriter>>,
+    (writer, attached): (Arc<Mutex<LogWriter>>, Option<Arc<attach::AttachServer>>),
     drained: mpsc::Sender<()>,
 ) {
     std::thread::spawn(move || {
@@ -338,6 +362,9 @@ fn pump(
                 Ok(n) => {
                     if let Err(e) = writer.lock().write(stream, &buf[..n]) {
                         eprintln!("setpoint agent-shim: writing the log: {e}");
+                    }
+                    if let Some(attached) = &attached {
+                        attached.publish(stream, &buf[..n]);
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}

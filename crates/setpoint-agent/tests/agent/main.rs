@@ -16,6 +16,7 @@ mod limits;
 mod pod_network;
 mod pod_spec;
 mod simulated_completion;
+mod streams;
 mod volumes;
 
 use std::collections::BTreeMap;

@@ -9,6 +9,7 @@ mod eviction;
 mod openapi;
 mod params;
 mod pod_log;
+mod pod_stream;
 mod read;
 pub(crate) mod response;
 mod review;
@@ -131,7 +132,7 @@ impl Api {
     async fn resource(
         &self,
         r: ResourceRequest,
-        request: Request<Bytes>,
+        mut request: Request<Bytes>,
         query: BTreeMap<String, String>,
         accept: Option<&str>,
     ) -> Result<Response<Body>, ApiError> {
@@ -140,6 +141,9 @@ impl Api {
         if r.namespace.is_some() && !def.namespaced {
             return Err(ApiError::no_such_path());
         }
+        // exec, attach and portforward need the request's headers and its upgrade handle.
+        let connect = pod_stream::is_stream(&r.group, &r.resource, r.subresource.as_deref())
+            .then(|| pod_stream::Connect::take(&mut request));
         let asked_by = request.extensions().get::<User>().cloned();
         let user = asked_by.clone().unwrap_or_else(crate::auth::admin_user);
         let ctx = Ctx {
@@ -166,6 +170,9 @@ impl Api {
         if let Some(sub) = &r.subresource {
             if !def.has_subresource(sub) {
                 return Err(ApiError::no_such_path());
+            }
+            if let Some(connect) = connect {
+                return pod_stream::connect(&ctx, sub, connect).await;
             }
             return admitted(admission, subresource::handle(&ctx, sub)).await;
         }

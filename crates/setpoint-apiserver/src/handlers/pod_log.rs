@@ -69,7 +69,7 @@ pub(crate) async fn pod_log(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
 
 /// The container the request is for: the one named, the pod's only one, or the one the
 /// default-container annotation names.
-fn choose_container(
+pub(super) fn choose_container(
     pod: &Value,
     pod_name: &str,
     requested: Option<&str>,
@@ -124,7 +124,7 @@ fn choose_container(
     Err(ApiError::bad_request(message))
 }
 
-async fn read_node(ctx: &Ctx<'_>, node_name: &str) -> Result<Value, ApiError> {
+pub(super) async fn read_node(ctx: &Ctx<'_>, node_name: &str) -> Result<Value, ApiError> {
     ctx.api
         .registry_store_of("", "v1", "nodes")?
         .get(None, node_name)
@@ -305,7 +305,7 @@ fn agent_error(status: StatusCode, body: &Bytes) -> ApiError {
 }
 
 /// Percent-encodes everything but RFC 3986's unreserved characters.
-fn encode(s: &str) -> String {
+pub(super) fn encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {

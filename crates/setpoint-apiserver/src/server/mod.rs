@@ -10,6 +10,7 @@ mod handler;
 mod health;
 mod impersonation;
 mod request;
+mod upgrades;
 
 use std::io;
 use std::net::SocketAddr;
@@ -27,6 +28,7 @@ use self::request::RequestContext;
 use crate::pki::{Pki, PkiError};
 use crate::tls::{self, TlsError};
 pub use handler::{empty_body, full_body, stream_body, Body, Handler};
+pub(crate) use upgrades::Upgrades;
 
 /// kube-apiserver's limit on request bodies: 3 MiB.
 pub const DEFAULT_MAX_REQUEST_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -202,6 +204,7 @@ pub async fn serve(
             max_body: max_request_body_bytes,
             timeout: request_timeout,
             shutdown: shutdown.clone(),
+            upgrades: Upgrades::default(),
         }),
     });
     let stop = shutdown.child_token();
@@ -228,6 +231,7 @@ async fn accept_loop(
     shutdown: CancellationToken,
     grace: Duration,
 ) {
+    let upgrades = context.requests.upgrades.clone();
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
@@ -262,9 +266,11 @@ async fn accept_loop(
     drop(listener);
     tracing::info!(
         open = connections.len(),
+        upgraded = upgrades.len(),
         "API server shutting down; letting open connections finish"
     );
-    let finished = tokio::time::timeout(grace, async {
+    let deadline = tokio::time::Instant::now() + grace;
+    let finished = tokio::time::timeout_at(deadline, async {
         while connections.join_next().await.is_some() {}
     })
     .await;
@@ -275,6 +281,9 @@ async fn accept_loop(
         );
         connections.shutdown().await;
     }
+    // Upgraded connections (exec, attach, port-forward) left their HTTP connections behind:
+    // they get what is left of the grace period too.
+    upgrades.shut_down(deadline).await;
     tracing::info!("API server stopped");
 }
 

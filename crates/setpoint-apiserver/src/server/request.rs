@@ -47,6 +47,9 @@ pub(crate) struct RequestContext {
     pub(crate) timeout: Duration,
     /// Cancelled when the server starts shutting down (`/readyz` then fails).
     pub(crate) shutdown: tokio_util::sync::CancellationToken,
+    /// Where handlers run the connections they take over after `101 Switching Protocols`;
+    /// every request carries a clone as an extension.
+    pub(crate) upgrades: super::Upgrades,
 }
 
 /// Answers `request`, which arrived on a connection whose client certificate (if any) stands
@@ -114,6 +117,8 @@ async fn read_and_handle(
 ) -> Response<Body> {
     let (mut parts, body) = request.into_parts();
     parts.headers.remove(AUTHORIZATION);
+    // hyper's `OnUpgrade` (an HTTP/1.1 upgrade request) stays among the extensions too.
+    parts.extensions.insert(context.upgrades.clone());
     let body = match read_body(body, context.max_body).await {
         Ok(body) => body,
         Err(failure) => return failure_response(&failure),

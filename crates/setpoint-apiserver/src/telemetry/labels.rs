@@ -1,5 +1,6 @@
 //! The labels kube-apiserver puts on a request's metrics: `verb` (`GET`, `LIST`, `WATCH`,
-//! `POST`, `PUT`, `PATCH`, `APPLY`, `DELETE`, `DELETECOLLECTION`; the HTTP method for
+//! `POST`, `PUT`, `PATCH`, `APPLY`, `DELETE`, `DELETECOLLECTION`, `CONNECT` for the stream and
+//! proxy subresources of pods, services and nodes; the HTTP method for
 //! non-resource paths), `dry_run`, `group`, `version`, `resource`, `subresource`, `scope`
 //! (`resource` for one named object or a create, `namespace`, `cluster`; empty for
 //! non-resource paths) and `component` (`apiserver`).
@@ -48,7 +49,14 @@ impl RequestLabels {
             .get(http::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|t| t.starts_with("application/apply-patch"));
+        let connect = r.group.is_empty()
+            && matches!(
+                (r.resource.as_str(), r.subresource.as_deref()),
+                ("pods", Some("exec" | "attach" | "portforward" | "proxy"))
+                    | ("services" | "nodes", Some("proxy"))
+            );
         let verb = match r.verb {
+            _ if connect => "CONNECT",
             Verb::Get => "GET",
             Verb::List => "LIST",
             Verb::Watch => "WATCH",
@@ -137,6 +145,17 @@ mod tests {
             None,
         );
         assert_eq!(get(&l, "subresource"), "scale");
+        for method in ["GET", "POST"] {
+            let l = labels(
+                method,
+                "/api/v1/namespaces/d/pods/p/exec?command=true",
+                None,
+            );
+            assert_eq!(
+                (get(&l, "verb"), get(&l, "subresource"), get(&l, "scope")),
+                ("CONNECT", "exec", "resource")
+            );
+        }
         let l = labels("GET", "/version", None);
         assert_eq!((get(&l, "verb"), get(&l, "resource")), ("GET", ""));
     }

@@ -1,5 +1,6 @@
 //! `apiserver_longrunning_requests`: a watch counts from the moment it is answered until its
-//! response body is dropped (the stream ended or the client went away).
+//! response body is dropped (the stream ended or the client went away); an upgraded stream
+//! (`pods/exec`, …) while its splice runs ([`hold_longrunning`]).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -31,8 +32,17 @@ pub(crate) fn track_longrunning(
     })
 }
 
+/// Counts the long-running request of `labels` until the returned guard is dropped.
+pub(crate) fn hold_longrunning(telemetry: &Arc<Telemetry>, labels: RequestLabels) -> Guard {
+    telemetry.longrunning(&labels, 1);
+    Guard {
+        telemetry: telemetry.clone(),
+        labels,
+    }
+}
+
 /// Takes the request off the count when dropped.
-struct Guard {
+pub(crate) struct Guard {
     telemetry: Arc<Telemetry>,
     labels: RequestLabels,
 }

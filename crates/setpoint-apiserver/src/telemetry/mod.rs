@@ -23,7 +23,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 pub(crate) use labels::RequestLabels;
-pub(crate) use longrunning::track_longrunning;
+pub(crate) use longrunning::{hold_longrunning, track_longrunning};
 pub(crate) use store::TimedStore;
 
 /// kube-apiserver's request duration buckets, in seconds.

@@ -1,6 +1,7 @@
 //! Bad input gets a `Status` with the right code and reason — never a 500 for a client's
 //! mistake. Driven through `Api::handle` on an in-memory store (no HTTP needed: the transport's
-//! own limits are tested in `request_limits.rs`).
+//! own limits are tested in `request_limits.rs`). `pod_stream/` also runs the stream
+//! subresources' upgrade proxy through the transport to a fake node agent.
 
 #![allow(clippy::unwrap_used)] // test helpers: a failure should panic with the error
 
@@ -9,6 +10,7 @@ mod crd_rules;
 mod dry_run;
 mod fuzz;
 mod lists_and_watches;
+mod pod_stream;
 mod validation;
 mod wire_format;
 

@@ -10,6 +10,7 @@ mod report;
 mod server;
 mod services;
 mod store;
+mod streams;
 mod usage;
 mod workloads;
 
@@ -27,6 +28,7 @@ pub(crate) async fn bench(command: BenchCommand) -> Result<()> {
         BenchCommand::Workloads(args) => workloads::bench_workloads(args).await,
         BenchCommand::Services(args) => services::bench_services(&args).await,
         BenchCommand::PodNetwork(args) => pod_network::bench_pod_network(&args),
+        BenchCommand::Streams(args) => streams::bench_streams(args).await,
     }
 }
 

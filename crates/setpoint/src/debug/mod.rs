@@ -4,6 +4,7 @@
 mod crash_value;
 mod panics;
 mod store_writer;
+mod stream_sink;
 
 use anyhow::Result;
 
@@ -14,5 +15,6 @@ pub(crate) async fn debug(command: DebugCommand) -> Result<()> {
     match command {
         DebugCommand::StoreWriter(args) => store_writer::store_writer(args).await,
         DebugCommand::Panics(args) => panics::panics(&args),
+        DebugCommand::StreamSink(args) => stream_sink::stream_sink(args).await,
     }
 }

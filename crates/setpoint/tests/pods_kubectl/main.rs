@@ -1,5 +1,6 @@
-//! Pods end to end with real processes (issue 18): `kubectl` against `setpoint server`
-//! processes whose local agent runs the pods — networking, streams, limits, one module each.
+//! Pods of issue 18 driven by the real `kubectl` (and client libraries) against a
+//! `setpoint server` process with real process pods on the local agent: exec, attach, cp and
+//! port-forward streams, pod networking, Services, DNS and limits.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -7,3 +8,4 @@ mod common;
 mod limits;
 mod networking;
 mod services;
+mod streams;

@@ -557,6 +557,7 @@ impl Worker {
                 .map(|_| crate::network::files::uts_hostname(pod)),
             limits: Some(limits),
             run_as,
+            attach: crate::shim::attach::AttachSpec::of(&container),
         };
         let launched = launch(&self.ctx.shim, &self.dir, &paths, &spec).await;
         if restarting {

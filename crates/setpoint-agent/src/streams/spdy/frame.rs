@@ -27,8 +27,6 @@ const WINDOW_UPDATE: u16 = 9;
 pub(crate) const RST_CANCEL: u32 = 5;
 /// RST_STREAM status: the stream was refused.
 pub(crate) const RST_REFUSED: u32 = 3;
-/// RST_STREAM status: a protocol error on the stream.
-pub(crate) const RST_PROTOCOL_ERROR: u32 = 1;
 
 /// A frame read from the peer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,6 +172,7 @@ pub(crate) fn syn_reply(out: &mut BytesMut, stream_id: u32, headers: &[u8]) {
 }
 
 /// SYN_STREAM (used by tests' clients): `stream_id`, no association, priority 0.
+#[cfg(test)]
 pub(crate) fn syn_stream(out: &mut BytesMut, stream_id: u32, fin: bool, headers: &[u8]) {
     control(
         out,

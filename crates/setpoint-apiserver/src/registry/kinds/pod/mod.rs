@@ -43,6 +43,11 @@ pub(crate) fn resources() -> Vec<ResourceDef> {
     .build(Arc::new(Pods), |g| {
         vec![
             Subresource {
+                name: "attach",
+                kind: setpoint_core::GroupVersionKind::new("", "v1", "PodAttachOptions"),
+                verbs: &["create", "get"],
+            },
+            Subresource {
                 name: "binding",
                 kind: setpoint_core::GroupVersionKind::new("", "v1", "Binding"),
                 verbs: &["create"],
@@ -53,9 +58,19 @@ pub(crate) fn resources() -> Vec<ResourceDef> {
                 verbs: &["create"],
             },
             Subresource {
+                name: "exec",
+                kind: setpoint_core::GroupVersionKind::new("", "v1", "PodExecOptions"),
+                verbs: &["create", "get"],
+            },
+            Subresource {
                 name: "log",
                 kind: g.clone(),
                 verbs: &["get"],
+            },
+            Subresource {
+                name: "portforward",
+                kind: setpoint_core::GroupVersionKind::new("", "v1", "PodPortForwardOptions"),
+                verbs: &["create", "get"],
             },
             status(g),
         ]
