@@ -9,6 +9,7 @@
 
 use std::io::Write as _;
 use std::net::Ipv4Addr;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use setpoint_core::cidr::Ipv4Cidr;
@@ -75,6 +76,7 @@ impl Ipam {
             match std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
+                .mode(crate::process::PRIVATE_FILE_MODE)
                 .open(self.dir.join(ip.to_string()))
             {
                 Ok(mut file) => {
@@ -83,7 +85,7 @@ impl Ipam {
                             what: format!("recording {ip} for {uid}"),
                             source,
                         })?;
-                    let _ = std::fs::write(self.dir.join("last"), ip.to_string());
+                    let _ = crate::process::write_private(&self.dir.join("last"), ip.to_string());
                     return Ok(ip);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}

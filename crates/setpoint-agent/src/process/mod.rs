@@ -17,8 +17,8 @@ pub(crate) use cgroup::CgroupParent;
 pub(crate) use launch::{launch, Launched};
 pub(crate) use proc::ProcessId;
 pub(crate) use records::{
-    now, read_json, recorded_runs, write_json, ExitRecord, RunAs, RunPaths, RunRecord, RunSpec,
-    PRIVATE_FILE_MODE,
+    now, read_json, recorded_runs, write_json, write_private, ExitRecord, RunAs, RunPaths,
+    RunRecord, RunSpec, PRIVATE_FILE_MODE,
 };
 pub(crate) use watch::ShimWatch;
 

@@ -221,6 +221,21 @@ pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> io::Resu
 /// Mode of every file the agent writes: pod logs, records and specs are the pod's own.
 pub(crate) const PRIVATE_FILE_MODE: u32 = 0o600;
 
+/// Writes `bytes` to `path`, replacing it, readable by its owner only (`0600`), like every
+/// file of the agent's own (not atomic: for small state files rewritten whole).
+pub(crate) fn write_private(path: &Path, bytes: impl AsRef<[u8]>) -> io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(PRIVATE_FILE_MODE)
+        .open(path)?;
+    // An older file keeps its mode through `open`: tighten it.
+    file.set_permissions(std::fs::Permissions::from_mode(PRIVATE_FILE_MODE))?;
+    file.write_all(bytes.as_ref())
+}
+
 /// Writes a JSON record atomically (a temporary file renamed over it), creating its directory;
 /// like every file the agent writes, readable by its owner only (`0600`): records name the
 /// pod's commands and environment.

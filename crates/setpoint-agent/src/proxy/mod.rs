@@ -273,7 +273,7 @@ async fn choose(
     let want_nft = matches!(config.proxy, ProxyMode::Auto | ProxyMode::Nftables);
     if want_nft && root && nft::available().await {
         let table = ruleset::table_name(node, root_dir);
-        if let Err(e) = std::fs::write(root_dir.join(TABLE_FILE), &table) {
+        if let Err(e) = crate::process::write_private(&root_dir.join(TABLE_FILE), &table) {
             tracing::warn!(error = %e, "recording the Service table's name");
         }
         let swept = nft::sweep_stale().await;
