@@ -100,11 +100,22 @@ pub(crate) struct AgentArgs {
     /// Simulate the node instead: its pods become Running without processes.
     #[arg(long)]
     pub(crate) simulated: bool,
-    #[command(flatten)]
-    pub(crate) services: ServiceArgs,
+    // The flags of [`ServiceArgs`], spelled out: clap's test whether the optional `AgentArgs`
+    // were given ignores the agent's own flags when another `Args` struct is flattened into
+    // it (`setpoint agent …` then ran as if given nothing).
+    /// How the agent proxies Services: `auto` (nftables when root and `nft` runs, else
+    /// userspace), `nftables`, `userspace` (NodePorts on 127.0.0.1 and the node address only)
+    /// or `off`.
+    #[arg(long = "proxy-mode", value_name = "MODE", value_enum, default_value_t = ProxyModeArg::Auto)]
+    pub(crate) proxy_mode: ProxyModeArg,
+    /// Where the agent's cluster DNS resolver listens (UDP and TCP), e.g. `127.0.0.1:5353`;
+    /// none when unset.
+    #[arg(long = "dns-listen", value_name = "ADDR")]
+    pub(crate) dns_listen: Option<SocketAddr>,
 }
 
-/// Service proxying and cluster DNS flags of an agent.
+/// Service proxying and cluster DNS flags of `setpoint server`'s local agent (`setpoint agent`
+/// spells them out in `AgentArgs`).
 #[derive(Debug, Args)]
 pub(crate) struct ServiceArgs {
     /// How the agent proxies Services: `auto` (nftables when root and `nft` runs, else
@@ -261,7 +272,11 @@ pub(crate) async fn agent(cli: AgentCli) -> Result<()> {
             metrics_interval: args.metrics_interval,
             container_tracking: args.container_tracking.into(),
             mount_mode: args.mounts.into(),
-            services: args.services.config(),
+            services: ServiceArgs {
+                proxy_mode: args.proxy_mode,
+                dns_listen: args.dns_listen,
+            }
+            .config(),
             pod_network: args.pod_network.into(),
         };
         tokio::spawn(setpoint_agent::run(client, config, shutdown.clone()))

@@ -507,6 +507,33 @@ mod tests {
     }
 
     #[test]
+    fn agent_flags_should_reach_the_agent() {
+        // Regression: a flattened `Args` struct inside the optional agent flags made clap
+        // report them absent, and `setpoint agent` refused every command line.
+        let cli = Cli::try_parse_from([
+            "setpoint",
+            "agent",
+            "--simulated",
+            "--node-name",
+            "x",
+            "--kubeconfig",
+            "k",
+            "--root-dir",
+            "r",
+            "--proxy-mode",
+            "off",
+        ])
+        .expect("parsed");
+        let Command::Agent(agent) = cli.command else {
+            panic!("not the agent command");
+        };
+        let run = agent.run.expect("the agent's flags");
+        assert_eq!(run.node_name, "x");
+        assert!(run.simulated);
+        assert_eq!(run.proxy_mode, crate::agent::ProxyModeArg::Off);
+    }
+
+    #[test]
     fn durations_should_parse_with_units_and_refuse_without() {
         use std::time::Duration;
         assert_eq!(parse_duration("40s"), Ok(Duration::from_secs(40)));

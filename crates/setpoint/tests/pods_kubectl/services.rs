@@ -429,6 +429,7 @@ apiVersion: v1
 kind: Service
 metadata: {name: web}
 spec:
+  type: NodePort
   selector: {app: web}
   ports: [{port: 80, targetPort: 8080}]
 "#;
@@ -472,6 +473,36 @@ spec:
         }
     }
     assert!(seen.iter().all(|n| n.starts_with("web-")), "{seen:?}");
+    // The API server allocated the node port; the node's address on the pod bridge (the
+    // range's first) answers on it, spread over both pods.
+    let node_port: u16 = jsonpath(&s, "{.spec.ports[0].nodePort}")
+        .parse()
+        .expect("an allocated nodePort");
+    assert!((30000..=32767).contains(&node_port), "{node_port}");
+    both_answer(&format!("10.{octet}.0.1:{node_port}"));
+    // kubectl port-forward to the Service reaches a pod inside its network namespace.
+    let local = free_port();
+    let mut forward = s
+        .kubectl_command()
+        .args(["port-forward", "svc/web", &format!("{local}:80")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("kubectl port-forward started");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let answer = loop {
+        match get(&format!("127.0.0.1:{local}")) {
+            Some(name) => break name,
+            None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(200)),
+            None => break String::new(),
+        }
+    };
+    let _ = forward.kill();
+    let _ = forward.wait();
+    assert!(
+        answer.starts_with("web-"),
+        "port-forward svc/web answered {answer:?}"
+    );
     // From a pod, by name: resolv.conf names the agent's resolver, the search list finds
     // `web` in the pod's namespace; 30 requests see both replicas.
     let client = r#"
