@@ -479,7 +479,25 @@ spec:
         .parse()
         .expect("an allocated nodePort");
     assert!((30000..=32767).contains(&node_port), "{node_port}");
-    both_answer(&format!("10.{octet}.0.1:{node_port}"));
+    let at = format!("10.{octet}.0.1:{node_port}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut through_node_port = BTreeSet::new();
+    while through_node_port.len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "{at}: only {through_node_port:?} answered"
+        );
+        match get(&at) {
+            Some(name) => {
+                through_node_port.insert(name);
+            }
+            None => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+    assert_eq!(
+        through_node_port, seen,
+        "the node port reaches the same pods"
+    );
     // kubectl port-forward to the Service reaches a pod inside its network namespace.
     let local = free_port();
     let mut forward = s
