@@ -203,6 +203,10 @@ impl Forwarder {
         drop(cache);
         message.metadata.id = request.metadata.id;
         message.queries.clone_from(&request.queries);
+        // No OPT record for a client that sent none.
+        if request.edns.is_none() {
+            message.edns = None;
+        }
         for record in message
             .answers
             .iter_mut()
