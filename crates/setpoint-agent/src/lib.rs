@@ -33,6 +33,7 @@ mod volumes;
 
 pub use cleanup::{cleanup, CleanupReport};
 pub use config::{AgentConfig, ContainerTracking};
+pub use dns::forward::DnsUpstream;
 pub use error::AgentError;
 pub use metrics::DEFAULT_METRICS_INTERVAL;
 pub use network::{bench_pod_network, PodNetworkMode, PodNetworkTimes};

@@ -127,6 +127,35 @@ pub(crate) struct ServiceArgs {
     /// none when unset.
     #[arg(long = "dns-listen", value_name = "ADDR")]
     pub(crate) dns_listen: Option<SocketAddr>,
+    /// Where the resolver forwards names outside the cluster domain: `none` (they are
+    /// REFUSED), or resolvers separated by commas (`10.0.0.2`, `10.0.0.2:5353`, `[::1]:53`);
+    /// unset: the `nameserver` lines of the host's `/etc/resolv.conf`, re-read when it changes.
+    #[arg(long = "dns-upstream", value_name = "none|ADDR,...", value_parser = parse_dns_upstream)]
+    pub(crate) dns_upstream: Option<setpoint_agent::DnsUpstream>,
+}
+
+/// `--dns-upstream`: `none` or a comma-separated list of addresses (port 53 unless given).
+fn parse_dns_upstream(value: &str) -> Result<setpoint_agent::DnsUpstream, String> {
+    if value.trim() == "none" {
+        return Ok(setpoint_agent::DnsUpstream::None);
+    }
+    let servers = value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<SocketAddr>()
+                .or_else(|_| {
+                    s.parse::<std::net::IpAddr>()
+                        .map(|ip| SocketAddr::new(ip, 53))
+                })
+                .map_err(|_| format!("{s:?} is not an IP address or IP:port"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if servers.is_empty() {
+        return Err("expected `none` or at least one address".to_owned());
+    }
+    Ok(setpoint_agent::DnsUpstream::Fixed(servers))
 }
 
 impl ServiceArgs {
@@ -140,6 +169,7 @@ impl ServiceArgs {
                 ProxyModeArg::Off => setpoint_agent::ProxyMode::Off,
             },
             dns_listen: self.dns_listen,
+            dns_upstream: self.dns_upstream.clone().unwrap_or_default(),
             ..setpoint_agent::ServicesConfig::default()
         }
     }
@@ -412,4 +442,23 @@ fn kubeconfig_ca(path: &Path) -> Result<String> {
         "{}: cluster {context:?} names no certificate-authority; the agent needs the cluster's CA to check the API server's calls",
         path.display()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_dns_upstream;
+    use setpoint_agent::DnsUpstream;
+
+    #[test]
+    fn dns_upstream_is_none_or_addresses_with_port_53_by_default() {
+        assert_eq!(parse_dns_upstream("none"), Ok(DnsUpstream::None));
+        let addrs = ["10.0.0.2:53", "127.0.0.1:5353", "[::1]:53"];
+        let expected = addrs.map(|a| a.parse().expect("an address")).to_vec();
+        assert_eq!(
+            parse_dns_upstream("10.0.0.2, 127.0.0.1:5353,::1"),
+            Ok(DnsUpstream::Fixed(expected))
+        );
+        assert!(parse_dns_upstream("resolver.example").is_err());
+        assert!(parse_dns_upstream(",").is_err());
+    }
 }

@@ -2,9 +2,10 @@
 //! names of the cluster domain from the agent's Service and EndpointSlice caches, over UDP
 //! and TCP on one address (the pod bridge's gateway on port 53 when pods have their own
 //! network, or a configured address). Records: [`records`]; sockets: [`server`]. Names
-//! outside the cluster domain are REFUSED (nothing is forwarded: see
-//! `docs/design/services.md`, "Cluster DNS").
+//! outside the cluster domain are forwarded to the node's upstream resolvers ([`forward`]),
+//! or REFUSED when there are none (see `docs/design/services.md`, "Cluster DNS").
 
+pub(crate) mod forward;
 pub(crate) mod records;
 pub(crate) mod server;
 

@@ -10,7 +10,8 @@
 //!   (cluster IP), or one target per ready endpoint (headless), addresses as additionals;
 //! - `<a-b-c-d>.<ns>.pod.<zone>`: A `a.b.c.d` (CoreDNS `pods insecure`: not checked);
 //! - other names in the zone: NXDOMAIN, existing names without the asked type: NODATA, both
-//!   with the zone's SOA; names outside the zone: REFUSED (no forwarding).
+//!   with the zone's SOA; names outside the zone: REFUSED (the server forwards those
+//!   instead when it has upstreams: `forward.rs`).
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -99,7 +100,7 @@ pub(crate) fn answer(request: &Message, directory: &impl Directory, zone: &str) 
 }
 
 /// `name` without `.zone` (empty for the zone itself), or `None` outside the zone.
-fn relative_to<'a>(name: &'a str, zone: &str) -> Option<&'a str> {
+pub(crate) fn relative_to<'a>(name: &'a str, zone: &str) -> Option<&'a str> {
     if name == zone {
         return Some("");
     }
@@ -375,4 +376,4 @@ fn soa(zone: &str) -> Record {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

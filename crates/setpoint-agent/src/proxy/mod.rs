@@ -54,6 +54,8 @@ pub struct ServicesConfig {
     pub cluster_domain: String,
     /// Where the cluster DNS resolver listens (UDP and TCP); `None`: no resolver.
     pub dns_listen: Option<std::net::SocketAddr>,
+    /// Where the resolver forwards names outside the cluster domain.
+    pub dns_upstream: crate::DnsUpstream,
 }
 
 /// The file in the agent's root directory naming its nftables table (for `cleanup`).
@@ -83,6 +85,7 @@ impl Default for ServicesConfig {
             service_cidr: "10.96.0.0/12".to_owned(),
             cluster_domain: "cluster.local".to_owned(),
             dns_listen: None,
+            dns_upstream: crate::DnsUpstream::default(),
         }
     }
 }
@@ -380,6 +383,7 @@ pub(crate) async fn start_with_dns(
                 at,
                 Arc::new(informers.clone()),
                 config.cluster_domain.clone(),
+                config.dns_upstream.clone(),
                 shutdown.child_token(),
             )
             .await;

@@ -228,12 +228,20 @@ fn nftables_here() -> bool {
 #[test]
 fn a_service_should_spread_over_its_pods_stick_with_affinity_and_resolve_by_name() {
     let dns = free_loopback_addr();
+    let upstream = fake_upstream();
     let tmp = tempfile::tempdir().expect("tempdir");
     let _stop = AgentCleanup(tmp.path().join("data"));
     let s = Server::start_with(
         &tmp.path().join("data"),
         "127.0.0.1:0",
-        &["--dns-listen", &dns, "--pod-network", "host"],
+        &[
+            "--dns-listen",
+            &dns,
+            "--dns-upstream",
+            &upstream,
+            "--pod-network",
+            "host",
+        ],
     );
     let _table = DropTable(s.dir.clone());
     let marker = format!("svc-test-{}", std::process::id());
@@ -251,6 +259,10 @@ fn a_service_should_spread_over_its_pods_stick_with_affinity_and_resolve_by_name
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(dns_tcp(&dns, "web.default.svc.cluster.local"), Some(ip));
+    // Names outside the cluster domain go to `--dns-upstream`, the client's ID restored.
+    let outside = Some(std::net::Ipv4Addr::new(192, 0, 2, 7));
+    assert_eq!(dns_udp(&dns, "outside.example"), outside);
+    assert_eq!(dns_tcp(&dns, "outside-tcp.example"), outside);
 
     let node_port_at = format!("127.0.0.1:{node_port}");
     if nftables_here() {
@@ -334,6 +346,48 @@ fn first_a(reply: &[u8], query_len: usize) -> Option<std::net::Ipv4Addr> {
     let rr = &reply[query_len..];
     (answers > 0 && rr[2..4] == [0, 1] && rr[10..12] == [0, 4])
         .then(|| std::net::Ipv4Addr::new(rr[12], rr[13], rr[14], rr[15]))
+}
+
+/// A UDP and TCP DNS server on 127.0.0.1 answering every query with A `192.0.2.7` (its
+/// threads end with the test process).
+fn fake_upstream() -> String {
+    let udp = UdpSocket::bind("127.0.0.1:0").expect("bind a fake upstream");
+    let at = udp.local_addr().expect("its address");
+    let tcp = std::net::TcpListener::bind(at).expect("bind its TCP port");
+    let answer = |query: &[u8]| {
+        let mut reply = query.to_vec();
+        reply[2] |= 0x80;
+        reply[3] = 0x80;
+        reply[6..8].copy_from_slice(&[0, 1]);
+        reply.extend_from_slice(&[0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 7]);
+        reply
+    };
+    std::thread::spawn(move || {
+        let mut buffer = [0u8; 512];
+        while let Ok((len, peer)) = udp.recv_from(&mut buffer) {
+            let _ = udp.send_to(&answer(&buffer[..len]), peer);
+        }
+    });
+    std::thread::spawn(move || {
+        for mut stream in tcp.incoming().flatten() {
+            let mut len = [0u8; 2];
+            if stream.read_exact(&mut len).is_err() {
+                continue;
+            }
+            let mut query = vec![0u8; usize::from(u16::from_be_bytes(len))];
+            if stream.read_exact(&mut query).is_err() {
+                continue;
+            }
+            let reply = answer(&query);
+            let mut framed = u16::try_from(reply.len())
+                .unwrap_or(0)
+                .to_be_bytes()
+                .to_vec();
+            framed.extend_from_slice(&reply);
+            let _ = stream.write_all(&framed);
+        }
+    });
+    at.to_string()
 }
 
 fn dns_udp(server: &str, name: &str) -> Option<std::net::Ipv4Addr> {
