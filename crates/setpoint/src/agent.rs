@@ -112,6 +112,11 @@ pub(crate) struct AgentArgs {
     /// none when unset.
     #[arg(long = "dns-listen", value_name = "ADDR")]
     pub(crate) dns_listen: Option<SocketAddr>,
+    /// Where the cluster DNS resolver forwards names outside the cluster domain: `none`
+    /// (answer REFUSED) or comma-separated addresses (port 53 unless given); default: the
+    /// `nameserver` lines of the host's `/etc/resolv.conf`.
+    #[arg(long = "dns-upstream", value_name = "none|ADDR,...", value_parser = parse_dns_upstream)]
+    pub(crate) dns_upstream: Option<setpoint_agent::DnsUpstream>,
 }
 
 /// Service proxying and cluster DNS flags of `setpoint server`'s local agent (`setpoint agent`
@@ -305,6 +310,7 @@ pub(crate) async fn agent(cli: AgentCli) -> Result<()> {
             services: ServiceArgs {
                 proxy_mode: args.proxy_mode,
                 dns_listen: args.dns_listen,
+                dns_upstream: args.dns_upstream,
             }
             .config(),
             pod_network: args.pod_network.into(),
