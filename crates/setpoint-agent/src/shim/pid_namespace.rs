@@ -3,7 +3,8 @@
 //! - `agent-shim pod-init RECORD` (started by the agent, [`start_pod_init`]): in this fresh,
 //!   single-threaded process, `unshare(CLONE_NEWPID)`, then start the pod's init — the same
 //!   binary in its `--pod-init-reaper` mode, PID 1 of the new namespace — record its pid and
-//!   start time at `RECORD` ([`PidNamespace`]) and exit. The init is left running detached (in
+//!   start time at `RECORD` ([`PidNamespace`]) and exit (the init's command line names
+//!   `RECORD`, so `ps` tells whose it is). The init is left running detached (in
 //!   a session of its own), so it outlives agent restarts; it only reaps orphans. Stopping it
 //!   ([`PidNamespace::stop`]) is `SIGKILL`, which the kernel turns into killing every process
 //!   left in the namespace.
@@ -161,6 +162,8 @@ fn make_namespace(record: &Path) -> Result<(), String> {
     let child = Command::new(exe)
         .args(shim_prefix(POD_INIT))
         .arg(POD_INIT_REAPER)
+        // Not read: names the pod (its directory) in `ps`.
+        .arg(record)
         .current_dir("/")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
