@@ -106,6 +106,12 @@ pub fn cleanup(root_dir: &Path, grace: Duration) -> CleanupReport {
             grace.as_secs()
         ));
     }
+    // The PID namespaces of pods sharing one (their inits) go with the pods.
+    report
+        .stopped
+        .extend(crate::shim::pid_namespace::stop_recorded(
+            &root_dir.join("pods"),
+        ));
     // The pod network (bridge, namespaces, addresses) goes with the pods.
     crate::network::remove_all(root_dir);
     let limit_parents = crate::process::limits::existing_parents(root_dir);

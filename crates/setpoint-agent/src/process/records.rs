@@ -65,6 +65,10 @@ pub(crate) struct RunSpec {
     /// `runAsGroup`); none: the shim's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) run_as: Option<RunAs>,
+    /// The pod's PID namespace (`shareProcessNamespace`), which the shim joins
+    /// (`shim/pid_namespace.rs`); none: the host's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) pid_namespace: Option<crate::shim::pid_namespace::PidNamespace>,
     /// Attach settings: whether the shim keeps the container's stdin open (`shim/attach.rs`).
     #[serde(default)]
     pub(crate) attach: crate::shim::attach::AttachSpec,
@@ -291,6 +295,7 @@ mod tests {
                 limits: None,
                 run_as: None,
                 attach: Default::default(),
+                pid_namespace: None,
             };
             write_json(&paths.spec, &spec).expect("written");
             assert_eq!(read_json::<RunSpec>(&paths.spec).expect("read"), Some(spec));

@@ -30,6 +30,9 @@
 //!    output (bounded) and writes the exit record (reason `OOMKilled` if the memory cgroup
 //!    counted an OOM kill meanwhile); then exits 0.
 //!
+//! With `RunSpec::pid_namespace`, the shim joins the pod's PID namespace before the spawn
+//! (`pid_namespace.rs`, which also has the `pod-init` subcommand that makes it).
+//!
 //! `agent-shim exec …` is another subcommand: the exec helper (`exec/helper.rs`).
 //!
 //! A process that cannot be started gets an exit record with exit code 128 and reason
@@ -53,6 +56,7 @@ use crate::process::{cgroup, now, tree, write_json, ExitRecord, ProcessId, RunRe
 
 mod limits;
 mod network;
+pub(crate) mod pid_namespace;
 
 /// How long the shim drains the container's output after it exited (its processes are
 /// killed by then, but a process outside the container may have inherited the pipes).
@@ -65,6 +69,18 @@ const KILL_TIMEOUT: Duration = Duration::from_secs(5);
 pub fn shim_main(args: Vec<OsString>) -> ExitCode {
     if args.first().is_some_and(|a| a == "--netns-pin") {
         return crate::network::netns::pin_main(args[1..].to_vec());
+    }
+    if args.first().is_some_and(|a| a == pid_namespace::POD_INIT) {
+        return pid_namespace::pod_init_main(&args[1..]);
+    }
+    if args
+        .first()
+        .is_some_and(|a| a == pid_namespace::POD_INIT_REAPER)
+    {
+        return pid_namespace::reaper_main();
+    }
+    if args.first().is_some_and(|a| a == pid_namespace::PROC_MOUNT) {
+        return pid_namespace::proc_mount_main(&args[1..]);
     }
     if args.first().is_some_and(|a| a == limits::EXEC_AS) {
         return limits::exec_as_main(&args[1..]);
@@ -154,6 +170,7 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
     // The identity helper wraps the program when the container runs as another user
     // (`limits.rs`); pipes, or a terminal for a container with `tty: true` (`attach.rs`).
     let (program, args) = limits::wrapped(program, args, spec.run_as.as_ref());
+    let (program, args) = pid_namespace::wrapped(spec, program, args);
     let (mut command, terminal) = attach::container_command(spec, &program, &args);
     command
         .env_clear()
@@ -177,7 +194,7 @@ fn supervise(spec: &RunSpec) -> Result<(), String> {
             None
         }
     });
-    let spawned = command.spawn();
+    let spawned = pid_namespace::spawn(spec, &mut command);
     if let Err(message) = limited.leave() {
         // Still inside a limit cgroup: the shim would share the container's limits.
         if let Ok(mut child) = spawned {

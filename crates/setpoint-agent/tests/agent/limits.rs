@@ -1,7 +1,7 @@
 //! Resource limits and identities of real container processes: a memory limit enforced to an
 //! `OOMKilled` restart, CPU and memory limits written into the container's cgroups with its
 //! QoS class and OOM score, `runAsUser`/`runAsGroup`/`supplementalGroups`/`fsGroup`, and
-//! `shareProcessNamespace`. Root only (cgroup writes, uid
+//! `shareProcessNamespace` (more in `pid_namespace.rs`). Root only (cgroup writes, uid
 //! changes): each test says "skipped: needs root" otherwise; the non-root refusal of another
 //! user is covered by the unit tests of `pods/resources.rs`.
 
@@ -237,8 +237,8 @@ async fn run_as_user_and_group_should_be_the_processs_identity() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn share_process_namespace_should_let_containers_see_each_other() {
-    // No PID namespaces are made (docs/design/limits.md): every container sees the machine's
-    // processes, so the containers of a sharing pod see each other.
+    // As root the pod gets a PID namespace of its own (`pid_namespace.rs`), else the
+    // containers keep the machine's: either way they see each other.
     let h = Harness::start().await;
     let mark = marker("shared-pid");
     h.create_pod(

@@ -13,6 +13,7 @@ mod agent_restart;
 mod deletion;
 mod lifecycle;
 mod limits;
+mod pid_namespace;
 mod pod_network;
 mod pod_spec;
 mod simulated_completion;

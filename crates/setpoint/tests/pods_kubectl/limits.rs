@@ -2,7 +2,8 @@
 //! OOM-killed and restarted (`kubectl get -o jsonpath` shows `OOMKilled`/137 and the QoS
 //! class), and `kubectl top pod` shows the figures of the container's cgroups — memory held
 //! by a process that left the container's session counts; `runAsUser`/`runAsGroup`/
-//! `supplementalGroups` are the container's identity. Root only (cgroup writes, uids).
+//! `supplementalGroups` are the container's identity; `kubectl exec` into a
+//! `shareProcessNamespace` pod sees the pod's processes only. Root only (cgroup writes, uids).
 
 use crate::common::burn::wait_output;
 use crate::common::processes::Cleanup;
@@ -57,6 +58,21 @@ spec:
   - name: app
     image: busybox
     command: ["sh", "-c", "echo $(id -u) $(id -g) $(id -G); exec sleep 1000 # {marker}"]
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: sharing}}
+spec:
+  nodeName: local
+  terminationGracePeriodSeconds: 1
+  shareProcessNamespace: true
+  containers:
+  - name: app
+    image: busybox
+    command: ["sh", "-c", "exec sleep 1000 # {marker}"]
+  - name: other
+    image: busybox
+    command: ["sh", "-c", "exec sleep 1001 # {marker}"]
 "#
     )
 }
@@ -111,4 +127,23 @@ fn kubectl_should_show_oom_kills_and_cgroup_usage() {
     wait_output(&s, &["logs", "someone"], |t| {
         t.trim() == "1000 3000 3000 4000"
     });
+
+    // `shareProcessNamespace`: exec lands in the pod's PID namespace; PID 1 is the pod's
+    // init and `/proc` lists the pod's processes only (both containers, not the server).
+    let seen = wait_output(
+        &s,
+        &[
+            "exec",
+            "sharing",
+            "-c",
+            "app",
+            "--",
+            "sh",
+            "-c",
+            "tr '\\0' ' ' < /proc/1/cmdline; echo; cat /proc/[0-9]*/cmdline | tr '\\0' ' '",
+        ],
+        |t| t.contains("sleep 1001"),
+    );
+    assert!(seen.contains("--pod-init-reaper"), "{seen}");
+    assert!(!seen.contains("setpoint server"), "{seen}");
 }

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 mod adoption;
 mod network;
+mod pid_namespace;
 mod termination;
 
 use self::termination::{grace_period, MIN_GRACE};
@@ -92,6 +93,12 @@ struct Worker {
     pod_network: Option<crate::network::PodNetwork>,
     /// The last error setting it up (reported once per distinct message).
     network_error: Option<String>,
+    /// The pod's PID namespace (`shareProcessNamespace: true`), once made.
+    pid_namespace: Option<crate::shim::pid_namespace::PidNamespace>,
+    /// Whether the pod was told its `shareProcessNamespace` is not honoured.
+    pid_namespace_noted: bool,
+    /// The last error making it (reported once per distinct message).
+    pid_namespace_error: Option<String>,
 }
 
 /// Runs the worker of pod `uid` (directory `dir`) until the pod is gone from the API and its
@@ -130,6 +137,9 @@ pub(super) async fn pod_worker(
         volume_notes: std::collections::BTreeSet::new(),
         pod_network: None,
         network_error: None,
+        pid_namespace: None,
+        pid_namespace_noted: false,
+        pid_namespace_error: None,
     };
     loop {
         let next = tokio::select! {
@@ -169,6 +179,7 @@ impl Worker {
                 }
                 self.stop_all(MIN_GRACE, None).await;
                 crate::volumes::teardown(&self.dir);
+                self.remove_pid_namespace().await;
                 self.remove_network().await;
                 if let Err(e) = std::fs::remove_dir_all(&self.dir) {
                     tracing::warn!(dir = %self.dir.display(), error = %e, "removing a deleted pod's directory");
@@ -190,7 +201,8 @@ impl Worker {
         }
         let mut wake = Instant::now() + RESYNC;
         if !self.terminal {
-            let networked = self.ensure_network(&pod).await;
+            let networked =
+                self.ensure_network(&pod).await && self.ensure_pid_namespace(&pod).await;
             let mounted = self.prepare_volumes(&pod).await;
             self.check_probes(&pod);
             if !networked {
@@ -205,6 +217,7 @@ impl Worker {
             wake = wake.min(Instant::now() + RETRY);
         }
         self.release_network_when_finished().await;
+        self.release_pid_namespace_when_finished().await;
         Some(wake)
     }
 
@@ -558,6 +571,7 @@ impl Worker {
             limits: Some(limits),
             run_as,
             attach: crate::shim::attach::AttachSpec::of(&container),
+            pid_namespace: self.run_pid_namespace(),
         };
         let launched = launch(&self.ctx.shim, &self.dir, &paths, &spec).await;
         if restarting {
