@@ -177,11 +177,16 @@ fn controlling_terminal() -> std::io::Result<()> {
     Ok(())
 }
 
-/// Moves this process into the run's cgroup, if it has one that still exists (what it then
-/// starts counts against the container's limits and dies with the container). Best effort.
+/// Moves this process into the run's cgroups that still exist: those limiting its resources
+/// (v1: one per hierarchy — what it starts counts against the container's limits) and the one
+/// tracking its processes (it dies with the container). Best effort.
 fn join_cgroup(spec: &RunSpec) {
-    if let Some(cgroup) = &spec.cgroup {
-        let procs = cgroup.dir.join("cgroup.procs");
+    let limit_dirs = spec
+        .limits
+        .iter()
+        .flat_map(|limits| limits.cgroups.iter().map(|c| &c.cgroup.dir));
+    for dir in limit_dirs.chain(spec.cgroup.iter().map(|c| &c.dir)) {
+        let procs = dir.join("cgroup.procs");
         if procs.exists() {
             let _ = std::fs::write(procs, std::process::id().to_string());
         }
