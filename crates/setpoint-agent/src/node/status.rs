@@ -133,7 +133,7 @@ impl StatusReporter {
             || status.daemon_endpoints != own.daemon_endpoints
     }
 
-    /// Posts the node's status (a merge patch of `nodes/status`): the registration's fields
+    /// Posts the node's status (a strategic merge patch of `nodes/status`): the registration's fields
     /// and the conditions for `readiness`, heartbeat now, transition time kept from `current`
     /// where a condition's status did not change.
     pub(crate) async fn post(
@@ -169,16 +169,19 @@ impl StatusReporter {
                 }
             })
             .collect::<Vec<_>>();
-        // Conditions the agent does not own (e.g. `PodNetworkIsolated`, set by the network
-        // code) are kept: the merge patch replaces the whole list.
-        let mut conditions = conditions;
-        let owned: Vec<String> = conditions.iter().map(|c| c.type_.clone()).collect();
-        conditions.extend(previous.into_values().filter(|c| !owned.contains(&c.type_)));
+        // A strategic merge patch (conditions merge by `type`, as the kubelet patches them):
+        // conditions others own (`PodNetworkIsolated` from the network code, `ServiceProxy`
+        // from the proxy) stay as the server has them, even when they were written after
+        // `current` was read — a merge patch would replace the list with a stale copy.
         let mut status = reg.status_without_conditions();
         status.conditions = Some(conditions);
         let patch = serde_json::json!({ "status": status });
         let node = api
-            .patch_status(&reg.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch_status(
+                &reg.name,
+                &PatchParams::default(),
+                &Patch::Strategic(&patch),
+            )
             .await?;
         self.last_post = Some(Instant::now());
         Ok(node)
