@@ -8,15 +8,7 @@
 use crate::common::burn::wait_output;
 use crate::common::processes::Cleanup;
 use crate::common::Server;
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .find(|l| l.starts_with("Uid:"))
-            .and_then(|l| l.split_whitespace().nth(2))
-            == Some("0")
-    })
-}
+use crate::kit::is_root;
 
 fn pods(marker: &str) -> String {
     format!(

@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod kit;
 mod limits;
 mod networking;
 mod services;

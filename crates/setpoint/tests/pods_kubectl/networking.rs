@@ -8,24 +8,7 @@ use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 use crate::common::Server;
-
-/// Waits until `kubectl args` prints something `check` accepts; returns it.
-fn wait_output(s: &Server, args: &[&str], check: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let out = s.kubectl(args);
-        let got = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-        if out.status.success() && check(&got) {
-            return got;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "kubectl {args:?} printed {got:?}; stderr {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
+use crate::kit::{is_root, wait_kubectl, AgentCleanup};
 
 fn apply(s: &Server, manifest: &str) {
     let out = s.kubectl_stdin(&["apply", "-f", "-"], manifest);
@@ -51,29 +34,6 @@ fn http_status(addr: &str) -> String {
         assert!(Instant::now() < deadline, "{addr} unreachable");
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-/// Stops the pods of a data directory (and removes their network) when dropped, even if the
-/// test failed: `Server::start_with` leaves its data directory's pods to the caller.
-struct Cleanup(std::path::PathBuf);
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new(setpoint_testenv::process::setpoint_binary())
-            .args(["agent", "cleanup", "--grace-period", "0s", "--data-dir"])
-            .arg(&self.0)
-            .stdout(std::process::Stdio::null())
-            .status();
-    }
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .find(|l| l.starts_with("Uid:"))
-            .and_then(|l| l.split_whitespace().nth(2))
-            == Some("0")
-    })
 }
 
 fn deployment(name: &str, replicas: u32, command: &str) -> String {
@@ -107,13 +67,13 @@ fn replicas_on_one_port_should_each_get_an_address_in_the_node_pod_cidr() {
     // A range of this test's own: other servers on this machine use the default one.
     let octet = 200 + std::process::id() % 50;
     let cluster = format!("10.{octet}.0.0/16");
-    let _cleanup = Cleanup(tmp.path().join("data"));
+    let _cleanup = AgentCleanup(tmp.path().join("data"));
     let s = Server::start_with(
         &tmp.path().join("data"),
         "127.0.0.1:0",
         &["--cluster-cidr", &cluster],
     );
-    let pod_cidr = wait_output(
+    let pod_cidr = wait_kubectl(
         &s,
         &["get", "node", "local", "-o", "jsonpath={.spec.podCIDR}"],
         |o| !o.is_empty(),
@@ -123,7 +83,7 @@ fn replicas_on_one_port_should_each_get_an_address_in_the_node_pod_cidr() {
         &s,
         &deployment("web", 2, "exec python3 -m http.server 8080 --bind 0.0.0.0"),
     );
-    let ips = wait_output(
+    let ips = wait_kubectl(
         &s,
         &[
             "get",
@@ -175,7 +135,7 @@ spec:
         ips[0]
     );
     apply(&s, &probe);
-    wait_output(
+    wait_kubectl(
         &s,
         &["get", "pod", "client", "-o", "jsonpath={.status.phase}"],
         |o| o == "Succeeded" || o == "Failed",
@@ -200,7 +160,7 @@ spec:
 #[test]
 fn host_network_mode_should_give_pods_the_node_address_and_say_so() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let _cleanup = Cleanup(tmp.path().join("data"));
+    let _cleanup = AgentCleanup(tmp.path().join("data"));
     let s = Server::start_with(
         &tmp.path().join("data"),
         "127.0.0.1:0",
@@ -226,7 +186,7 @@ fn host_network_mode_should_give_pods_the_node_address_and_say_so() {
         );
     }
     for (i, port) in ports.iter().enumerate() {
-        let ip = wait_output(
+        let ip = wait_kubectl(
             &s,
             &[
                 "get",
@@ -243,7 +203,7 @@ fn host_network_mode_should_give_pods_the_node_address_and_say_so() {
         assert_eq!(ip, "127.0.0.1");
         assert!(http_status(&format!("127.0.0.1:{port}")).contains(" 200 "));
     }
-    let described = wait_output(&s, &["describe", "node", "local"], |o| {
+    let described = wait_kubectl(&s, &["describe", "node", "local"], |o| {
         o.contains("PodNetworkIsolated")
     });
     let line = described

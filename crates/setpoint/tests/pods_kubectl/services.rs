@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::processes::Cleanup;
 use crate::common::{free_loopback_addr, Server};
+use crate::kit::{wait_kubectl, AgentCleanup};
 
 fn free_port() -> u16 {
     free_loopback_addr()
@@ -412,37 +413,6 @@ fn dns_tcp(server: &str, name: &str) -> Option<std::net::Ipv4Addr> {
     let mut reply = vec![0u8; usize::from(u16::from_be_bytes(len))];
     stream.read_exact(&mut reply).ok()?;
     first_a(&reply, query.len())
-}
-
-/// Waits until `kubectl args` prints something `check` accepts; returns it.
-fn wait_kubectl(s: &Server, args: &[&str], check: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let out = s.kubectl(args);
-        let got = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-        if out.status.success() && check(&got) {
-            return got;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "kubectl {args:?} printed {got:?}; stderr {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// Stops the data directory's pods, network and Service table when the test ends.
-struct AgentCleanup(std::path::PathBuf);
-
-impl Drop for AgentCleanup {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new(setpoint_testenv::process::setpoint_binary())
-            .args(["agent", "cleanup", "--grace-period", "0s", "--data-dir"])
-            .arg(&self.0)
-            .stdout(std::process::Stdio::null())
-            .status();
-    }
 }
 
 #[test]
