@@ -8,8 +8,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Node;
-use kube::api::{Patch, PatchParams};
 use setpoint_runtime::Client;
 use tokio_util::sync::CancellationToken;
 
@@ -54,9 +52,10 @@ pub(crate) async fn start(
             (None, "False", reason, message)
         }
     };
-    tokio::spawn(publish(
+    tokio::spawn(crate::node::publish_condition(
         startup.client.clone(),
         startup.node_name.to_owned(),
+        ISOLATION_CONDITION,
         (status, reason, message),
         shutdown.clone(),
     ));
@@ -98,32 +97,3 @@ async fn decide(
 
 /// The default wait for the pod range.
 pub(crate) const DEFAULT_CIDR_WAIT: Duration = POD_CIDR_WAIT;
-
-/// Sets the condition on the Node (a strategic merge of `status.conditions` by type),
-/// retrying until it is written or `shutdown`.
-async fn publish(
-    client: Client,
-    node: String,
-    (status, reason, message): (&'static str, &'static str, String),
-    shutdown: CancellationToken,
-) {
-    let api = client.api::<Node>();
-    let now = k8s_openapi::jiff::Timestamp::now().to_string();
-    let patch = serde_json::json!({"status": {"conditions": [{
-        "type": ISOLATION_CONDITION, "status": status, "reason": reason, "message": message,
-        "lastHeartbeatTime": now, "lastTransitionTime": now,
-    }]}});
-    loop {
-        match api
-            .patch_status(&node, &PatchParams::default(), &Patch::Strategic(&patch))
-            .await
-        {
-            Ok(_) => return,
-            Err(e) => tracing::debug!(error = %e, "setting the node's network condition; retrying"),
-        }
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            () = tokio::time::sleep(Duration::from_millis(500)) => {}
-        }
-    }
-}

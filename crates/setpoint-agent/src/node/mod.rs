@@ -19,8 +19,10 @@
 //!
 //! Layout: `registration` (what a node registers as, [`NodeRegistration`], and the Node built
 //! from it), `create_or_adopt` (the API call: create that Node, or take an existing one of the
-//! name back), `keep` (the loop keeping it registered), `lease`, `status`, `machine`.
+//! name back), `keep` (the loop keeping it registered), `lease`, `status`, `condition` (conditions other
+//! parts of the agent own), `machine`.
 
+mod condition;
 mod create_or_adopt;
 mod keep;
 mod lease;
@@ -28,6 +30,7 @@ mod machine;
 mod registration;
 mod status;
 
+pub(crate) use condition::publish_condition;
 pub(crate) use create_or_adopt::register;
 pub(crate) use keep::keep_registered;
 pub(crate) use lease::{retry_delay, NodeLease, LEASE_NAMESPACE, RENEW_INTERVAL};

@@ -17,18 +17,18 @@ use tokio_util::sync::CancellationToken;
 mod adoption;
 mod network;
 mod pid_namespace;
+mod run_spec;
 mod termination;
 
+use self::run_spec::Prepared;
 use self::termination::{grace_period, MIN_GRACE};
 use super::backoff::CrashBackoff;
 use super::probing::ContainerProbes;
 use super::slot::{AbortOnDrop, Run, Slot};
 use super::status::{merge_is_noop, phase, pod_status, StatusInput};
-use super::{env, resources, PodContext, PodUpdate};
+use super::{PodContext, PodUpdate};
 use crate::probes::ProbeTarget;
-use crate::process::{
-    find_latest_run, launch, now, FoundRun, Launched, RunAs, RunPaths, RunSpec, ShimWatch,
-};
+use crate::process::{find_latest_run, launch, now, FoundRun, Launched, ShimWatch};
 
 /// How often a worker syncs without being woken.
 const RESYNC: Duration = Duration::from_secs(10);
@@ -475,103 +475,15 @@ impl Worker {
         let Some(container) = container else {
             return;
         };
-        let process = match env::resolve(&self.ctx.client, pod, &container).await {
-            Ok(process) => process,
-            Err(e) => {
-                self.slot_mut(which, i).blocked =
-                    Some(("CreateContainerConfigError".to_owned(), e.0));
-                return;
-            }
-        };
-        let Some(volumes) = &self.volumes else {
+        let Some(Prepared {
+            spec,
+            paths,
+            n,
+            restarting,
+            working_dir,
+        }) = self.prepare_run(pod, which, i, &container).await
+        else {
             return;
-        };
-        let lookup = |name: &str| {
-            process
-                .env
-                .iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.clone())
-        };
-        let mount_namespace = self.ctx.volumes.mounts;
-        let (mounts, mount_env) =
-            match crate::volumes::container_mounts(&container, volumes, mount_namespace, &lookup) {
-                Ok(found) => found,
-                Err(e) => {
-                    self.slot_mut(which, i).blocked =
-                        Some(("CreateContainerConfigError".to_owned(), e.0));
-                    return;
-                }
-            };
-        let mut mounts = mounts;
-        self.add_network_files(pod, &container, &mut mounts);
-        let run_as = match resources::run_as(pod, &container) {
-            Ok(run_as) => run_as,
-            Err(message) => {
-                let slot = self.slot_mut(which, i);
-                if slot.blocked.as_ref().map(|(_, m)| m) != Some(&message) {
-                    self.ctx.events.publish_for(
-                        &**pod,
-                        setpoint_runtime::EventDetails::warning("Failed", "Failed")
-                            .with_note(format!("Error: {message}")),
-                    );
-                }
-                self.slot_mut(which, i).blocked =
-                    Some(("CreateContainerConfigError".to_owned(), message));
-                return;
-            }
-        };
-        let mut process = process;
-        for (name, value) in mount_env {
-            match process.env.iter_mut().find(|(k, _)| *k == name) {
-                Some(slot) => slot.1 = value,
-                None => process.env.push((name, value)),
-            }
-        }
-        let slot = self.slot_mut(which, i);
-        slot.blocked = None;
-        let (n, restarting) = match &slot.latest {
-            None => (0, false),
-            Some((n, _)) => (n + 1, true),
-        };
-        let working_dir = container
-            .working_dir
-            .as_ref()
-            .map_or_else(|| self.dir.join("work"), PathBuf::from);
-        let _ = std::fs::create_dir_all(&working_dir);
-        let paths = RunPaths::new(&self.dir, &container.name, n);
-        let tracking = self
-            .ctx
-            .cgroups
-            .as_ref()
-            .map(|parent| parent.run(&self.uid, &container.name, n));
-        let mut limits = resources::run_limits(pod, &container, resources::memory_capacity());
-        if let Some(parent) = &self.ctx.limits {
-            limits.cgroups = parent.run(&self.uid, &container.name, n, tracking.as_ref());
-        }
-        if let (Some(RunAs { uid, gid, .. }), None) = (&run_as, &container.working_dir) {
-            // The process starts in its pod's work directory as that user.
-            let _ = std::os::unix::fs::chown(&working_dir, Some(*uid), Some(*gid));
-        }
-        let spec = RunSpec {
-            argv: process.argv,
-            env: process.env,
-            working_dir: working_dir.clone(),
-            log: paths.log.clone(),
-            run_record: paths.run_record.clone(),
-            exit_record: paths.exit_record.clone(),
-            cgroup: tracking,
-            mounts,
-            mount_namespace,
-            netns: self.pod_network.as_ref().map(|n| n.netns.clone()),
-            hostname: self
-                .pod_network
-                .as_ref()
-                .map(|_| crate::network::files::uts_hostname(pod)),
-            limits: Some(limits),
-            run_as,
-            attach: crate::shim::attach::AttachSpec::of(&container),
-            pid_namespace: self.run_pid_namespace(),
         };
         let launched = launch(&self.ctx.shim, &self.dir, &paths, &spec).await;
         if restarting {
