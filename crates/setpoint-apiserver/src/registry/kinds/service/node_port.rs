@@ -256,6 +256,32 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn extreme_node_ports_should_be_refused_and_zero_should_mean_allocate() {
+        let peers = Others(vec![]);
+        for bad in [
+            json!(-1),
+            json!(29999),
+            json!(32768),
+            json!(65536),
+            json!(i64::MAX),
+            json!(i64::MIN),
+            json!(u64::MAX),
+            json!(1.5),
+            json!("30080"),
+            json!(true),
+            json!([30080]),
+        ] {
+            let mut svc = service("x", "NodePort", json!([{"port": 80, "nodePort": bad.clone()}]));
+            let e = assign(&peers, &mut svc, None).await.unwrap_err();
+            assert_eq!(e.code(), 422, "{bad}: {e}");
+        }
+        let mut zero = service("x", "NodePort", json!([{"port": 80, "nodePort": 0}]));
+        assign(&peers, &mut zero, None).await.unwrap();
+        let port = zero["spec"]["ports"][0]["nodePort"].as_i64().unwrap();
+        assert!((FIRST..=LAST).contains(&port), "{port}");
+    }
+
+    #[tokio::test]
     async fn local_load_balancers_should_get_a_health_check_port() {
         let mut lb = service("lb", "LoadBalancer", json!([{"port": 80}]));
         lb["spec"]["externalTrafficPolicy"] = json!("Local");
