@@ -250,7 +250,7 @@ async fn share_process_namespace_should_let_containers_see_each_other() {
                 {"name": "target", "command": ["sh", "-c",
                     format!("while :; do sleep 1; done # TARGET-{mark}")]},
                 {"name": "looker", "command": ["sh", "-c",
-                    format!("until grep -l 'TARGE[T]-{mark}' /proc/[0-9]*/cmdline > /dev/null 2>&1; do sleep 0.1; done; echo seen; exec sleep 1000 # {mark}")]}
+                    format!("until grep -qs 'TARGE[T]-{mark}' /proc/[0-9]*/cmdline; do sleep 0.1; done; echo seen; exec sleep 1000 # {mark}")]}
             ]
         }),
     )

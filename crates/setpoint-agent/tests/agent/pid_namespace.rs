@@ -90,9 +90,11 @@ fn sharing_pod(mark: &str) -> serde_json::Value {
             {"name": "target", "command": ["sh", "-c",
                 format!("while :; do sleep 1; done # TARGET-{mark}")]},
             {"name": "looker", "command": ["sh", "-c",
-                format!("until grep -l 'TARGE[T]-{mark}' /proc/[0-9]*/cmdline > /dev/null 2>&1; do sleep 0.1; done; \
+                // `grep -q` answers 0 on a match even when a process vanished mid-scan (in the
+                // host's namespace one always does); `grep -l` would answer 2 and loop forever.
+                format!("until grep -qs 'TARGE[T]-{mark}' /proc/[0-9]*/cmdline; do sleep 0.1; done; \
                          echo PID1=$(tr '\\0' ' ' < /proc/1/cmdline); \
-                         echo ALL=$(cat /proc/[0-9]*/cmdline | tr '\\0' ' '); \
+                         echo ALL=$(cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '); \
                          exec sleep 1000 # {mark}")]}
         ]
     })
