@@ -15,14 +15,19 @@ use crate::pki::{self, BearerToken};
 /// The group every authenticated user is in.
 pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
 
-/// An authenticated user, as handlers see it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// An authenticated user, as handlers see it (kube-apiserver's `user.Info`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct User {
     /// The user name, such as `setpoint-admin`.
     pub name: String,
+    /// The user's unique id, when the authenticator knows one (a ServiceAccount's uid).
+    pub uid: String,
     /// The groups the user is in, such as `system:masters`; always includes
     /// [`AUTHENTICATED_GROUP`].
     pub groups: Vec<String>,
+    /// Extra attributes the authenticator recorded (a bound token's
+    /// `authentication.kubernetes.io/pod-name`, `credential-id`, …).
+    pub extra: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl User {
@@ -35,6 +40,7 @@ impl User {
         Self {
             name: name.into(),
             groups,
+            ..Self::default()
         }
     }
 

@@ -63,6 +63,8 @@ mod admission;
 mod aggregation;
 mod api;
 mod auth;
+#[allow(dead_code)] // the shared types, used as the authorizers land
+mod authz;
 mod crd;
 
 mod handlers;

@@ -78,6 +78,7 @@ mod tests {
         User {
             name: "setpoint-admin".to_owned(),
             groups: vec!["system:masters".to_owned()],
+            ..User::default()
         }
     }
 
