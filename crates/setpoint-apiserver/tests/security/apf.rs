@@ -1,0 +1,1 @@
+//! (issue 19: apf — filled in by its part)

@@ -1,0 +1,1 @@
+//! (issue 19: audit — filled in by its part)

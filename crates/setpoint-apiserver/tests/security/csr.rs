@@ -1,0 +1,1 @@
+//! (issue 19: csr — filled in by its part)

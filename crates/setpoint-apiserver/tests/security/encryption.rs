@@ -1,0 +1,1 @@
+//! (issue 19: encryption — filled in by its part)

@@ -1,0 +1,1 @@
+//! (issue 19: identities — filled in by its part)

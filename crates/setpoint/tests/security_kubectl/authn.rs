@@ -1,0 +1,1 @@
+//! (issue 19: authn — filled in by its part)

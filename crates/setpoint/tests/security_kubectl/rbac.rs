@@ -1,0 +1,1 @@
+//! (issue 19: rbac — filled in by its part)

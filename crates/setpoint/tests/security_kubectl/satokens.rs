@@ -1,0 +1,1 @@
+//! (issue 19: satokens — filled in by its part)
