@@ -5,6 +5,7 @@
 //! the components' health that ComponentStatus reports (`components.rs`) and the task keeping
 //! an IPAddress for every Service cluster IP (`ip_addresses.rs`).
 
+mod authn;
 mod components;
 mod ip_addresses;
 
@@ -101,9 +102,11 @@ pub struct Api {
     pub(crate) node_client: std::sync::OnceLock<NodeClient>,
     /// What the embedding process says of its components, for ComponentStatus.
     pub(crate) component_checks: parking_lot::RwLock<BTreeMap<String, ComponentCheck>>,
-    /// The bearer tokens the transport accepts (for TokenReview); unset until credentials are
-    /// given.
+    /// The authenticator chain and ServiceAccount token issuer (`authn.rs`); set when
+    /// credentials are given, or on first use with an in-memory key.
     pub(crate) token_authenticator: std::sync::OnceLock<crate::auth::TokenAuthenticator>,
+    /// How to authenticate ([`Api::set_authentication`]); defaults when unset.
+    pub(crate) authn_config: std::sync::OnceLock<crate::auth::AuthenticationConfig>,
     /// Requests, watches and store calls counted for `/metrics`.
     pub(crate) telemetry: Arc<Telemetry>,
     /// Renders `/metrics`; unset (404) until the embedding process provides it.
@@ -159,6 +162,7 @@ impl Api {
             registration: tokio::sync::Mutex::new(()),
             node_client: std::sync::OnceLock::new(),
             token_authenticator: std::sync::OnceLock::new(),
+            authn_config: std::sync::OnceLock::new(),
             component_checks: parking_lot::RwLock::new(BTreeMap::new()),
             telemetry,
             metrics_renderer: std::sync::OnceLock::new(),
