@@ -64,6 +64,7 @@ impl Api {
             key,
             static_file,
             objects: Arc::new(CacheLookup(self.this.clone())),
+            ca_pem: Some(pki.ca_certificate_pem().to_owned()),
         }));
     }
 
@@ -81,6 +82,7 @@ impl Api {
             key,
             static_file,
             objects: Arc::new(CacheLookup(self.this.clone())),
+            ca_pem: None,
         }));
         self.token_authenticator.get()
     }

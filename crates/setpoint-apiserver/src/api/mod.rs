@@ -3,11 +3,13 @@
 //! HTTP handlers (`handlers/`) answer requests with it; the CRD controller (`crd/`) changes
 //! what it serves. It is built in `lib.rs`, which also starts the CRD controller. Beside it:
 //! the components' health that ComponentStatus reports (`components.rs`) and the task keeping
-//! an IPAddress for every Service cluster IP (`ip_addresses.rs`).
+//! an IPAddress for every Service cluster IP (`ip_addresses.rs`), the authenticator
+//! (`authn.rs`) and the loop filling legacy ServiceAccount token Secrets (`legacy_tokens.rs`).
 
 mod authn;
 mod components;
 mod ip_addresses;
+mod legacy_tokens;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -172,6 +174,7 @@ impl Api {
         });
         api.bootstrap().await?;
         ip_addresses::start(&api);
+        legacy_tokens::start(&api);
         Ok(api)
     }
 

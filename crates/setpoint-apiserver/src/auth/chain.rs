@@ -72,6 +72,8 @@ pub(crate) struct Parts {
     pub(crate) static_file: Option<PathBuf>,
     /// Where the objects tokens name are looked up.
     pub(crate) objects: Arc<dyn ObjectLookup>,
+    /// The cluster CA, PEM (legacy token Secrets carry it), if served.
+    pub(crate) ca_pem: Option<String>,
 }
 
 /// The server's token authenticator and issuer; cheap to clone.
@@ -89,6 +91,7 @@ struct Inner {
     static_tokens: Option<StaticTokens>,
     objects: Arc<dyn ObjectLookup>,
     cache: TokenCache,
+    ca_pem: Option<String>,
 }
 
 impl std::fmt::Debug for TokenAuthenticator {
@@ -116,6 +119,7 @@ impl TokenAuthenticator {
                 static_tokens: parts.static_file.map(StaticTokens::new),
                 objects: parts.objects,
                 cache: TokenCache::default(),
+                ca_pem: parts.ca_pem,
             }),
         }
     }
@@ -247,6 +251,11 @@ impl TokenAuthenticator {
         self.inner.max_expiration
     }
 
+    /// The cluster CA, PEM, if the API is served.
+    pub(crate) fn ca_pem(&self) -> Option<&str> {
+        self.inner.ca_pem.as_deref()
+    }
+
     /// The signing key (for the JWKS).
     pub(crate) fn key(&self) -> &SigningKey {
         &self.inner.key
@@ -270,6 +279,7 @@ impl TokenAuthenticator {
             key: SigningKey::ephemeral().expect("a key"),
             static_file: None,
             objects: Arc::new(Nothing),
+            ca_pem: None,
         })
     }
 }

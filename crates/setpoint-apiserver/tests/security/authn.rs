@@ -6,3 +6,4 @@
 
 mod serving;
 mod tokens;
+mod users;
