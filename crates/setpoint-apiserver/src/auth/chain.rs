@@ -292,3 +292,82 @@ fn intersect(wanted: &[String], allowed: &[String]) -> Vec<String> {
         .cloned()
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::service_account::BoundToken;
+    use serde_json::json;
+
+    /// Knows one ServiceAccount, `ns/sa` with uid `u`.
+    struct OneAccount;
+
+    impl ObjectLookup for OneAccount {
+        fn object(&self, resource: &str, _: Option<&str>, name: &str) -> Option<serde_json::Value> {
+            (resource == "serviceaccounts" && name == "sa")
+                .then(|| json!({"metadata": {"uid": "u"}}))
+        }
+    }
+
+    fn authenticator(config: AuthenticationConfig) -> TokenAuthenticator {
+        TokenAuthenticator::new(Parts {
+            config,
+            admin: Some(BearerToken::generate()),
+            key: SigningKey::ephemeral().unwrap(),
+            static_file: None,
+            objects: Arc::new(OneAccount),
+            ca_pem: None,
+        })
+    }
+
+    fn token(a: &TokenAuthenticator, audiences: &[&str]) -> String {
+        let spec = BoundToken {
+            namespace: "ns".into(),
+            service_account: NameUid {
+                name: "sa".into(),
+                uid: "u".into(),
+            },
+            audiences: audiences.iter().map(|a| (*a).to_owned()).collect(),
+            expiration_seconds: 600,
+            bound: None,
+            pod_node: None,
+        };
+        a.issue(&spec).unwrap().0
+    }
+
+    #[test]
+    fn a_token_should_be_good_for_the_wanted_audiences_it_names() {
+        let config = AuthenticationConfig {
+            service_account_issuers: vec!["https://new".into(), "https://old".into()],
+            api_audiences: vec!["api".into()],
+            ..AuthenticationConfig::default()
+        };
+        let a = authenticator(config);
+        assert_eq!(a.issuer(), "https://new");
+        let t = token(&a, &["api", "vault"]);
+        assert_eq!(
+            a.authenticate(&t).unwrap().name,
+            "system:serviceaccount:ns:sa"
+        );
+        let wanted = ["vault".to_owned(), "x".to_owned()];
+        assert_eq!(a.review(&t, &wanted).unwrap().1, ["vault"]);
+        assert!(a.review(&t, &["x".to_owned()]).is_none());
+        let elsewhere = token(&a, &["vault"]);
+        assert!(
+            a.authenticate(&elsewhere).is_none(),
+            "not for the API audience"
+        );
+    }
+
+    #[test]
+    fn the_admin_token_should_be_good_for_the_api_audiences_only() {
+        let a = authenticator(AuthenticationConfig::default());
+        let admin = a.inner.admin.clone().unwrap();
+        assert_eq!(a.authenticate(admin.expose()), Some(admin_user()));
+        let (_, audiences) = a.review(admin.expose(), &[]).unwrap();
+        assert_eq!(audiences, [DEFAULT_SERVICE_ACCOUNT_ISSUER]);
+        assert!(a.review(admin.expose(), &["vault".to_owned()]).is_none());
+        assert!(a.authenticate("").is_none());
+        assert!(a.authenticate("not.a.jwt").is_none());
+    }
+}

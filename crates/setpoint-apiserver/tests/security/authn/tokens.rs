@@ -238,6 +238,54 @@ async fn service_account_tokens_should_authenticate_for_their_audience_and_bindi
     served.ok(&["delete", "secret", "s"]).await;
     served.until_refused(bound.trim(), "secret deleted").await;
 
+    // Bound to a Node: dies with it; a wrong uid is a conflict.
+    served
+        .create(&json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}))
+        .await;
+    let conflict = served
+        .run(
+            None,
+            &[
+                "create",
+                "token",
+                "robot",
+                "--bound-object-kind",
+                "Node",
+                "--bound-object-name",
+                "n1",
+                "--bound-object-uid",
+                "nope",
+            ],
+            None,
+        )
+        .await;
+    assert!(
+        !conflict.ok && conflict.stderr.contains("does not match the UID in record"),
+        "{}",
+        conflict.stderr
+    );
+    let bound = served
+        .ok(&[
+            "create",
+            "token",
+            "robot",
+            "--bound-object-kind",
+            "Node",
+            "--bound-object-name",
+            "n1",
+        ])
+        .await;
+    let user = served
+        .whoami(bound.trim())
+        .await
+        .expect("a node-bound token authenticates");
+    assert_eq!(
+        user["extra"]["authentication.kubernetes.io/node-name"],
+        json!(["n1"])
+    );
+    served.ok(&["delete", "node", "n1"]).await;
+    served.until_refused(bound.trim(), "node deleted").await;
+
     // The ServiceAccount recreated has another uid: its old tokens are refused.
     served.ok(&["delete", "sa", "robot"]).await;
     served.ok(&["create", "serviceaccount", "robot"]).await;
