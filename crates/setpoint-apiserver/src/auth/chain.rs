@@ -352,6 +352,10 @@ mod tests {
         let wanted = ["vault".to_owned(), "x".to_owned()];
         assert_eq!(a.review(&t, &wanted).unwrap().1, ["vault"]);
         assert!(a.review(&t, &["x".to_owned()]).is_none());
+        assert!(
+            a.inner.cache.get(&t, Instant::now()).is_some(),
+            "the verified signature is remembered"
+        );
         let elsewhere = token(&a, &["vault"]);
         assert!(
             a.authenticate(&elsewhere).is_none(),
