@@ -127,6 +127,9 @@ pub(crate) struct ServerArgs {
     #[arg(long, value_name = "BITS", default_value_t = 24,
           value_parser = clap::value_parser!(u8).range(8..=30))]
     pub(crate) node_cidr_mask_size: u8,
+    /// Authentication: ServiceAccount token issuer and audiences, static token file.
+    #[command(flatten)]
+    pub(crate) authn: crate::authn_args::AuthnArgs,
     /// The local node agent.
     #[command(flatten)]
     pub(crate) agent: crate::agent::LocalAgentArgs,
