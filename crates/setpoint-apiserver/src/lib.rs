@@ -62,6 +62,7 @@
 mod admission;
 mod aggregation;
 mod api;
+mod audit;
 mod auth;
 #[allow(dead_code)] // the shared types, used as the authorizers land
 mod authz;
@@ -84,6 +85,10 @@ mod webhook;
 
 pub use aggregation::DEFAULT_CHECK_INTERVAL as DEFAULT_APISERVICE_CHECK_INTERVAL;
 pub use api::{Api, ComponentCheck, MetricsRenderer};
+pub use audit::{
+    AuditConfig, AuditError, AuditFigures, AuditLog, Level as AuditLevel, Policy as AuditPolicy,
+    DEFAULT_POLICY as DEFAULT_AUDIT_POLICY,
+};
 pub use auth::{User, AUTHENTICATED_GROUP};
 pub use node_client::{NodeClient, NodeClientError};
 pub use pki::{Pki, PkiError, ADMIN_KUBECONFIG};
@@ -153,7 +158,18 @@ impl Handler for Api {
         // Handlers that answer for the caller (review kinds) and admission webhooks, which are
         // told who asked, find the user here.
         request.extensions_mut().insert(user);
-        Api::handle(self, request).await
+        let recording = audit::start(self, &mut request);
+        let response = Api::handle(self, request).await;
+        audit::finish(recording, response).await
+    }
+
+    fn refused_by_transport(
+        &self,
+        request: &http::request::Parts,
+        user: Option<&User>,
+        failure: &setpoint_core::ApiError,
+    ) {
+        audit::refused(self, request, user, failure);
     }
 
     async fn health_checks(&self, endpoint: &str) -> Vec<(String, Result<(), String>)> {

@@ -127,6 +127,9 @@ pub(crate) struct ServerArgs {
     #[arg(long, value_name = "BITS", default_value_t = 24,
           value_parser = clap::value_parser!(u8).range(8..=30))]
     pub(crate) node_cidr_mask_size: u8,
+    /// The audit log.
+    #[command(flatten)]
+    pub(crate) audit: crate::audit_args::AuditArgs,
     /// The local node agent.
     #[command(flatten)]
     pub(crate) agent: crate::agent::LocalAgentArgs,

@@ -7,6 +7,7 @@
 //! tools for Setpoint's own tests.
 
 mod agent;
+mod audit_args;
 mod bench;
 mod cli;
 mod debug;

@@ -114,6 +114,8 @@ pub struct Api {
     /// Aggregation's state (the APIServices compiled, the front-proxy identity, aggregated
     /// servers' discovery), of a type `aggregation/` owns and creates on first use.
     pub(crate) aggregation_state: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
+    /// The audit log (`audit/`); unset (nothing recorded) until [`Api::enable_audit`].
+    pub(crate) audit: std::sync::OnceLock<Arc<crate::audit::Auditor>>,
     /// This API, for what it serves that must reach it back (a CRD's conversion webhook
     /// resolves Services through it).
     pub(crate) this: std::sync::Weak<Api>,
@@ -164,6 +166,7 @@ impl Api {
             metrics_renderer: std::sync::OnceLock::new(),
             admission_state: std::sync::OnceLock::new(),
             aggregation_state: std::sync::OnceLock::new(),
+            audit: std::sync::OnceLock::new(),
             this: this.clone(),
         });
         api.bootstrap().await?;

@@ -1,0 +1,60 @@
+//! `setpoint server`'s audit log flags (kube-apiserver's names): the policy, where the log
+//! goes and how it is rotated, and how to turn it off. On by default: `DATA_DIR/audit/audit.log`
+//! with the built-in policy (docs/design/audit.md).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use setpoint_apiserver::{AuditConfig, AuditLog, AuditPolicy};
+
+/// The audit log.
+#[derive(Debug, Args)]
+pub(crate) struct AuditArgs {
+    /// The audit policy: a kube `audit.k8s.io/v1` Policy (YAML or JSON). Without it, the
+    /// built-in policy: Metadata for every request except health checks, discovery, events,
+    /// heartbeats and the components' reads (none); never a request or response body.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) audit_policy_file: Option<PathBuf>,
+    /// Where audit events go, one JSON line each: a file (default `DATA_DIR/audit/audit.log`,
+    /// mode 0600), `-` for standard output, or `""` for nowhere (the audit log off).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) audit_log_path: Option<String>,
+    /// The largest the audit log may grow, in megabytes, before it is rotated (renamed
+    /// `audit-<UTC time>.log`); 0: never rotated.
+    #[arg(long, value_name = "MB", default_value_t = 100)]
+    pub(crate) audit_log_maxsize: u64,
+    /// How many days rotated audit logs are kept; 0: no limit.
+    #[arg(long, value_name = "DAYS", default_value_t = 0)]
+    pub(crate) audit_log_maxage: u64,
+    /// How many rotated audit logs are kept; 0: all.
+    #[arg(long, value_name = "COUNT", default_value_t = 10)]
+    pub(crate) audit_log_maxbackup: usize,
+    /// Keep no audit log (as `--audit-log-path ""`).
+    #[arg(long, conflicts_with_all = ["audit_log_path", "audit_policy_file"])]
+    pub(crate) no_audit: bool,
+}
+
+impl AuditArgs {
+    /// The audit log these flags ask for, `None` when it is off; fails on a bad policy file.
+    pub(crate) fn config(&self, data_dir: &Path) -> Result<Option<AuditConfig>> {
+        if self.no_audit {
+            return Ok(None);
+        }
+        let log = match self.audit_log_path.as_deref() {
+            Some("") => return Ok(None),
+            Some("-") => AuditLog::Stdout,
+            Some(path) => AuditLog::File(PathBuf::from(path)),
+            None => AuditLog::File(data_dir.join("audit").join("audit.log")),
+        };
+        let policy = match &self.audit_policy_file {
+            Some(path) => AuditPolicy::load(path).context("--audit-policy-file")?,
+            None => AuditPolicy::default_policy(),
+        };
+        let mut config = AuditConfig::new(policy, log);
+        config.max_size_mb = self.audit_log_maxsize;
+        config.max_age_days = self.audit_log_maxage;
+        config.max_backups = self.audit_log_maxbackup;
+        Ok(Some(config))
+    }
+}
