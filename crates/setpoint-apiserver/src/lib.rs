@@ -87,7 +87,7 @@ pub use aggregation::DEFAULT_CHECK_INTERVAL as DEFAULT_APISERVICE_CHECK_INTERVAL
 pub use api::{Api, ComponentCheck, MetricsRenderer};
 pub use audit::{
     AuditConfig, AuditError, AuditFigures, AuditLog, Level as AuditLevel, Policy as AuditPolicy,
-    DEFAULT_POLICY as DEFAULT_AUDIT_POLICY,
+    DEFAULT_POLICY as DEFAULT_AUDIT_POLICY, MEGABYTE as AUDIT_MEGABYTE,
 };
 pub use auth::{User, AUTHENTICATED_GROUP};
 pub use node_client::{NodeClient, NodeClientError};

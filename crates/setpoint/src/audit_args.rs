@@ -52,7 +52,9 @@ impl AuditArgs {
             None => AuditPolicy::default_policy(),
         };
         let mut config = AuditConfig::new(policy, log);
-        config.max_size_mb = self.audit_log_maxsize;
+        config.max_size_bytes = self
+            .audit_log_maxsize
+            .saturating_mul(setpoint_apiserver::AUDIT_MEGABYTE);
         config.max_age_days = self.audit_log_maxage;
         config.max_backups = self.audit_log_maxbackup;
         Ok(Some(config))

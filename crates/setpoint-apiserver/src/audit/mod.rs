@@ -35,6 +35,9 @@ pub(crate) use record::{finish, Recording};
 use crate::api::Api;
 use crate::auth::User;
 
+/// A megabyte, as `--audit-log-maxsize` counts (lumberjack's: 2^20 bytes).
+pub const MEGABYTE: u64 = 1024 * 1024;
+
 /// Where the audit log goes and how it is rotated.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -43,8 +46,9 @@ pub struct AuditConfig {
     pub policy: Policy,
     /// Where the events go.
     pub log: AuditLog,
-    /// The largest a log file may grow, in megabytes, before it is rotated; 0: no limit.
-    pub max_size_mb: u64,
+    /// The largest a log file may grow, in bytes, before it is rotated; 0: no limit
+    /// (`--audit-log-maxsize` is in megabytes).
+    pub max_size_bytes: u64,
     /// How many days rotated files are kept; 0: no limit.
     pub max_age_days: u64,
     /// How many rotated files are kept; 0: all.
@@ -57,7 +61,7 @@ impl AuditConfig {
         AuditConfig {
             policy,
             log,
-            max_size_mb: 100,
+            max_size_bytes: 100 * MEGABYTE,
             max_age_days: 0,
             max_backups: 10,
         }
@@ -136,7 +140,7 @@ impl Api {
             AuditLog::Stdout => writer::Sink::Stdout,
             AuditLog::File(path) => {
                 let rotation = rotate::Rotation {
-                    max_size: config.max_size_mb.saturating_mul(1024 * 1024),
+                    max_size: config.max_size_bytes,
                     max_age: (config.max_age_days > 0)
                         .then(|| Duration::from_secs(config.max_age_days * 86_400)),
                     max_backups: config.max_backups,
