@@ -60,3 +60,56 @@ impl AuditArgs {
         Ok(Some(config))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    fn config(args: &[&str]) -> Result<Option<AuditConfig>> {
+        let cli = crate::cli::Cli::try_parse_from(
+            ["setpoint", "server", "--data-dir", "/d"]
+                .iter()
+                .chain(args),
+        )?;
+        let crate::cli::Command::Server(server) = cli.command else {
+            anyhow::bail!("not the server subcommand");
+        };
+        server.audit.config(Path::new("/d"))
+    }
+
+    #[test]
+    fn the_audit_log_should_be_on_by_default_and_turned_off_by_an_empty_path() -> Result<()> {
+        let default = config(&[])?.context("on by default")?;
+        assert_eq!(
+            default.log,
+            AuditLog::File(PathBuf::from("/d/audit/audit.log"))
+        );
+        assert_eq!(
+            default.max_size_bytes,
+            100 * setpoint_apiserver::AUDIT_MEGABYTE
+        );
+        assert_eq!(default.max_backups, 10);
+        assert_eq!(
+            config(&["--audit-log-path=-"])?.context("stdout")?.log,
+            AuditLog::Stdout
+        );
+        let sized = config(&[
+            "--audit-log-maxsize",
+            "1",
+            "--audit-log-maxbackup",
+            "3",
+            "--audit-log-maxage",
+            "7",
+        ])?
+        .context("on")?;
+        assert_eq!(
+            (sized.max_size_bytes, sized.max_backups, sized.max_age_days),
+            (setpoint_apiserver::AUDIT_MEGABYTE, 3, 7)
+        );
+        assert!(config(&["--audit-log-path="])?.is_none());
+        assert!(config(&["--no-audit"])?.is_none());
+        assert!(config(&["--no-audit", "--audit-log-path=x"]).is_err());
+        Ok(())
+    }
+}

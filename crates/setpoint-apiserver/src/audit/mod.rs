@@ -158,7 +158,7 @@ impl Api {
             },
             source,
         })?;
-        let auditor = Arc::new(Auditor {
+        let auditor: Arc<dyn std::any::Any + Send + Sync> = Arc::new(Auditor {
             policy: config.policy,
             writer,
         });
@@ -170,7 +170,8 @@ impl Api {
     /// What the audit log has counted; `None` if it is not enabled.
     #[must_use]
     pub fn audit_figures(&self) -> Option<AuditFigures> {
-        let counters = &self.audit.get()?.writer.counters;
+        let auditor = auditor_of(self)?;
+        let counters = &auditor.writer.counters;
         let levels = [
             Level::None,
             Level::Metadata,
@@ -189,10 +190,15 @@ impl Api {
     }
 }
 
+/// The audit log of `api`, if enabled.
+fn auditor_of(api: &Api) -> Option<Arc<Auditor>> {
+    api.audit.get()?.clone().downcast::<Auditor>().ok()
+}
+
 /// Starts recording `request` (its [`User`] already in its extensions), if the audit log is
 /// enabled and its policy records it.
 pub(crate) fn start(api: &Api, request: &mut http::Request<Bytes>) -> Option<Recording> {
-    record::start(api.audit.get()?, request)
+    record::start(&auditor_of(api)?, request)
 }
 
 /// Records a request the transport refused itself, if the audit log is enabled.
@@ -202,8 +208,8 @@ pub(crate) fn refused(
     user: Option<&User>,
     failure: &setpoint_core::ApiError,
 ) {
-    if let Some(auditor) = api.audit.get() {
-        record::refused(auditor, request, user, failure);
+    if let Some(auditor) = auditor_of(api) {
+        record::refused(&auditor, request, user, failure);
     }
 }
 
