@@ -159,7 +159,7 @@ impl RotatingFile {
                 Some((time.and_utc(), entry.path()))
             })
             .collect();
-        backups.sort_by(|a, b| b.0.cmp(&a.0));
+        backups.sort_by_key(|b| std::cmp::Reverse(b.0));
         backups
     }
 

@@ -7,7 +7,7 @@
 //! log's sake.
 
 use std::io::{self, Write as _};
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
@@ -137,7 +137,7 @@ fn write_events(events: &Receiver<Event>, mut sink: Sink, counters: &Counters) {
 }
 
 /// Opens the log at `path` for the writer.
-pub(crate) fn file_sink(path: &PathBuf, rotation: Rotation) -> io::Result<Sink> {
+pub(crate) fn file_sink(path: &Path, rotation: Rotation) -> io::Result<Sink> {
     RotatingFile::open(path, rotation).map(Sink::File)
 }
 
