@@ -20,6 +20,9 @@
 //!   the admin token; anonymous requests get a 401 `Status`, except on `/healthz`, `/livez`,
 //!   `/readyz` and their subpaths, which run their checks (`ping`, the store answering, the
 //!   watch caches loaded, not shutting down) and answer `ok` or `500`.
+//! - **Audit** ([`Api::enable_audit`]): kube's `audit.k8s.io/v1` policy and events, one JSON
+//!   line per event, written by a thread that never blocks a request; every answer carries an
+//!   `Audit-Id` header (docs/design/audit.md).
 //! - **HTTP** ([`serve`]): HTTP/1.1 and HTTP/2 with hyper; bodies over 3 MiB get 413; a
 //!   panicking handler gets 500; streaming response bodies are sent chunk by chunk; shutdown
 //!   is graceful within a grace period.

@@ -1,5 +1,5 @@
 //! `setpoint server`'s `/metrics`: one Prometheus exposition for the whole process — the API
-//! server's request, watch and store figures (kube-apiserver's names) and, for the loops it
+//! server's request, watch, store and audit log figures (kube-apiserver's names) and, for the loops it
 //! runs, their controllers' and work queues' (controller-runtime's and kube-controller-
 //! manager's names). Served by the API server on its own port, authenticated like any path.
 
