@@ -20,6 +20,9 @@
 //!   the admin token; anonymous requests get a 401 `Status`, except on `/healthz`, `/livez`,
 //!   `/readyz` and their subpaths, which run their checks (`ping`, the store answering, the
 //!   watch caches loaded, not shutting down) and answer `ok` or `500`.
+//! - **Audit** ([`Api::enable_audit`]): kube's `audit.k8s.io/v1` policy and events, one JSON
+//!   line per event, written by a thread that never blocks a request; every answer carries an
+//!   `Audit-Id` header (docs/design/audit.md).
 //! - **HTTP** ([`serve`]): HTTP/1.1 and HTTP/2 with hyper; bodies over 3 MiB get 413; a
 //!   panicking handler gets 500; streaming response bodies are sent chunk by chunk; shutdown
 //!   is graceful within a grace period.
@@ -62,6 +65,7 @@
 mod admission;
 mod aggregation;
 mod api;
+mod audit;
 mod auth;
 #[allow(dead_code)] // the shared types, used as the authorizers land
 mod authz;
@@ -84,6 +88,10 @@ mod webhook;
 
 pub use aggregation::DEFAULT_CHECK_INTERVAL as DEFAULT_APISERVICE_CHECK_INTERVAL;
 pub use api::{Api, ComponentCheck, MetricsRenderer};
+pub use audit::{
+    AuditConfig, AuditError, AuditFigures, AuditLog, Level as AuditLevel, Policy as AuditPolicy,
+    DEFAULT_POLICY as DEFAULT_AUDIT_POLICY, MEGABYTE as AUDIT_MEGABYTE,
+};
 pub use auth::{AuthenticationConfig, User, AUTHENTICATED_GROUP, DEFAULT_SERVICE_ACCOUNT_ISSUER};
 pub use node_client::{NodeClient, NodeClientError};
 pub use pki::{Pki, PkiError, ADMIN_KUBECONFIG};
@@ -153,7 +161,18 @@ impl Handler for Api {
         // Handlers that answer for the caller (review kinds) and admission webhooks, which are
         // told who asked, find the user here.
         request.extensions_mut().insert(user);
-        Api::handle(self, request).await
+        let recording = audit::start(self, &mut request);
+        let response = Api::handle(self, request).await;
+        audit::finish(recording, response).await
+    }
+
+    fn refused_by_transport(
+        &self,
+        request: &http::request::Parts,
+        user: Option<&User>,
+        failure: &setpoint_core::ApiError,
+    ) {
+        audit::refused(self, request, user, failure);
     }
 
     async fn authenticate(

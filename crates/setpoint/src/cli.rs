@@ -130,6 +130,9 @@ pub(crate) struct ServerArgs {
     /// Authentication: ServiceAccount token issuer and audiences, static token file.
     #[command(flatten)]
     pub(crate) authn: crate::authn_args::AuthnArgs,
+    /// The audit log.
+    #[command(flatten)]
+    pub(crate) audit: crate::audit_args::AuditArgs,
     /// The local node agent.
     #[command(flatten)]
     pub(crate) agent: crate::agent::LocalAgentArgs,

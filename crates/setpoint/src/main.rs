@@ -8,6 +8,7 @@
 
 mod agent;
 mod authn_args;
+mod audit_args;
 mod bench;
 mod cli;
 mod debug;

@@ -1,5 +1,5 @@
 //! `setpoint server`'s `/metrics`: one Prometheus exposition for the whole process — the API
-//! server's request, watch and store figures (kube-apiserver's names) and, for the loops it
+//! server's request, watch, store and audit log figures (kube-apiserver's names) and, for the loops it
 //! runs, their controllers' and work queues' (controller-runtime's and kube-controller-
 //! manager's names). Served by the API server on its own port, authenticated like any path.
 
@@ -22,6 +22,9 @@ pub(crate) fn serve_with_api(metrics: &Metrics, api: &Arc<Api>) {
 }
 
 fn encode_api(e: &mut Encoder, api: &Api) {
+    if let Some(audit) = api.audit_figures() {
+        encode_audit(e, &audit);
+    }
     let snapshot = api.telemetry();
     for (labels, code, n) in &snapshot.requests {
         let mut labels = labels.clone();
@@ -113,6 +116,30 @@ fn encode_api(e: &mut Encoder, api: &Api) {
             "Current resource version of watch cache broken by resource type.",
             &labels,
             c.revision as f64,
+        );
+    }
+}
+
+/// The audit log's series (kube-apiserver's names; the log backend is its `log` plugin).
+fn encode_audit(e: &mut Encoder, audit: &setpoint_apiserver::AuditFigures) {
+    e.counter(
+        "apiserver_audit_event_total",
+        "Counter of audit events generated and sent to the audit backend.",
+        &[],
+        audit.events,
+    );
+    e.counter(
+        "apiserver_audit_error_total",
+        "Counter of audit events that failed to be audited properly. Plugin identifies the plugin affected by the error.",
+        &[("plugin", "log")],
+        audit.errors,
+    );
+    for (level, n) in &audit.levels {
+        e.counter(
+            "apiserver_audit_level_total",
+            "Counter of policy levels for audit events (1 per request).",
+            &[("level", level)],
+            *n,
         );
     }
 }

@@ -175,6 +175,11 @@ async fn start_api(
         .await
         .context("starting the API")?;
     crate::metrics::serve_with_api(metrics, &api);
+    if let Some(audit) = args.audit.config(data_dir)? {
+        let log = audit.log.clone();
+        api.enable_audit(audit).context("starting the audit log")?;
+        tracing::info!(log = ?log, "recording requests in the audit log");
+    }
     api.set_apiservice_check_interval(args.apiservice_check_interval);
     api.set_authentication(args.authn.config());
     let mut transport = TransportConfig::new(data_dir, args.listen);

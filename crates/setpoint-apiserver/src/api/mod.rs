@@ -119,6 +119,9 @@ pub struct Api {
     /// Aggregation's state (the APIServices compiled, the front-proxy identity, aggregated
     /// servers' discovery), of a type `aggregation/` owns and creates on first use.
     pub(crate) aggregation_state: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
+    /// The audit log, of a type `audit/` owns; unset (nothing recorded) until
+    /// [`Api::enable_audit`].
+    pub(crate) audit: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
     /// This API, for what it serves that must reach it back (a CRD's conversion webhook
     /// resolves Services through it).
     pub(crate) this: std::sync::Weak<Api>,
@@ -170,6 +173,7 @@ impl Api {
             metrics_renderer: std::sync::OnceLock::new(),
             admission_state: std::sync::OnceLock::new(),
             aggregation_state: std::sync::OnceLock::new(),
+            audit: std::sync::OnceLock::new(),
             this: this.clone(),
         });
         api.bootstrap().await?;

@@ -95,7 +95,7 @@ pub(crate) async fn serve_connection(
     let service = service_fn(move |request| {
         let requests = requests.clone();
         let user = certificate_user.clone();
-        async move { Ok::<_, Infallible>(serve_request(requests, user, request).await) }
+        async move { Ok::<_, Infallible>(serve_request(requests, user, peer, request).await) }
     });
     let connection = context
         .http

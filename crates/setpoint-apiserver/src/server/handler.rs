@@ -54,6 +54,19 @@ pub trait Handler: Send + Sync + 'static {
         let _ = pki;
     }
 
+    /// Told of each request the transport refuses itself — no valid credentials (401, `user`
+    /// `None`) or a refused impersonation (403) — before the answer is sent, so that it can be
+    /// recorded (the audit log). `request` is the request's head, with the transport's
+    /// extensions (its audit ID and peer address). The default does nothing.
+    fn refused_by_transport(
+        &self,
+        request: &http::request::Parts,
+        user: Option<&User>,
+        failure: &setpoint_core::ApiError,
+    ) {
+        let _ = (request, user, failure);
+    }
+
     /// The checks of the health endpoint `endpoint` (`healthz`, `livez` or `readyz`) beyond
     /// `ping` (and `/readyz`'s `shutdown`, which the transport runs): `(name, Ok or why not)`.
     /// None by default.

@@ -10,6 +10,7 @@ mod handler;
 mod health;
 mod impersonation;
 mod request;
+mod request_id;
 mod upgrades;
 
 use std::io;
@@ -28,6 +29,7 @@ use self::request::RequestContext;
 use crate::pki::{Pki, PkiError};
 use crate::tls::{self, TlsError};
 pub use handler::{empty_body, full_body, stream_body, Body, Handler};
+pub(crate) use request_id::{AuditId, ImpersonatedBy, PeerAddr};
 pub(crate) use upgrades::Upgrades;
 
 /// kube-apiserver's limit on request bodies: 3 MiB.

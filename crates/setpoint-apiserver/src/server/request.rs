@@ -9,6 +9,7 @@
 //! within bounds, so the client sees the answer instead of a reset connection.
 
 use std::any::Any;
+use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +24,7 @@ use hyper::body::Incoming;
 
 use super::handler::{Body, Handler};
 use super::health;
+use super::request_id::{AuditId, PeerAddr};
 use super::{deadline, impersonation};
 use crate::auth::{self, User};
 use crate::pki::BearerToken;
@@ -53,9 +55,24 @@ pub(crate) struct RequestContext {
     pub(crate) upgrades: super::Upgrades,
 }
 
-/// Answers `request`, which arrived on a connection whose client certificate (if any) stands
-/// for `certificate_user`.
+/// Answers `request`, which arrived from `peer` on a connection whose client certificate (if
+/// any) stands for `certificate_user`. Every answer carries the request's `Audit-Id`.
 pub(crate) async fn serve_request(
+    context: Arc<RequestContext>,
+    certificate_user: Option<User>,
+    peer: SocketAddr,
+    mut request: Request<Incoming>,
+) -> Response<Body> {
+    let audit_id = AuditId::of(request.headers());
+    request.extensions_mut().insert(audit_id.clone());
+    request.extensions_mut().insert(PeerAddr(peer));
+    let mut response = answer(context, certificate_user, request).await;
+    audit_id.stamp(&mut response);
+    response
+}
+
+/// Answers `request` (see [`serve_request`]).
+async fn answer(
     context: Arc<RequestContext>,
     certificate_user: Option<User>,
     request: Request<Incoming>,
@@ -83,12 +100,10 @@ pub(crate) async fn serve_request(
         ),
     };
     let Some(user) = user else {
-        drain_in_background(request.into_body());
-        return failure_response(&ApiError::unauthorized());
+        return answer_refused(&context, request, None, &ApiError::unauthorized());
     };
     if let Some(failure) = impersonation::refuse(request.headers(), &user) {
-        drain_in_background(request.into_body());
-        return failure_response(&failure);
+        return answer_refused(&context, request, Some(&user), &failure);
     }
     let version = request.version();
     let timeout = match deadline::request_timeout(request.uri(), context.timeout) {
@@ -115,6 +130,19 @@ pub(crate) async fn serve_request(
             response
         }
     }
+}
+
+/// Answers `request` with `failure` (its body drained), telling the handler first.
+fn answer_refused(
+    context: &RequestContext,
+    request: Request<Incoming>,
+    user: Option<&User>,
+    failure: &ApiError,
+) -> Response<Body> {
+    let (parts, body) = request.into_parts();
+    drain_in_background(body);
+    context.handler.refused_by_transport(&parts, user, failure);
+    failure_response(failure)
 }
 
 /// Reads the body of an authenticated request and has the handler answer it; a panic in the
