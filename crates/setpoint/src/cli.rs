@@ -31,6 +31,10 @@ pub(crate) enum Command {
     /// Copy every object between the embedded store and etcd (servers stopped), to move a
     /// cluster from one to the other.
     Migrate(MigrateArgs),
+    /// Encryption at rest: which keys encrypt the stored objects, rewriting them with the
+    /// current key, rotating the key.
+    #[command(subcommand)]
+    Encryption(crate::encryption::EncryptionCommand),
     /// Measure the performance of Setpoint's components on this machine.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -96,6 +100,11 @@ pub(crate) struct ServerArgs {
     /// (`--etcd-endpoints`; the data directory then holds only certificates and kubeconfig).
     #[command(flatten)]
     pub(crate) store: StoreArgs,
+    /// Encryption at rest: kube-apiserver's `EncryptionConfiguration` file. Default:
+    /// `DIR/pki/encryption-config.yaml`, generated at the first start with an AES-GCM key for
+    /// Secrets. A file whose first provider is `identity` stores new values in plaintext.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) encryption_provider_config: Option<PathBuf>,
     /// Which built-in controllers run: comma-separated names, `*` for all, `-name` to leave
     /// one out (e.g. `*,-namespace`); empty for none.
     #[arg(long, value_name = "LIST", default_value = "*")]
