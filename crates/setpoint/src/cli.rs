@@ -389,19 +389,23 @@ pub(crate) enum ApiBench {
     Apply,
     /// ConfigMap creates from 32 clients through one no-op validating webhook over HTTPS.
     Webhook,
+    /// Secret creates from 32 clients with encryption at rest on (the server under test), then
+    /// off (a second server with an identity-only configuration).
+    Secrets,
     /// The server's resident memory after start and after the other benchmarks.
     Idle,
 }
 
 impl ApiBench {
     /// Every benchmark, in the order they run.
-    pub(crate) const ALL: [ApiBench; 7] = [
+    pub(crate) const ALL: [ApiBench; 8] = [
         ApiBench::Creates,
         ApiBench::Gets,
         ApiBench::List,
         ApiBench::Watch,
         ApiBench::Apply,
         ApiBench::Webhook,
+        ApiBench::Secrets,
         ApiBench::Idle,
     ];
 }
