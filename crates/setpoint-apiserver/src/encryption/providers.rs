@@ -56,8 +56,8 @@ impl std::fmt::Display for StoredForm {
 pub struct EncryptionConfig {
     file: EncryptionConfiguration,
     entries: Vec<Providers>,
-    /// Entry index by exact (group, resource).
-    exact: HashMap<(String, String), usize>,
+    /// Entry index by group, then resource (looked up without allocating).
+    exact: HashMap<String, HashMap<String, usize>>,
     /// Entry index by group, for `*.<group>` (`*.` is the core group).
     any_in_group: HashMap<String, usize>,
     /// The entry of `*.*`.
@@ -132,7 +132,12 @@ impl EncryptionConfig {
                             .or_insert(index);
                     }
                     _ => {
-                        compiled.exact.entry((group, resource)).or_insert(index);
+                        compiled
+                            .exact
+                            .entry(group)
+                            .or_default()
+                            .entry(resource)
+                            .or_insert(index);
                     }
                 }
             }
@@ -154,21 +159,17 @@ impl EncryptionConfig {
             .collect()
     }
 
-    /// The providers of the resource at `storage_key`, and the resource (`secrets`,
-    /// `deployments.apps`); `None` when no entry names it (values pass untouched).
-    fn providers_for(&self, storage_key: &[u8]) -> Option<(&Providers, String)> {
+    /// The providers of the resource at `storage_key`, and the resource's group and name;
+    /// `None` when no entry names it (values pass untouched).
+    fn providers_for<'k>(&self, storage_key: &'k [u8]) -> Option<(&Providers, &'k str, &'k str)> {
         let (group, resource) = group_resource_of(storage_key)?;
         let index = self
             .exact
-            .get(&(group.to_owned(), resource.to_owned()))
+            .get(group)
+            .and_then(|resources| resources.get(resource))
             .or_else(|| self.any_in_group.get(group))
             .or(self.any.as_ref())?;
-        let name = if group.is_empty() {
-            resource.to_owned()
-        } else {
-            format!("{resource}.{group}")
-        };
-        Some((self.entries.get(*index)?, name))
+        Some((self.entries.get(*index)?, group, resource))
     }
 
     /// Whether any value of the store is transformed by this configuration's writes.
@@ -180,7 +181,7 @@ impl EncryptionConfig {
 
     /// The value to store at `storage_key` for the plaintext `plain`.
     pub fn to_storage(&self, storage_key: &[u8], plain: Bytes) -> Result<Bytes, TransformError> {
-        let Some((providers, _)) = self.providers_for(storage_key) else {
+        let Some((providers, _, _)) = self.providers_for(storage_key) else {
             return Ok(plain);
         };
         match providers.0.first() {
@@ -194,7 +195,7 @@ impl EncryptionConfig {
 
     /// The plaintext of the value `stored` at `storage_key`.
     pub fn from_storage(&self, storage_key: &[u8], stored: Bytes) -> Result<Bytes, TransformError> {
-        let Some((providers, _)) = self.providers_for(storage_key) else {
+        let Some((providers, _, _)) = self.providers_for(storage_key) else {
             return Ok(stored);
         };
         let mut failure = None;
@@ -224,7 +225,12 @@ impl EncryptionConfig {
     /// The resource of `storage_key` (`secrets`) and how `stored` was written; `None` for a key
     /// of a resource the configuration does not name.
     pub fn classify(&self, storage_key: &[u8], stored: &[u8]) -> Option<(String, StoredForm)> {
-        let (providers, resource) = self.providers_for(storage_key)?;
+        let (providers, group, resource) = self.providers_for(storage_key)?;
+        let resource = if group.is_empty() {
+            resource.to_owned()
+        } else {
+            format!("{resource}.{group}")
+        };
         if !stored.starts_with(ENCRYPTED) {
             return Some((resource, StoredForm::Plain));
         }
@@ -245,7 +251,7 @@ impl EncryptionConfig {
     /// Whether `stored` is already in the form a write at `storage_key` produces now (with the
     /// first provider's first key), so a rewrite may skip it.
     pub fn is_current(&self, storage_key: &[u8], stored: &[u8]) -> bool {
-        let Some((providers, _)) = self.providers_for(storage_key) else {
+        let Some((providers, _, _)) = self.providers_for(storage_key) else {
             return true;
         };
         match providers.0.first() {

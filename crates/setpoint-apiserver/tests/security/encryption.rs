@@ -67,9 +67,11 @@ async fn secrets_should_be_encrypted_in_the_store_files_and_plaintext_from_befor
     assert!(generated);
     let config = Arc::new(config);
     let store_dir = tmp.path().join("store");
-    // Small log segments, so that a compaction writes a snapshot.
+    // Small log segments and a quick compactor, so that a snapshot is written soon after a
+    // compaction.
     let mut store_config = EmbeddedConfig::on_disk(&store_dir);
     store_config.segment_bytes = 1024;
+    store_config.compaction_interval = Some(std::time::Duration::from_millis(20));
     let raw = EmbeddedStore::open(store_config).unwrap();
     // A Secret stored before encryption was configured.
     let old = json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
@@ -152,6 +154,16 @@ async fn secrets_should_be_encrypted_in_the_store_files_and_plaintext_from_befor
             && message.contains("aesgcm key \"key1\" failed to decrypt"),
         "{message}"
     );
+    // Its lists leave the unreadable one out (logged) and still answer the others.
+    let listed = call(&wrong_api, "GET", SECRETS, Value::Null).await;
+    assert_eq!(listed.0, StatusCode::OK, "{}", listed.1);
+    let names: Vec<_> = listed.1["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["from-before"], "{}", listed.1);
     // The plaintext one still reads there (identity).
     let got = call(
         &wrong_api,
@@ -165,6 +177,12 @@ async fn secrets_should_be_encrypted_in_the_store_files_and_plaintext_from_befor
     // Into a snapshot too, then scan every file of the store.
     let now = raw.current_revision().await.unwrap();
     raw.compact(now).await.unwrap();
+    let has_snapshot = || {
+        std::fs::read_dir(&store_dir)
+            .unwrap()
+            .any(|e| e.unwrap().path().extension().is_some_and(|x| x == "snap"))
+    };
+    setpoint_testenv::eventually("a snapshot is written", || async { has_snapshot() }).await;
     drop((api, wrong_api));
     raw.close();
     for needle in [first, second, &b64(first)[..20], &b64(second)[..20]] {
