@@ -257,6 +257,23 @@ fn secrets_should_stay_encrypted_through_migrate_into_etcd_and_on_etcd() {
     assert!(etcd_get(&etcd, "/registry/configmaps/default/c").contains(plain));
     assert!(!files_containing(&etcd.data_dir(), plain).is_empty());
 
+    // A second server with a data directory of its own (its own generated key) refuses to
+    // start rather than fail every read of the cluster's Secrets.
+    let out = Command::new(setpoint_binary())
+        .args(["server", "--data-dir"])
+        .arg(tmp.path().join("fresh"))
+        .args(["--listen", "127.0.0.1:0"])
+        .args(on_etcd)
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("servers sharing a store must share its keys"),
+        "{stderr}"
+    );
+
     // Status reads etcd beside the running server.
     let status = encryption(&[
         "status",
