@@ -70,6 +70,7 @@ mod auth;
 #[allow(dead_code)] // the shared types, used as the authorizers land
 mod authz;
 mod crd;
+pub mod encryption;
 
 mod handlers;
 

@@ -12,6 +12,7 @@ mod audit_args;
 mod bench;
 mod cli;
 mod debug;
+mod encryption;
 mod kubernetes_service;
 mod metrics;
 mod migrate;
@@ -88,6 +89,7 @@ fn run() -> Result<ExitCode> {
             Command::Server(args) => server::server(*args).await,
             Command::Agent(args) => agent::agent(args).await,
             Command::Migrate(args) => migrate::migrate(args).await,
+            Command::Encryption(command) => encryption::encryption(command).await,
             Command::Bench(command) => bench::bench(command).await,
             Command::Debug(command) => debug::debug(command).await,
             Command::AgentShim { .. } | Command::Simulate(_) => Ok(()),

@@ -170,7 +170,12 @@ async fn start_api(
     Option<EmbeddedStore>,
     Arc<Api>,
 )> {
-    let (store, embedded) = open_store(&args.store, data_dir).await?;
+    let (store, embedded) = open_store(
+        &args.store,
+        data_dir,
+        args.encryption_provider_config.as_deref(),
+    )
+    .await?;
     let api = Api::with_watch_window(store, args.watch_cache_window as usize)
         .await
         .context("starting the API")?;
@@ -263,8 +268,21 @@ pub(crate) fn private_data_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Opens the store the flags choose; the embedded one is also returned, to be closed at the end.
+/// Opens the store the flags choose, encrypting what `encryption_config` (default: the data
+/// directory's, generated at the first start) says to; the embedded one is also returned, to
+/// be closed at the end.
 async fn open_store(
+    args: &StoreArgs,
+    data_dir: &Path,
+    encryption_config: Option<&Path>,
+) -> Result<(Arc<dyn Store>, Option<EmbeddedStore>)> {
+    let (store, embedded) = open_plain_store(args, data_dir).await?;
+    let store = crate::encryption::encrypted(store, data_dir, encryption_config).await?;
+    Ok((store, embedded))
+}
+
+/// Opens the store the flags choose, as stored.
+async fn open_plain_store(
     args: &StoreArgs,
     data_dir: &Path,
 ) -> Result<(Arc<dyn Store>, Option<EmbeddedStore>)> {

@@ -61,6 +61,7 @@ fn copy_pki(from: &Path, to: &Path) {
         "admin.token",
         "front-proxy-ca.crt",
         "front-proxy-ca.key",
+        "encryption-config.yaml",
     ] {
         std::fs::copy(from.join("pki").join(name), target.join(name)).unwrap();
     }

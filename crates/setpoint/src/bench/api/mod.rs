@@ -16,6 +16,7 @@ mod creates;
 mod gets;
 mod list;
 mod load;
+mod secrets;
 mod watch;
 mod watcher;
 mod webhook;
@@ -108,7 +109,7 @@ async fn run_all(root: &Path, args: &ApiBenchArgs) -> Result<(Vec<Row>, usize)> 
         objects: 0,
         watch_writers: usize::from(args.watch_writers),
     };
-    wait_ready(&harness)
+    wait_ready(&harness.client)
         .await
         .with_context(|| harness.server.log_tail())?;
     let idle_rss = super::usage::rss_bytes(harness.server.pid())?;
@@ -124,6 +125,7 @@ async fn run_all(root: &Path, args: &ApiBenchArgs) -> Result<(Vec<Row>, usize)> 
             ApiBench::Watch => watch::bench_watch(&mut harness).await,
             ApiBench::Apply => apply::bench_apply(&mut harness).await,
             ApiBench::Webhook => webhook::bench_webhook(&mut harness).await,
+            ApiBench::Secrets => secrets::bench_secrets(&harness, root).await,
             ApiBench::Idle => idle_rows(&harness, idle_rss),
         };
         // A server that died explains a failure better than what the client saw.
@@ -150,11 +152,11 @@ async fn run_all(root: &Path, args: &ApiBenchArgs) -> Result<(Vec<Row>, usize)> 
 }
 
 /// Waits until the server answers `GET /readyz` with 200, retrying failed connections.
-async fn wait_ready(harness: &Harness) -> Result<()> {
+async fn wait_ready(client: &Client) -> Result<()> {
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
         let attempt = async {
-            let mut connection = harness.client.connect(Protocol::Http1).await?;
+            let mut connection = client.connect(Protocol::Http1).await?;
             connection.call(Call::get("/readyz")).await
         };
         match attempt.await {
