@@ -66,6 +66,7 @@ mod auth;
 #[allow(dead_code)] // the shared types, used as the authorizers land
 mod authz;
 mod crd;
+mod flowcontrol;
 
 mod handlers;
 
@@ -85,6 +86,7 @@ mod webhook;
 pub use aggregation::DEFAULT_CHECK_INTERVAL as DEFAULT_APISERVICE_CHECK_INTERVAL;
 pub use api::{Api, ComponentCheck, MetricsRenderer};
 pub use auth::{User, AUTHENTICATED_GROUP};
+pub use flowcontrol::{FlowControlFigures, FlowControlSettings};
 pub use node_client::{NodeClient, NodeClientError};
 pub use pki::{Pki, PkiError, ADMIN_KUBECONFIG};
 pub use server::{empty_body, full_body, stream_body, Body, Handler};
@@ -139,6 +141,7 @@ impl Api {
         let api = Api::build(store, window, builtins).await?;
         crd::controller::start(&api).await?;
         aggregation::start(&api).await;
+        flowcontrol::start(&api).await;
         Ok(api)
     }
 }
@@ -153,7 +156,13 @@ impl Handler for Api {
         // Handlers that answer for the caller (review kinds) and admission webhooks, which are
         // told who asked, find the user here.
         request.extensions_mut().insert(user);
-        Api::handle(self, request).await
+        // API Priority and Fairness: a seat (or a 429) before anything else is done.
+        let admission = match flowcontrol::admit(self, &request).await {
+            Ok(admission) => admission,
+            Err(refused) => return refused,
+        };
+        let response = Api::handle(self, request).await;
+        admission.finish(response)
     }
 
     async fn health_checks(&self, endpoint: &str) -> Vec<(String, Result<(), String>)> {

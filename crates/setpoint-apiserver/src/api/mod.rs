@@ -114,6 +114,9 @@ pub struct Api {
     /// Aggregation's state (the APIServices compiled, the front-proxy identity, aggregated
     /// servers' discovery), of a type `aggregation/` owns and creates on first use.
     pub(crate) aggregation_state: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
+    /// API Priority and Fairness' state (settings, compiled configuration, queues), of a type
+    /// `flowcontrol/` owns and creates on first use.
+    pub(crate) flowcontrol_state: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
     /// This API, for what it serves that must reach it back (a CRD's conversion webhook
     /// resolves Services through it).
     pub(crate) this: std::sync::Weak<Api>,
@@ -164,6 +167,7 @@ impl Api {
             metrics_renderer: std::sync::OnceLock::new(),
             admission_state: std::sync::OnceLock::new(),
             aggregation_state: std::sync::OnceLock::new(),
+            flowcontrol_state: std::sync::OnceLock::new(),
             this: this.clone(),
         });
         api.bootstrap().await?;
