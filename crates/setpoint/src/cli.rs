@@ -92,6 +92,9 @@ pub(crate) struct ServerArgs {
     /// `0s`: no timeout.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     pub(crate) request_timeout: std::time::Duration,
+    /// Request limits: API Priority and Fairness, max in-flight, watches per user.
+    #[command(flatten)]
+    pub(crate) limits: crate::limits::LimitArgs,
     /// Where objects live: the embedded store (in the data directory) or an etcd v3 cluster
     /// (`--etcd-endpoints`; the data directory then holds only certificates and kubeconfig).
     #[command(flatten)]

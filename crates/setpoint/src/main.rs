@@ -11,6 +11,7 @@ mod bench;
 mod cli;
 mod debug;
 mod kubernetes_service;
+mod limits;
 mod metrics;
 mod migrate;
 mod panic_report;

@@ -176,6 +176,7 @@ async fn start_api(
         .context("starting the API")?;
     crate::metrics::serve_with_api(metrics, &api);
     api.set_apiservice_check_interval(args.apiservice_check_interval);
+    api.set_flow_control(args.limits.settings(args.request_timeout));
     let mut transport = TransportConfig::new(data_dir, args.listen);
     transport.request_timeout = args.request_timeout;
     let running = serve(transport, api.clone(), shutdown.clone())
