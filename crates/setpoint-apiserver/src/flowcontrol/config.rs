@@ -70,7 +70,7 @@ impl Schema {
 /// The compiled configuration: swapped whole when the objects change.
 #[derive(Debug)]
 pub(crate) struct Config {
-    /// The revisions of the two caches it was compiled from.
+    /// What the two caches had received and held when it was compiled.
     pub(crate) stamp: (u64, u64),
     /// The total seats the limits were computed from.
     pub(crate) total_seats: usize,

@@ -189,10 +189,17 @@ fn current_config(api: &Api, fc: &FlowControl) -> Arc<Config> {
         "v1",
         "prioritylevelconfigurations",
     );
-    let stamp = (
-        schemas.as_ref().map_or(0, |s| s.cache().revision().get()),
-        levels.as_ref().map_or(0, |s| s.cache().revision().get()),
-    );
+    // The caches' revisions follow every write to the store; what they received and hold
+    // changes only with these objects.
+    let stamp_of = |store: &Result<Arc<crate::registry::store::RegistryStore>, ApiError>| {
+        store.as_ref().map_or(0, |s| {
+            let cache = s.cache();
+            let figures = cache.figures();
+            let loaded = u64::from(cache.is_ready());
+            (figures.events_received << 1 | loaded) ^ ((figures.objects as u64) << 40)
+        })
+    };
+    let stamp = (stamp_of(&schemas), stamp_of(&levels));
     let total = fc.settings.read().total_seats();
     let fresh = |c: &Config| c.stamp == stamp && c.total_seats == total;
     if let Some(config) = fc.config.read().as_ref().filter(|c| fresh(c)) {
