@@ -71,6 +71,7 @@ mod auth;
 mod authz;
 mod crd;
 pub mod encryption;
+mod flowcontrol;
 
 mod handlers;
 
@@ -94,6 +95,7 @@ pub use audit::{
     DEFAULT_POLICY as DEFAULT_AUDIT_POLICY, MEGABYTE as AUDIT_MEGABYTE,
 };
 pub use auth::{AuthenticationConfig, User, AUTHENTICATED_GROUP, DEFAULT_SERVICE_ACCOUNT_ISSUER};
+pub use flowcontrol::{FlowControlFigures, FlowControlSettings};
 pub use node_client::{NodeClient, NodeClientError};
 pub use pki::{Pki, PkiError, ADMIN_KUBECONFIG};
 pub use server::{empty_body, full_body, stream_body, Body, Handler};
@@ -148,6 +150,7 @@ impl Api {
         let api = Api::build(store, window, builtins).await?;
         crd::controller::start(&api).await?;
         aggregation::start(&api).await;
+        flowcontrol::start(&api).await;
         Ok(api)
     }
 }
@@ -162,9 +165,16 @@ impl Handler for Api {
         // Handlers that answer for the caller (review kinds) and admission webhooks, which are
         // told who asked, find the user here.
         request.extensions_mut().insert(user);
+        // The audit log records every request, the 429s of API Priority and Fairness too (as
+        // kube-apiserver's filter order has it); APF then gives a seat (or a 429) before
+        // anything else is done.
         let recording = audit::start(self, &mut request);
+        let admission = match flowcontrol::admit(self, &request).await {
+            Ok(admission) => admission,
+            Err(refused) => return audit::finish(recording, refused).await,
+        };
         let response = Api::handle(self, request).await;
-        audit::finish(recording, response).await
+        audit::finish(recording, admission.finish(response)).await
     }
 
     fn refused_by_transport(

@@ -96,6 +96,9 @@ pub(crate) struct ServerArgs {
     /// `0s`: no timeout.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     pub(crate) request_timeout: std::time::Duration,
+    /// Request limits: API Priority and Fairness, max in-flight, watches per user.
+    #[command(flatten)]
+    pub(crate) limits: crate::limits::LimitArgs,
     /// Where objects live: the embedded store (in the data directory) or an etcd v3 cluster
     /// (`--etcd-endpoints`; the data directory then holds only certificates and kubeconfig).
     #[command(flatten)]
@@ -268,6 +271,23 @@ pub(crate) enum BenchCommand {
     /// … -- true` round trips (and the same over a WebSocket from Rust), port-forward
     /// throughput through `kubectl port-forward` and over a WebSocket tunnel.
     Streams(StreamsBenchArgs),
+    /// Benchmark API Priority and Fairness: a user and a controller's latency alone and while
+    /// another user floods LISTs, with APF on and off.
+    Flood(FloodBenchArgs),
+}
+
+/// Flags of `setpoint bench flood`.
+#[derive(Debug, Args)]
+pub(crate) struct FloodBenchArgs {
+    /// How many ConfigMaps each flood LIST returns.
+    #[arg(long, default_value_t = 2000)]
+    pub(crate) configmaps: usize,
+    /// How many concurrent LIST loops the flooding user runs.
+    #[arg(long, default_value_t = 32)]
+    pub(crate) flooders: usize,
+    /// How long the victims are timed in each round.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    pub(crate) duration: std::time::Duration,
 }
 
 /// Flags of `setpoint bench services`.

@@ -14,6 +14,7 @@ mod cli;
 mod debug;
 mod encryption;
 mod kubernetes_service;
+mod limits;
 mod metrics;
 mod migrate;
 mod panic_report;

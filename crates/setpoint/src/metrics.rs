@@ -25,6 +25,7 @@ fn encode_api(e: &mut Encoder, api: &Api) {
     if let Some(audit) = api.audit_figures() {
         encode_audit(e, &audit);
     }
+    encode_flow_control(e, api);
     let snapshot = api.telemetry();
     for (labels, code, n) in &snapshot.requests {
         let mut labels = labels.clone();
@@ -140,6 +141,61 @@ fn encode_audit(e: &mut Encoder, audit: &setpoint_apiserver::AuditFigures) {
             "Counter of policy levels for audit events (1 per request).",
             &[("level", level)],
             *n,
+        );
+    }
+}
+
+/// API Priority and Fairness' figures, under kube-apiserver's names.
+fn encode_flow_control(e: &mut Encoder, api: &Api) {
+    let figures = api.flow_control_figures();
+    for (level, schema, n) in &figures.inqueue {
+        e.gauge(
+            "apiserver_flowcontrol_current_inqueue_requests",
+            "Number of requests currently pending in queues of the API Priority and Fairness subsystem",
+            &[("flow_schema", schema), ("priority_level", level)],
+            *n as f64,
+        );
+    }
+    for (level, schema, n) in &figures.executing {
+        e.gauge(
+            "apiserver_flowcontrol_current_executing_requests",
+            "Number of requests in initial (for a WATCH) or any (for a non-WATCH) execution stage in the API Priority and Fairness subsystem",
+            &[("flow_schema", schema), ("priority_level", level)],
+            *n as f64,
+        );
+    }
+    for (level, schema, reason, n) in &figures.rejected {
+        e.counter(
+            "apiserver_flowcontrol_rejected_requests_total",
+            "Number of requests rejected by API Priority and Fairness subsystem",
+            &[
+                ("flow_schema", schema),
+                ("priority_level", level),
+                ("reason", reason),
+            ],
+            *n,
+        );
+    }
+    for (level, schema, executed, h) in &figures.waits {
+        let execute = if *executed { "true" } else { "false" };
+        histogram_of(
+            e,
+            "apiserver_flowcontrol_request_wait_duration_seconds",
+            "Length of time a request spent waiting in its queue",
+            &[
+                ("execute", execute),
+                ("flow_schema", schema),
+                ("priority_level", level),
+            ],
+            h,
+        );
+    }
+    for (level, limit) in &figures.limits {
+        e.gauge(
+            "apiserver_flowcontrol_nominal_limit_seats",
+            "Nominal number of execution seats configured for each priority level",
+            &[("priority_level", level)],
+            *limit as f64,
         );
     }
 }

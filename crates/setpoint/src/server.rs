@@ -187,6 +187,7 @@ async fn start_api(
     }
     api.set_apiservice_check_interval(args.apiservice_check_interval);
     api.set_authentication(args.authn.config());
+    api.set_flow_control(args.limits.settings(args.request_timeout));
     let mut transport = TransportConfig::new(data_dir, args.listen);
     transport.request_timeout = args.request_timeout;
     let running = serve(transport, api.clone(), shutdown.clone())

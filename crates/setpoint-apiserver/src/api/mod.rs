@@ -122,6 +122,9 @@ pub struct Api {
     /// The audit log, of a type `audit/` owns; unset (nothing recorded) until
     /// [`Api::enable_audit`].
     pub(crate) audit: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
+    /// API Priority and Fairness' state (settings, compiled configuration, queues), of a type
+    /// `flowcontrol/` owns and creates on first use.
+    pub(crate) flowcontrol_state: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
     /// This API, for what it serves that must reach it back (a CRD's conversion webhook
     /// resolves Services through it).
     pub(crate) this: std::sync::Weak<Api>,
@@ -174,6 +177,7 @@ impl Api {
             admission_state: std::sync::OnceLock::new(),
             aggregation_state: std::sync::OnceLock::new(),
             audit: std::sync::OnceLock::new(),
+            flowcontrol_state: std::sync::OnceLock::new(),
             this: this.clone(),
         });
         api.bootstrap().await?;

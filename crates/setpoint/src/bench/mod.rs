@@ -2,6 +2,7 @@
 //! table to read and as a markdown table to paste into `docs/benchmarks.md`.
 
 mod api;
+mod flood;
 mod kubeconfig;
 mod latency;
 mod machine;
@@ -29,6 +30,7 @@ pub(crate) async fn bench(command: BenchCommand) -> Result<()> {
         BenchCommand::Services(args) => services::bench_services(&args).await,
         BenchCommand::PodNetwork(args) => pod_network::bench_pod_network(&args),
         BenchCommand::Streams(args) => streams::bench_streams(args).await,
+        BenchCommand::Flood(args) => flood::bench_flood(args).await,
     }
 }
 

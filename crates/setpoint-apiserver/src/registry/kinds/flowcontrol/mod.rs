@@ -1,7 +1,7 @@
 //! flowcontrol.apiserver.k8s.io/v1 (API Priority and Fairness): FlowSchema
-//! (`flow_schema.rs`) and PriorityLevelConfiguration (`priority_level.rs`). Stored only:
-//! Setpoint's request limits do not read them, and it creates none of kube-apiserver's
-//! bootstrap configuration.
+//! (`flow_schema.rs`) and PriorityLevelConfiguration (`priority_level.rs`): their storage rules. The
+//! server's request limits are compiled from them, and the default objects created and their
+//! status kept, by `flowcontrol/` (API Priority and Fairness).
 
 mod flow_schema;
 mod priority_level;
