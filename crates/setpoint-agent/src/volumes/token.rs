@@ -17,9 +17,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::authentication::v1::{
-    BoundObjectReference, TokenRequest, TokenRequestSpec,
-};
+use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount, ServiceAccountTokenProjection};
 use kube::api::PostParams;
 use parking_lot::Mutex;
@@ -218,7 +216,89 @@ impl ServiceAccountTokens {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicI64, Ordering};
+
     use super::*;
+
+    /// A real in-process API server, a ServiceAccount `robot` and a pod running as it.
+    async fn pod_of_robot(env: &setpoint_testenv::TestEnv) -> Pod {
+        let client = env.client();
+        let sa: ServiceAccount =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "robot"}}))
+                .expect("an SA");
+        client
+            .namespaced_api::<ServiceAccount>("default")
+            .create(&PostParams::default(), &sa)
+            .await
+            .expect("SA created");
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p"},
+            "spec": {"serviceAccountName": "robot", "containers": [{"name": "c", "image": "i"}]}
+        }))
+        .expect("a pod");
+        client
+            .namespaced_api::<Pod>("default")
+            .create(&PostParams::default(), &pod)
+            .await
+            .expect("pod created")
+    }
+
+    #[tokio::test]
+    async fn tokens_should_be_kept_until_due_then_replaced_and_survive_a_failed_refresh() {
+        let env = setpoint_testenv::TestEnv::start().await.expect("API");
+        let pod = pod_of_robot(&env).await;
+        let start = system_now();
+        let now = Arc::new(AtomicI64::new(start));
+        let clock = now.clone();
+        let tokens = ServiceAccountTokens::with_clock(
+            env.client(),
+            Arc::new(move || clock.load(Ordering::SeqCst)),
+        );
+        let source = ServiceAccountTokenProjection {
+            path: "token".to_owned(),
+            expiration_seconds: Some(600),
+            audience: None,
+        };
+        let first = tokens.token(&pod, &source).await.expect("a token");
+        now.store(start + 470, Ordering::SeqCst);
+        assert_eq!(tokens.token(&pod, &source).await.expect("kept"), first);
+        // Past 80 % of ten minutes (allowing the server's clock a few seconds ahead).
+        now.store(start + 485, Ordering::SeqCst);
+        let second = tokens.token(&pod, &source).await.expect("refreshed");
+        assert_ne!(second, first, "a due token is replaced");
+
+        // The ServiceAccount gone, a due token (the clock runs ahead of the server's, so every
+        // token is due from here on) is kept while it has not expired…
+        env.client()
+            .namespaced_api::<ServiceAccount>("default")
+            .delete("robot", &kube::api::DeleteParams::default())
+            .await
+            .expect("SA deleted");
+        now.store(start + 490, Ordering::SeqCst);
+        assert_eq!(tokens.token(&pod, &source).await.expect("kept"), second);
+        // …and then the volume cannot be made.
+        now.store(start + 700, Ordering::SeqCst);
+        assert!(tokens.token(&pod, &source).await.is_err());
+        assert_eq!(tokens.kept(), 0, "expired tokens are dropped");
+    }
+
+    #[tokio::test]
+    async fn a_removed_pods_tokens_should_be_forgotten() {
+        let env = setpoint_testenv::TestEnv::start().await.expect("API");
+        let pod = pod_of_robot(&env).await;
+        let tokens = ServiceAccountTokens::new(env.client());
+        let source = ServiceAccountTokenProjection {
+            path: "token".to_owned(),
+            expiration_seconds: None,
+            audience: Some("vault".to_owned()),
+        };
+        tokens.token(&pod, &source).await.expect("a token");
+        assert_eq!(tokens.kept(), 1);
+        tokens.forget_pod("another");
+        assert_eq!(tokens.kept(), 1);
+        tokens.forget_pod(pod.metadata.uid.as_deref().expect("a uid"));
+        assert_eq!(tokens.kept(), 0);
+    }
 
     #[test]
     fn tokens_should_be_due_after_eighty_percent_of_their_lifetime_or_a_day() {
