@@ -84,7 +84,7 @@ mod webhook;
 
 pub use aggregation::DEFAULT_CHECK_INTERVAL as DEFAULT_APISERVICE_CHECK_INTERVAL;
 pub use api::{Api, ComponentCheck, MetricsRenderer};
-pub use auth::{User, AUTHENTICATED_GROUP};
+pub use auth::{AuthenticationConfig, User, AUTHENTICATED_GROUP, DEFAULT_SERVICE_ACCOUNT_ISSUER};
 pub use node_client::{NodeClient, NodeClientError};
 pub use pki::{Pki, PkiError, ADMIN_KUBECONFIG};
 pub use server::{empty_body, full_body, stream_body, Body, Handler};
@@ -156,6 +156,14 @@ impl Handler for Api {
         Api::handle(self, request).await
     }
 
+    async fn authenticate(
+        &self,
+        certificate_user: Option<&User>,
+        headers: &http::HeaderMap,
+    ) -> Option<User> {
+        self.authenticate_request(certificate_user, headers)
+    }
+
     async fn health_checks(&self, endpoint: &str) -> Vec<(String, Result<(), String>)> {
         let store = match tokio::time::timeout(
             std::time::Duration::from_secs(2),
@@ -187,9 +195,7 @@ impl Handler for Api {
     }
 
     fn credentials_loaded(&self, pki: &Pki) {
-        let _ = self
-            .token_authenticator
-            .set(auth::TokenAuthenticator::new(pki.token().clone()));
+        self.load_authenticator(pki);
         aggregation::credentials_loaded(self, pki);
         match NodeClient::from_pki(pki) {
             Ok(client) => {

@@ -3,10 +3,13 @@
 //! HTTP handlers (`handlers/`) answer requests with it; the CRD controller (`crd/`) changes
 //! what it serves. It is built in `lib.rs`, which also starts the CRD controller. Beside it:
 //! the components' health that ComponentStatus reports (`components.rs`) and the task keeping
-//! an IPAddress for every Service cluster IP (`ip_addresses.rs`).
+//! an IPAddress for every Service cluster IP (`ip_addresses.rs`), the authenticator
+//! (`authn.rs`) and the loop filling legacy ServiceAccount token Secrets (`legacy_tokens.rs`).
 
+mod authn;
 mod components;
 mod ip_addresses;
+mod legacy_tokens;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -101,9 +104,11 @@ pub struct Api {
     pub(crate) node_client: std::sync::OnceLock<NodeClient>,
     /// What the embedding process says of its components, for ComponentStatus.
     pub(crate) component_checks: parking_lot::RwLock<BTreeMap<String, ComponentCheck>>,
-    /// The bearer tokens the transport accepts (for TokenReview); unset until credentials are
-    /// given.
+    /// The authenticator chain and ServiceAccount token issuer (`authn.rs`); set when
+    /// credentials are given, or on first use with an in-memory key.
     pub(crate) token_authenticator: std::sync::OnceLock<crate::auth::TokenAuthenticator>,
+    /// How to authenticate ([`Api::set_authentication`]); defaults when unset.
+    pub(crate) authn_config: std::sync::OnceLock<crate::auth::AuthenticationConfig>,
     /// Requests, watches and store calls counted for `/metrics`.
     pub(crate) telemetry: Arc<Telemetry>,
     /// Renders `/metrics`; unset (404) until the embedding process provides it.
@@ -159,6 +164,7 @@ impl Api {
             registration: tokio::sync::Mutex::new(()),
             node_client: std::sync::OnceLock::new(),
             token_authenticator: std::sync::OnceLock::new(),
+            authn_config: std::sync::OnceLock::new(),
             component_checks: parking_lot::RwLock::new(BTreeMap::new()),
             telemetry,
             metrics_renderer: std::sync::OnceLock::new(),
@@ -168,6 +174,7 @@ impl Api {
         });
         api.bootstrap().await?;
         ip_addresses::start(&api);
+        legacy_tokens::start(&api);
         Ok(api)
     }
 

@@ -20,6 +20,9 @@ mod write;
 
 // Served beside the registry rather than from it (see its docs).
 mod metrics;
+// ServiceAccount issuer discovery and TokenRequest (the authenticator is `auth/`).
+mod oidc;
+mod token_request;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -102,6 +105,9 @@ impl Api {
         accept: Option<&str>,
     ) -> Result<Response<Body>, ApiError> {
         if method == Method::GET {
+            if let Some(answer) = oidc::serve(self, path) {
+                return Ok(answer);
+            }
             if path == "/version" {
                 return Ok(response::json_bytes(StatusCode::OK, version()));
             }

@@ -33,7 +33,9 @@ pub(crate) async fn create(ctx: &Ctx<'_>, user: &User) -> Result<Response<Body>,
     let asker = Asker {
         name: user.name.clone(),
         groups: user.groups.clone(),
-        tokens: ctx.api.token_authenticator.get().cloned(),
+        uid: user.uid.clone(),
+        extra: user.extra.clone(),
+        tokens: ctx.api.authenticator().cloned(),
     };
     let answer = ctx
         .def

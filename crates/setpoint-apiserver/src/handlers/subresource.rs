@@ -49,6 +49,7 @@ pub(crate) async fn handle(ctx: &Ctx<'_>, sub: &str) -> Result<Response<Body>, A
         ("scale", Verb::Update | Verb::Patch) => scale_write(ctx).await,
         ("binding", Verb::Create) => binding(ctx).await,
         ("eviction", Verb::Create) => super::eviction::evict(ctx).await,
+        ("token", Verb::Create) => super::token_request::create(ctx).await,
         ("finalize", Verb::Update) => finalize(ctx).await,
         ("log", Verb::Get) => super::pod_log::pod_log(ctx).await,
         _ => Err(not_allowed()),

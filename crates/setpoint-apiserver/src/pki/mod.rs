@@ -5,6 +5,7 @@
 mod files;
 mod inspect;
 mod issue;
+pub(crate) mod sa_key;
 mod token;
 
 use std::fmt;
@@ -86,6 +87,12 @@ pub enum PkiError {
         /// The token file.
         path: PathBuf,
     },
+    /// The ServiceAccount signing key file holds no usable P-256 PKCS #8 key.
+    #[error("{path} does not hold a usable ECDSA P-256 private key (PKCS #8 PEM): fix or remove it (every ServiceAccount token then stops working)")]
+    InvalidKey {
+        /// The key file.
+        path: PathBuf,
+    },
     /// A certificate could not be generated or signed.
     #[error("cannot issue a certificate")]
     Issue(#[from] rcgen::Error),
@@ -106,6 +113,7 @@ pub(crate) type Result<T, E = PkiError> = std::result::Result<T, E>;
 /// | `admin.token` | the admin bearer token, 32 random bytes in base64url | `0600` |
 /// | `front-proxy-ca.crt`, `front-proxy-ca.key` | the front-proxy CA, `CN=setpoint-front-proxy-ca`, valid ten years | `0644`, `0600` |
 /// | `front-proxy-client.crt`, `front-proxy-client.key` | the client certificate requests proxied to aggregated API servers present (`CN=front-proxy-client`), valid one year | `0644`, `0600` |
+/// | `sa.key`, `sa.pub` | the ServiceAccount token signing key (ECDSA P-256, PKCS #8) and its public key | `0600`, `0644` |
 ///
 /// [`Pki::load_or_create`] creates what is missing and reuses what is there, so a restart keeps
 /// every credential a client may hold. It re-issues a serving or admin certificate, from the
@@ -138,6 +146,8 @@ pub struct Pki {
     front_proxy_cert_pem: String,
     /// The front-proxy client certificate's key, PEM.
     front_proxy_key_pem: String,
+    /// The ServiceAccount token signing key, PKCS #8 DER (`sa_key.rs`).
+    service_account_key: Vec<u8>,
 }
 
 impl Pki {
@@ -207,7 +217,9 @@ impl Pki {
             now,
             || issue::client_certificate(&front_proxy_ca, FRONT_PROXY_CLIENT_COMMON_NAME, now),
         )?;
+        let service_account_key = sa_key::load_or_create(&dir)?;
         Ok(Self {
+            service_account_key,
             data_dir: data_dir.to_owned(),
             ca_pem,
             ca_der,
@@ -281,6 +293,11 @@ impl Pki {
     /// The admin bearer token.
     pub(crate) fn token(&self) -> &BearerToken {
         &self.token
+    }
+
+    /// The ServiceAccount token signing key, PKCS #8 DER.
+    pub(crate) fn service_account_key(&self) -> &[u8] {
+        &self.service_account_key
     }
 
     /// Writes the admin kubeconfig (mode `0600`) for a server reachable at `server`, unless

@@ -31,6 +31,22 @@ pub trait Handler: Send + Sync + 'static {
     /// Dropped when the client goes away or the server shuts down, so it must be cancel-safe.
     async fn handle(&self, request: http::Request<Bytes>, user: User) -> http::Response<Body>;
 
+    /// Who sends a request whose connection's client certificate (verified against the cluster
+    /// CA) stands for `certificate_user`, from its headers (a bearer token); `None` when this
+    /// handler does not know. The transport then tries its own credentials (the certificate's
+    /// user, the admin token) and answers 401 if they fail too. `None` by default; [`Api`]
+    /// runs its authenticator chain (`auth/`).
+    ///
+    /// [`Api`]: crate::Api
+    async fn authenticate(
+        &self,
+        certificate_user: Option<&User>,
+        headers: &http::HeaderMap,
+    ) -> Option<User> {
+        let _ = (certificate_user, headers);
+        None
+    }
+
     /// Called once by [`serve`](crate::serve) when the cluster's credentials are loaded,
     /// before the first request. The default ignores them; [`Api`](crate::Api) takes the admin
     /// client certificate to call node agents with (`pods/log`).

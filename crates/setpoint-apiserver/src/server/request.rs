@@ -1,5 +1,6 @@
 //! One request's way through the transport: the health endpoints are answered at once; other
-//! requests are authenticated (401 if anonymous), refused if they ask to impersonate (403),
+//! requests are authenticated (by the [`Handler`], else by the transport's own credentials;
+//! 401 if anonymous), refused if they ask to impersonate (403),
 //! have their body read up to the limit (413 beyond it, without buffering more than the limit)
 //! and are passed to the [`Handler`], whose panics are answered with 500. Reading the body and
 //! producing the answer's head must fit in the request timeout (else 504, as kube-apiserver's
@@ -69,11 +70,19 @@ pub(crate) async fn serve_request(
         drain_in_background(request.into_body());
         return response;
     }
-    let Some(user) = auth::authenticate(
-        certificate_user.as_ref(),
-        request.headers(),
-        &context.admin_token,
-    ) else {
+    let user = match context
+        .handler
+        .authenticate(certificate_user.as_ref(), request.headers())
+        .await
+    {
+        Some(user) => Some(user),
+        None => auth::authenticate(
+            certificate_user.as_ref(),
+            request.headers(),
+            &context.admin_token,
+        ),
+    };
+    let Some(user) = user else {
         drain_in_background(request.into_body());
         return failure_response(&ApiError::unauthorized());
     };

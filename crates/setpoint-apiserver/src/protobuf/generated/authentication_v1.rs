@@ -8,6 +8,17 @@
 #[allow(unused_imports)]
 use super::super::schema::{field, inline, kept, list, map, Kind, Message};
 
+/// `BoundObjectReference`.
+pub(crate) static BOUND_OBJECT_REFERENCE: Message = Message {
+    name: "BoundObjectReference",
+    fields: &[
+        field(1, "kind", Kind::String),
+        field(2, "apiVersion", Kind::String),
+        field(3, "name", Kind::String),
+        field(4, "uid", Kind::String),
+    ],
+};
+
 /// `SelfSubjectReview`.
 pub(crate) static SELF_SUBJECT_REVIEW: Message = Message {
     name: "SelfSubjectReview",
@@ -21,6 +32,35 @@ pub(crate) static SELF_SUBJECT_REVIEW: Message = Message {
 pub(crate) static SELF_SUBJECT_REVIEW_STATUS: Message = Message {
     name: "SelfSubjectReviewStatus",
     fields: &[field(1, "userInfo", Kind::Message(&USER_INFO))],
+};
+
+/// `TokenRequest`.
+pub(crate) static TOKEN_REQUEST: Message = Message {
+    name: "TokenRequest",
+    fields: &[
+        field(1, "metadata", Kind::Message(&super::meta_v1::OBJECT_META)),
+        kept(2, "spec", Kind::Message(&TOKEN_REQUEST_SPEC)),
+        field(3, "status", Kind::Message(&TOKEN_REQUEST_STATUS)),
+    ],
+};
+
+/// `TokenRequestSpec`.
+pub(crate) static TOKEN_REQUEST_SPEC: Message = Message {
+    name: "TokenRequestSpec",
+    fields: &[
+        list(1, "audiences", Kind::String),
+        kept(3, "boundObjectRef", Kind::Message(&BOUND_OBJECT_REFERENCE)),
+        kept(4, "expirationSeconds", Kind::Int64),
+    ],
+};
+
+/// `TokenRequestStatus`.
+pub(crate) static TOKEN_REQUEST_STATUS: Message = Message {
+    name: "TokenRequestStatus",
+    fields: &[
+        kept(1, "token", Kind::String),
+        kept(2, "expirationTimestamp", Kind::Time),
+    ],
 };
 
 /// `TokenReview`.

@@ -82,6 +82,7 @@ pub(crate) fn root(api_version: &str, kind: &str) -> Option<&'static Message> {
             &authentication_v1::SELF_SUBJECT_REVIEW
         }
         ("authentication.k8s.io/v1", "TokenReview") => &authentication_v1::TOKEN_REVIEW,
+        ("authentication.k8s.io/v1", "TokenRequest") => &authentication_v1::TOKEN_REQUEST,
         ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => {
             &authorization_v1::SELF_SUBJECT_ACCESS_REVIEW
         }

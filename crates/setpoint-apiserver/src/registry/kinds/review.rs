@@ -137,7 +137,14 @@ impl Strategy for Review {
     ) -> Result<Value, ApiError> {
         let status = match self {
             Review::SelfSubject => {
-                json!({"userInfo": {"username": asker.name, "groups": asker.groups}})
+                let mut info = json!({"username": asker.name, "groups": asker.groups});
+                if !asker.uid.is_empty() {
+                    info["uid"] = json!(asker.uid);
+                }
+                if !asker.extra.is_empty() {
+                    info["extra"] = json!(asker.extra);
+                }
+                json!({"userInfo": info})
             }
             Review::SelfSubjectAccess => json!({"allowed": true, "reason": ALLOWED}),
             Review::SubjectAccess | Review::LocalSubjectAccess => {
@@ -187,7 +194,7 @@ mod tests {
     use super::*;
 
     fn asker() -> Asker {
-        Asker { name: "alice".into(), groups: vec!["dev".into(), "system:authenticated".into()], tokens: None }
+        Asker { name: "alice".into(), groups: vec!["dev".into(), "system:authenticated".into()], ..Asker::default() }
     }
 
     fn fields(review: Review, spec: Value) -> Vec<String> {

@@ -1,4 +1,5 @@
-//! core/v1 ServiceAccount: its row counts its secrets; DELETE answers with the deleted object.
+//! core/v1 ServiceAccount: its row counts its secrets; DELETE answers with the deleted object;
+//! its `token` subresource issues tokens (TokenRequest).
 
 use std::sync::Arc;
 
@@ -6,13 +7,13 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use serde_json::{json, Value};
-use setpoint_core::Cause;
+use setpoint_core::{Cause, GroupVersionKind};
 
 use crate::registry::identity::{Identity, ALL_VERBS};
 use crate::registry::strategy::{round_trip, schema_of, Strategy, TypedSchema};
 use crate::registry::table::{age_cell, name_cell, Column};
 use crate::registry::validation::object_meta;
-use crate::registry::ResourceDef;
+use crate::registry::{ResourceDef, Subresource};
 
 pub(crate) fn resources() -> Vec<ResourceDef> {
     vec![Identity {
@@ -26,7 +27,14 @@ pub(crate) fn resources() -> Vec<ResourceDef> {
         namespaced: true,
         verbs: ALL_VERBS,
     }
-    .build(Arc::new(ServiceAccounts), |_| vec![])]
+    .build(Arc::new(ServiceAccounts), |_| {
+        // TokenRequest (`kubectl create token`): answered by `handlers/token_request.rs`.
+        vec![Subresource {
+            name: "token",
+            kind: GroupVersionKind::new("authentication.k8s.io", "v1", "TokenRequest"),
+            verbs: &["create"],
+        }]
+    })]
 }
 
 #[derive(Debug)]

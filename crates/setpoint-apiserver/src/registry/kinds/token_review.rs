@@ -1,10 +1,10 @@
 //! authentication.k8s.io/v1 TokenReview (create-only, cluster-scoped, never stored): who a
-//! bearer token stands for, answered by the server's own token authenticator (`auth.rs`: the
-//! admin token). A token the server accepts is `authenticated` with its user (name, groups; the
-//! admin user has no uid) and the audiences it is good for: those the review asks for that the
-//! server's audiences share, or the server's (`https://kubernetes.default.svc.cluster.local`)
-//! when it asks for none — the admin token, like kube-apiserver's static tokens, is valid for
-//! the server's audiences only. Any other token is `authenticated: false` with the error
+//! bearer token stands for, answered by the server's own token authenticator chain (`auth/`:
+//! the admin token, static and bootstrap tokens, ServiceAccount tokens). A token the server
+//! accepts is `authenticated` with its user (name, uid, groups, extra) and the audiences it is
+//! good for: those the review asks for (the API audiences when it asks for none) that the
+//! token names — a ServiceAccount token its `aud`, the others the API audiences, as
+//! kube-apiserver's static tokens. Any other token is `authenticated: false` with the error
 //! `invalid bearer token`, not an HTTP error. A review without a token is a 400.
 
 use std::sync::Arc;
@@ -15,7 +15,6 @@ use k8s_openapi::api::authentication::v1::TokenReview;
 use serde_json::{json, Value};
 use setpoint_core::{ApiError, Cause};
 
-use crate::auth::API_AUDIENCES;
 use crate::registry::identity::Identity;
 use crate::registry::strategy::{round_trip, schema_of, Asker, Strategy, TypedSchema};
 use crate::registry::table::{name_cell, Column};
@@ -41,25 +40,6 @@ pub(crate) fn resources() -> Vec<ResourceDef> {
 
 #[derive(Debug)]
 struct TokenReviews;
-
-/// The audiences of `wanted` (or the server's, if none) that a token good for the server's
-/// audiences is good for.
-fn audiences(wanted: &Value) -> Vec<String> {
-    let wanted: Vec<&str> = wanted
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
-    if wanted.is_empty() {
-        return API_AUDIENCES.iter().map(|a| (*a).to_owned()).collect();
-    }
-    wanted
-        .into_iter()
-        .filter(|a| API_AUDIENCES.contains(a))
-        .map(str::to_owned)
-        .collect()
-}
 
 #[async_trait]
 impl Strategy for TokenReviews {
@@ -91,18 +71,24 @@ impl Strategy for TokenReviews {
                 "token is required for TokenReview in authentication",
             ));
         }
-        let audiences = audiences(&object["spec"]["audiences"]);
-        let user = if audiences.is_empty() {
-            None
-        } else {
-            asker.tokens.as_ref().and_then(|t| t.authenticate(token))
-        };
-        let status = match user {
-            Some(user) => json!({
-                "authenticated": true,
-                "user": {"username": user.name, "groups": user.groups},
-                "audiences": audiences,
-            }),
+        let wanted: Vec<String> = object["spec"]["audiences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a.as_str().map(str::to_owned))
+            .collect();
+        let reviewed = asker.tokens.as_ref().and_then(|t| t.review(token, &wanted));
+        let status = match reviewed {
+            Some((user, audiences)) => {
+                let mut info = json!({"username": user.name, "groups": user.groups});
+                if !user.uid.is_empty() {
+                    info["uid"] = json!(user.uid);
+                }
+                if !user.extra.is_empty() {
+                    info["extra"] = json!(user.extra);
+                }
+                json!({"authenticated": true, "user": info, "audiences": audiences})
+            }
             None => json!({"user": {}, "error": INVALID}),
         };
         Ok(super::review::answered(object, None, status))
@@ -127,7 +113,8 @@ mod tests {
         let asker = Asker {
             name: "alice".into(),
             groups: vec![],
-            tokens: Some(TokenAuthenticator::new(token.clone())),
+            tokens: Some(TokenAuthenticator::for_tests(token.clone())),
+            ..Asker::default()
         };
         TokenReviews.review(json!({"spec": spec}), &asker, None)
     }
@@ -139,7 +126,7 @@ mod tests {
         assert_eq!(status["authenticated"], true);
         assert_eq!(status["user"]["username"], admin_user().name);
         assert_eq!(status["user"]["groups"], json!(admin_user().groups));
-        assert_eq!(status["audiences"], json!(API_AUDIENCES));
+        assert_eq!(status["audiences"], json!([crate::DEFAULT_SERVICE_ACCOUNT_ISSUER]));
         let other = json!({"token": token.expose(), "audiences": ["https://vault.example.com"]});
         let status = review(&token, other).unwrap()["status"].clone();
         assert_eq!(status, json!({"user": {}, "error": INVALID}));

@@ -278,10 +278,13 @@ pub(crate) trait Strategy: std::any::Any + Send + Sync + std::fmt::Debug {
 }
 
 /// Who sends a request, as a review kind sees it, and what the server authenticates with.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Asker {
     pub(crate) name: String,
     pub(crate) groups: Vec<String>,
+    /// The user's uid and extra attributes (SelfSubjectReview reports them).
+    pub(crate) uid: String,
+    pub(crate) extra: std::collections::BTreeMap<String, Vec<String>>,
     /// The server's token authenticator (for TokenReview); `None` in an API not served over
     /// HTTPS, which has no tokens.
     pub(crate) tokens: Option<crate::auth::TokenAuthenticator>,

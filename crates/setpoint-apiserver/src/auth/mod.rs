@@ -1,10 +1,22 @@
 //! Authentication: who sent a request, decided as kube-apiserver decides it. A verified client
 //! certificate with a common name is the user named by its CN, in the groups named by its O
-//! attributes; otherwise an `Authorization: Bearer <token>` header equal to the admin token
-//! (compared in constant time) is the admin user. Every authenticated user is also in
-//! `system:authenticated`. Anything else is anonymous, which the server answers with 401
-//! except on the health endpoints. [`TokenAuthenticator`] answers the same question for a
-//! token alone (a TokenReview).
+//! attributes; otherwise the `Authorization: Bearer <token>` header's token is tried by the
+//! chain (`chain.rs`): the admin token (compared in constant time), the static token file
+//! (`static_tokens.rs`), bootstrap tokens (`bootstrap.rs`), and ServiceAccount JWTs
+//! (`service_account.rs`, signed and verified by `jwt.rs`, signatures cached by `cache.rs`).
+//! Every authenticated user is also in `system:authenticated`. Anything else is anonymous,
+//! which the server answers with 401 except on the health endpoints.
+//! `docs/design/authentication.md` says more.
+
+mod bootstrap;
+mod cache;
+mod chain;
+pub(crate) mod jwt;
+pub(crate) mod service_account;
+mod static_tokens;
+
+pub use chain::{AuthenticationConfig, DEFAULT_SERVICE_ACCOUNT_ISSUER};
+pub(crate) use chain::{Parts, TokenAuthenticator};
 
 use http::header::AUTHORIZATION;
 use http::HeaderMap;
@@ -69,38 +81,29 @@ pub(crate) fn user_from_certificate(certificate: &CertificateDer<'_>) -> Option<
     Some(User::new(name, pki::organizations(&certificate)))
 }
 
+/// Where the authenticators find the objects tokens name (ServiceAccounts, bound pods,
+/// Secrets, nodes, bootstrap token Secrets): the watch caches, so a lookup is cheap and
+/// synchronous. `resource` is a core/v1 plural; `namespace` is `None` for nodes.
+pub(crate) trait ObjectLookup: Send + Sync {
+    /// The object as served, if it exists.
+    fn object(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<serde_json::Value>;
+}
+
 /// The admin user that the admin token stands for.
 pub(crate) fn admin_user() -> User {
     User::new(pki::ADMIN_COMMON_NAME, [pki::ADMIN_ORGANIZATION.to_owned()])
 }
 
-/// The audiences a token is checked for when a TokenReview names none: kube-apiserver's
-/// default `--api-audiences` (its service-account issuer).
-pub(crate) const API_AUDIENCES: &[&str] = &["https://kubernetes.default.svc.cluster.local"];
-
-/// The bearer tokens the server accepts: the admin token, which stands for [`admin_user`] and
-/// is good for any audience (as kube-apiserver's static tokens are).
-#[derive(Clone, Debug)]
-pub(crate) struct TokenAuthenticator {
-    admin: BearerToken,
-}
-
-impl TokenAuthenticator {
-    /// The authenticator of a server whose admin token is `admin`.
-    pub(crate) fn new(admin: BearerToken) -> Self {
-        Self { admin }
-    }
-
-    /// The user `token` stands for, as the server would authenticate a request bearing it
-    /// (`Authorization: Bearer <token>`); `None` for a token the server refuses.
-    pub(crate) fn authenticate(&self, token: &str) -> Option<User> {
-        let header = format!("Bearer {token}");
-        let token = parse_bearer(&header)?;
-        self.admin.matches(token.as_bytes()).then(admin_user)
-    }
-}
-
-/// Authenticates a request from its connection's client-certificate user and its headers.
+/// Authenticates a request from its connection's client-certificate user and its headers with
+/// the transport's own credentials only (a certificate, the admin token): what a [`Handler`]
+/// that does not authenticate gets.
+///
+/// [`Handler`]: crate::Handler
 pub(crate) fn authenticate(
     certificate_user: Option<&User>,
     headers: &HeaderMap,
@@ -173,19 +176,6 @@ mod tests {
         let alice = User::new("alice", ["devs".to_owned()]);
         let user = authenticate(Some(&alice), &headers("Bearer wrong"), &token);
         assert_eq!(user, Some(alice));
-    }
-
-    #[test]
-    fn the_token_authenticator_should_accept_the_admin_token_only() {
-        let token = BearerToken::generate();
-        let tokens = TokenAuthenticator::new(token.clone());
-        assert_eq!(tokens.authenticate(token.expose()), Some(admin_user()));
-        assert_eq!(
-            tokens.authenticate(&format!("{} extra", token.expose())),
-            Some(admin_user())
-        );
-        assert_eq!(tokens.authenticate("nope"), None);
-        assert_eq!(tokens.authenticate(""), None);
     }
 
     #[test]
