@@ -98,7 +98,7 @@ fn a_pods_service_account_token_should_work_until_the_pod_is_deleted() {
     let listed = with_token(&["get", "pods", "-n", NS, "-o", "name"]);
     assert!(
         listed.status.success(),
-        "the pod's token was refused: {}",
+        "the pod's token {token:?} was refused: {}",
         String::from_utf8_lossy(&listed.stderr)
     );
     assert_eq!(String::from_utf8_lossy(&listed.stdout).trim(), "pod/reader");
