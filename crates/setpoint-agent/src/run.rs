@@ -144,6 +144,7 @@ pub async fn run(
             client: client.clone(),
             config_maps: config_maps.store(),
             secrets: secrets.store(),
+            tokens: crate::volumes::ServiceAccountTokens::new(client.clone()),
         },
         mounts,
     };

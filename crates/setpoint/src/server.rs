@@ -188,6 +188,16 @@ async fn start_api(
     api.set_apiservice_check_interval(args.apiservice_check_interval);
     api.set_authentication(args.authn.config());
     api.set_flow_control(args.limits.settings(args.request_timeout));
+    // ServiceAccount admission needs each namespace's `default` ServiceAccount: on unless this
+    // process runs the controllers without the loop that creates it.
+    if !args.roles.has(Role::Controllers)
+        || args
+            .controllers
+            .loops()
+            .contains(&setpoint_controllers::Loop::ServiceAccount)
+    {
+        api.enable_service_account_admission();
+    }
     let mut transport = TransportConfig::new(data_dir, args.listen);
     transport.request_timeout = args.request_timeout;
     let running = serve(transport, api.clone(), shutdown.clone())

@@ -341,7 +341,10 @@ fn kubectl_drain_should_evict_pods_and_debug_should_copy_a_pod() {
         "-o",
         "jsonpath={.spec.containers[*].name} {.spec.securityContext.runAsUser} {.spec.volumes[*].name}",
     ]);
-    assert_eq!(containers, "main debugger 1000 data cfg proj");
+    // ServiceAccount admission added the token volume to the original; the copy keeps it.
+    let (named, token_volume) = containers.rsplit_once(' ').expect("the volumes' names");
+    assert_eq!(named, "main debugger 1000 data cfg proj", "{containers}");
+    assert!(token_volume.starts_with("kube-api-access-"), "{containers}");
     // Every other kubectl installed beside it (1.27–1.33) sends its own copy.
     for minor in 27..=33 {
         let Some(bin) = common::kubectl_version(minor) else {
@@ -360,15 +363,16 @@ fn kubectl_drain_should_evict_pods_and_debug_should_copy_a_pod() {
             "kubectl 1.{minor} debug --copy-to: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert_eq!(
-            server.ok(&[
-                "get",
-                "pod",
-                &copy,
-                "-o",
-                "jsonpath={.spec.volumes[*].name}"
-            ]),
-            "data cfg proj"
+        let volumes = server.ok(&[
+            "get",
+            "pod",
+            &copy,
+            "-o",
+            "jsonpath={.spec.volumes[*].name}",
+        ]);
+        assert!(
+            volumes.starts_with("data cfg proj kube-api-access-"),
+            "{volumes}"
         );
     }
 

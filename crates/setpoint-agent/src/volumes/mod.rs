@@ -19,6 +19,7 @@ mod host;
 pub(crate) mod local_path;
 pub(crate) mod namespace;
 mod sources;
+mod token;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -29,6 +30,7 @@ use setpoint_runtime::Client;
 
 pub use host::LOCAL_PATH_ANNOTATION;
 pub(crate) use sources::{ObjectSources, SourceError};
+pub(crate) use token::ServiceAccountTokens;
 
 /// How containers see their volumes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -3,8 +3,11 @@
 //! them: `items` select and rename keys, `defaultMode`/`mode` set permissions (0644 unless
 //! said otherwise), a missing object or key fails the mount unless `optional`.
 //!
-//! `projected` sources `serviceAccountToken` and `clusterTrustBundle` are not served yet:
-//! they are skipped and reported (see [`Rendered::skipped`]).
+//! A `projected` volume's `serviceAccountToken` source is a token of the pod's ServiceAccount
+//! bound to the pod (`token.rs`), written with the volume's `defaultMode`, or `0600` when the
+//! pod sets `fsGroup` or `runAsUser` (the fsGroup then adds group read, as the kubelet's
+//! ownership management does). `clusterTrustBundle` sources are not served: they are skipped
+//! and reported (see [`Rendered::skipped`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -27,7 +30,8 @@ const DEFAULT_MODE: i32 = 0o644;
 #[error("{0}")]
 pub(crate) struct SourceError(pub(crate) String);
 
-/// Where ConfigMaps and Secrets are read: the agent's caches once synced, else the API.
+/// Where ConfigMaps and Secrets are read: the agent's caches once synced, else the API; and
+/// where ServiceAccount tokens come from.
 #[derive(Debug, Clone)]
 pub(crate) struct ObjectSources {
     /// The API.
@@ -36,6 +40,8 @@ pub(crate) struct ObjectSources {
     pub(crate) config_maps: ObjectCache<ConfigMap>,
     /// Every Secret, likewise.
     pub(crate) secrets: ObjectCache<Secret>,
+    /// The tokens of `serviceAccountToken` projections.
+    pub(crate) tokens: super::token::ServiceAccountTokens,
 }
 
 /// Key → bytes of one ConfigMap or Secret.
@@ -214,11 +220,15 @@ pub(crate) async fn render(
                     default_mode,
                 )?;
             }
-            if source.service_account_token.is_some() {
-                out.skipped.push(format!(
-                    "volume {:?}: serviceAccountToken projections are not supported yet; the token file is not written",
-                    volume.name
-                ));
+            if let Some(projection) = &source.service_account_token {
+                let token = sources.tokens.token(pod, projection).await?;
+                out.payload.insert(
+                    projection.path.clone(),
+                    FileContent {
+                        data: token.into_bytes(),
+                        mode: token_mode(pod, default_mode),
+                    },
+                );
             }
             if source.cluster_trust_bundle.is_some() {
                 out.skipped.push(format!(
@@ -279,6 +289,16 @@ fn keyed(
         }
     }
     Ok(())
+}
+
+/// A token file's mode: `0600` when the pod sets `fsGroup` or `runAsUser`, else the volume's.
+fn token_mode(pod: &Pod, default_mode: Option<i32>) -> u32 {
+    let context = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
+    if context.is_some_and(|c| c.fs_group.is_some() || c.run_as_user.is_some()) {
+        0o600
+    } else {
+        mode_bits(default_mode)
+    }
 }
 
 fn mode_bits(mode: Option<i32>) -> u32 {

@@ -16,6 +16,7 @@ mod limits;
 mod pid_namespace;
 mod pod_network;
 mod pod_spec;
+mod sa_tokens;
 mod simulated_completion;
 mod streams;
 mod volumes;

@@ -203,9 +203,18 @@ async fn secret_downward_api_projected_and_host_path_should_be_written_with_thei
         .await
         .expect("secret created");
     create_config_map(&h, "cfg", json!({"a": "1"})).await;
+    h.client
+        .namespaced_api::<k8s_openapi::api::core::v1::ServiceAccount>(NS)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "files"}})).expect("an SA"),
+        )
+        .await
+        .expect("SA created");
     h.create_pod(
         "files",
         json!({
+            "serviceAccountName": "files",
             "volumes": [
                 {"name": "sec", "secret": {"secretName": "creds", "defaultMode": 0o400,
                     "items": [{"key": "token", "path": "dir/token"}]}},
@@ -242,10 +251,8 @@ async fn secret_downward_api_projected_and_host_path_should_be_written_with_thei
     assert_eq!(mode(dir.join("sec/dir/token")), 0o400);
     assert_eq!(mode(dir.join("down/name")), 0o644);
     assert_eq!(mode(dir.join("proj/other")), 0o600);
-    assert!(
-        !dir.join("proj/token").exists(),
-        "the token projection is skipped"
-    );
+    // The token projection is written too (sa_tokens.rs checks the token itself).
+    assert_eq!(mode(dir.join("proj/token")), 0o644);
     assert_eq!(
         std::fs::read_to_string(dir.join("scratch/y")).expect("y"),
         "s\n"

@@ -43,7 +43,9 @@ impl Admit for RequestAdmission {
         let mut object = object;
         let mut defaulted = false;
         if let Some(builtin) = &self.builtin {
-            defaulted = builtin.mutate(def, operation, object.as_deref_mut());
+            defaulted = builtin
+                .mutate(def, operation, object.as_deref_mut())
+                .await?;
         }
         if self.mutating.is_empty() {
             return Ok(defaulted);
@@ -105,6 +107,9 @@ impl Admit for RequestAdmission {
         }
         if let Some(builtin) = &self.builtin {
             builtin.validate_limits(def, operation, object)?;
+            builtin
+                .validate_service_account(def, operation, object)
+                .await?;
         }
         self.validate_dynamic(operation, object, old, dry_run)
             .await?;

@@ -24,9 +24,10 @@
 //! - **Dry runs**: webhooks are called with `dryRun: true`; one whose `sideEffects` is not
 //!   `None`/`NoneOnDryRun` fails the request with 400 instead.
 //!
-//! - **Built-in plugins** ([`builtin`]): LimitRanger's defaults before the mutating webhooks
-//!   and its bounds before the validating ones; ResourceQuota after them, just before the
-//!   write (kube-apiserver's plugin order).
+//! - **Built-in plugins** ([`builtin`]): LimitRanger's defaults (then ServiceAccount's, when
+//!   on) before the mutating webhooks and its bounds (then ServiceAccount's checks) before the
+//!   validating ones; ResourceQuota after them, just before the write (kube-apiserver's plugin
+//!   order).
 //!
 //! The configurations are read from their watch caches on each request and compiled again
 //! only when one changed ([`configurations`]), so a new configuration applies to the
@@ -70,6 +71,8 @@ struct State {
     policies: Compiled<Policy>,
     bindings: Compiled<Binding>,
     client: Client,
+    /// ServiceAccount admission is on (`builtin/service_account.rs`).
+    service_accounts: std::sync::atomic::AtomicBool,
 }
 
 fn state(api: &Api) -> Arc<State> {
@@ -122,7 +125,13 @@ pub(crate) fn for_request(api: &Api, facts: RequestFacts<'_>) -> Option<Arc<Requ
         Some(c) if !bindings.is_empty() => state.policies.get(&c, policy_of),
         _ => Arc::default(),
     };
-    let builtin = builtin::for_request(&served, facts.def, facts.subresource, facts.namespace);
+    let builtin = builtin::for_request(
+        &served,
+        facts.def,
+        facts.subresource,
+        facts.namespace,
+        builtin::service_account::enabled(api),
+    );
     if validating.is_empty() && mutating.is_empty() && bindings.is_empty() && builtin.is_none() {
         return None;
     }

@@ -15,6 +15,7 @@ mod pod_template;
 pub(crate) mod store;
 pub(crate) mod strategy;
 pub(crate) mod table;
+pub(crate) mod token_projection;
 mod validation;
 mod versions;
 mod volumes;

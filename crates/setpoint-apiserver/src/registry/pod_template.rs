@@ -28,6 +28,7 @@ pub(crate) fn default_pod_spec(spec: &mut Map<String, Value>) {
     default(spec, "securityContext", json!({}));
     default(spec, "schedulerName", json!("default-scheduler"));
     default(spec, "enableServiceLinks", json!(true));
+    super::token_projection::default_projections(spec);
     for list in ["initContainers", "containers"] {
         if let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) {
             for c in containers.iter_mut().filter_map(Value::as_object_mut) {
@@ -107,6 +108,7 @@ pub(crate) fn validate_pod_spec(spec: &Value, path: &str, causes: &mut Vec<Cause
             }
         }
     }
+    super::token_projection::validate_projections(spec, path, causes);
     let policy = &spec["restartPolicy"];
     if !policy.is_null()
         && !["Always", "OnFailure", "Never"].contains(&policy.as_str().unwrap_or(""))

@@ -179,6 +179,7 @@ impl Worker {
                 }
                 self.stop_all(MIN_GRACE, None).await;
                 crate::volumes::teardown(&self.dir);
+                self.ctx.volumes.sources.tokens.forget_pod(&self.uid);
                 self.remove_pid_namespace().await;
                 self.remove_network().await;
                 if let Err(e) = std::fs::remove_dir_all(&self.dir) {

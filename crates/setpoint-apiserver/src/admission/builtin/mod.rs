@@ -1,15 +1,19 @@
 //! The built-in admission plugins kube-apiserver enables by default that act on objects'
-//! resources: LimitRanger ([`limit_range`]: defaults, then bounds) and ResourceQuota
-//! ([`quota`]: usage charged to the namespace's quotas, creates over them refused).
+//! resources: LimitRanger ([`limit_range`]: defaults, then bounds), ServiceAccount
+//! ([`service_account`]: a pod's ServiceAccount defaulted and checked, its token mounted;
+//! when enabled) and ResourceQuota ([`quota`]: usage charged to the namespace's quotas,
+//! creates over them refused).
 //!
 //! They run inside the request's admission (`super::dispatch`) in kube-apiserver's order:
 //! LimitRanger's defaults before the mutating webhooks, its bounds before the validating
-//! policies and webhooks, and ResourceQuota last, just before the write. A request only gets
-//! them when its namespace has a LimitRange or a ResourceQuota (read from their watch caches),
-//! so namespaces without either pay one cache lookup.
+//! policies and webhooks, and ResourceQuota last, just before the write; ServiceAccount
+//! mutates after LimitRanger and validates after it. A request only gets them when its
+//! namespace has a LimitRange or a ResourceQuota (read from their watch caches) or it is a pod
+//! write with ServiceAccount admission on, so other requests pay one cache lookup.
 
 mod limit_range;
 mod quota;
+pub(crate) mod service_account;
 
 use std::sync::Arc;
 
@@ -26,6 +30,8 @@ pub(super) struct Builtin {
     namespace: String,
     limit_ranges: Vec<Value>,
     quotas: bool,
+    /// ServiceAccount admission applies (a pod, with the plugin on).
+    service_accounts: bool,
 }
 
 /// The objects of a namespaced core/v1 resource in `namespace`, from its watch cache.
@@ -48,6 +54,7 @@ pub(super) fn for_request(
     def: &ResourceDef,
     subresource: &str,
     namespace: Option<&str>,
+    service_accounts: bool,
 ) -> Option<Builtin> {
     let namespace = namespace?;
     if !subresource.is_empty() || !def.namespaced {
@@ -61,7 +68,8 @@ pub(super) fn for_request(
         Vec::new()
     };
     let quotas = !cached_is_empty(served, "resourcequotas", namespace);
-    if limit_ranges.is_empty() && !quotas {
+    let service_accounts = service_accounts && is_core(def, "pods");
+    if limit_ranges.is_empty() && !quotas && !service_accounts {
         return None;
     }
     Some(Builtin {
@@ -69,6 +77,7 @@ pub(super) fn for_request(
         namespace: namespace.to_owned(),
         limit_ranges,
         quotas,
+        service_accounts,
     })
 }
 
@@ -83,18 +92,41 @@ fn cached_is_empty(served: &Served, plural: &str, namespace: &str) -> bool {
 }
 
 impl Builtin {
-    /// LimitRanger's defaults; whether the object changed.
-    pub(super) fn mutate(
+    /// LimitRanger's defaults, then ServiceAccount's; whether the object changed.
+    pub(super) async fn mutate(
         &self,
         def: &ResourceDef,
         operation: Operation,
         object: Option<&mut Value>,
-    ) -> bool {
+    ) -> Result<bool, ApiError> {
         match object {
             Some(o) if operation == Operation::Create && is_core(def, "pods") => {
-                limit_range::default_pod(&self.limit_ranges, o)
+                let mut changed = limit_range::default_pod(&self.limit_ranges, o);
+                if self.service_accounts {
+                    changed |= service_account::admit(&self.served, &self.namespace, o)
+                        .await
+                        .map_err(|why| forbidden_create(def, o, &why))?;
+                }
+                Ok(changed)
             }
-            _ => false,
+            _ => Ok(false),
+        }
+    }
+
+    /// ServiceAccount's checks of a pod being created.
+    pub(super) async fn validate_service_account(
+        &self,
+        def: &ResourceDef,
+        operation: Operation,
+        object: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        match object {
+            Some(o) if self.service_accounts && operation == Operation::Create => {
+                service_account::validate(&self.served, &self.namespace, o)
+                    .await
+                    .map_err(|why| forbidden_create(def, o, &why))
+            }
+            _ => Ok(()),
         }
     }
 
@@ -140,6 +172,18 @@ impl Builtin {
 
 fn is_core(def: &ResourceDef, plural: &str) -> bool {
     def.gvk.group.is_empty() && def.plural == plural
+}
+
+/// 403 for an object being created, named as kube-apiserver's admission names it before a
+/// name is generated: its name, else its `generateName`, else `Unknown`.
+fn forbidden_create(def: &ResourceDef, object: &Value, why: &str) -> ApiError {
+    let meta = &object["metadata"];
+    let name = [&meta["name"], &meta["generateName"]]
+        .into_iter()
+        .filter_map(Value::as_str)
+        .find(|n| !n.is_empty())
+        .unwrap_or("Unknown");
+    ApiError::forbidden_object(&def.group_resource(), name, why)
 }
 
 /// 403 `<resource> "<name>" is forbidden: <why>`, as kube-apiserver's admission refuses.
