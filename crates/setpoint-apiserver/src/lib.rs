@@ -137,6 +137,7 @@ impl Api {
         let builtins = registry::builtin_resources(crd::definitions());
         let api = Api::build(store, window, builtins).await?;
         crd::controller::start(&api).await?;
+        authz::aggregation::start(&api);
         aggregation::start(&api).await;
         Ok(api)
     }
@@ -150,7 +151,17 @@ impl Handler for Api {
         user: User,
     ) -> http::Response<Body> {
         // Handlers that answer for the caller (review kinds) and admission webhooks, which are
-        // told who asked, find the user here.
+        // told who asked, find the user here. An impersonation was authorized by the transport
+        // (`impersonate` below): its headers go no further.
+        if server::impersonation::asks(request.headers()) {
+            let names: Vec<_> = (request.headers().keys())
+                .filter(|k| k.as_str().starts_with("impersonate-"))
+                .cloned()
+                .collect();
+            for name in names {
+                request.headers_mut().remove(name);
+            }
+        }
         request.extensions_mut().insert(user);
         Api::handle(self, request).await
     }
@@ -183,6 +194,14 @@ impl Handler for Api {
             checks.push(("informer-sync".to_owned(), synced));
         }
         checks
+    }
+
+    fn impersonate(
+        &self,
+        user: User,
+        headers: &http::HeaderMap,
+    ) -> Result<User, setpoint_core::ApiError> {
+        server::impersonation::impersonate(self.authorizer().as_ref(), user, headers)
     }
 
     fn credentials_loaded(&self, pki: &Pki) {

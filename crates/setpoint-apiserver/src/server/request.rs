@@ -20,9 +20,9 @@ use http_body::Body as _;
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
 
+use super::deadline;
 use super::handler::{Body, Handler};
 use super::health;
-use super::{deadline, impersonation};
 use crate::auth::{self, User};
 use crate::pki::BearerToken;
 use setpoint_core::ApiError;
@@ -77,10 +77,13 @@ pub(crate) async fn serve_request(
         drain_in_background(request.into_body());
         return failure_response(&ApiError::unauthorized());
     };
-    if let Some(failure) = impersonation::refuse(request.headers(), &user) {
-        drain_in_background(request.into_body());
-        return failure_response(&failure);
-    }
+    let user = match context.handler.impersonate(user, request.headers()) {
+        Ok(user) => user,
+        Err(failure) => {
+            drain_in_background(request.into_body());
+            return failure_response(&failure);
+        }
+    };
     let version = request.version();
     let timeout = match deadline::request_timeout(request.uri(), context.timeout) {
         Ok(timeout) => timeout,

@@ -118,10 +118,10 @@ async fn requests_should_be_refused_unless_a_binding_allows_them() {
         "true"
     );
 
-    // A RoleBinding to view rules in `default` lets jane list there, not create, not elsewhere.
+    // A RoleBinding to `view` in `default` lets jane list there, not create, not elsewhere.
     let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": "jane-view", "namespace": "default"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:aggregate-to-view"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
         "subjects": [{"kind": "User", "name": "jane"}]});
     let rbs = "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings";
     assert_eq!(
@@ -197,4 +197,371 @@ async fn requests_should_be_refused_unless_a_binding_allows_them() {
         StatusCode::FORBIDDEN,
     )
     .await;
+}
+
+/// A ClusterRole or Role object.
+fn role(kind: &str, name: &str, namespace: Option<&str>, rules: Value) -> Value {
+    let mut meta = json!({"name": name});
+    if let Some(ns) = namespace {
+        meta["namespace"] = json!(ns);
+    }
+    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": meta, "rules": rules})
+}
+
+/// A binding of the ClusterRole `role` to the user `who`.
+fn bind(kind: &str, name: &str, namespace: Option<&str>, role: &str, who: &str) -> Value {
+    let mut meta = json!({"name": name});
+    if let Some(ns) = namespace {
+        meta["namespace"] = json!(ns);
+    }
+    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": meta,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"kind": "User", "name": who}]})
+}
+
+const RBAC: &str = "/apis/rbac.authorization.k8s.io/v1";
+
+#[tokio::test]
+async fn edit_should_not_read_rbac_and_escalation_should_be_refused() {
+    let api = api().await;
+    let ed = user("ed", &["devs"]);
+    let binding = bind("RoleBinding", "ed-edit", Some("default"), "edit", "ed");
+    assert_eq!(
+        call(
+            &api,
+            &admin(),
+            "POST",
+            &format!("{RBAC}/namespaces/default/rolebindings"),
+            binding
+        )
+        .await
+        .0,
+        StatusCode::CREATED
+    );
+    // `edit` writes workloads and reads secrets, never roles or bindings.
+    eventually(
+        &api,
+        &ed,
+        "GET",
+        "/api/v1/namespaces/default/secrets",
+        Value::Null,
+        StatusCode::OK,
+    )
+    .await;
+    let (status, body) = call(
+        &api,
+        &ed,
+        "GET",
+        &format!("{RBAC}/namespaces/default/roles"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        body["message"],
+        "roles.rbac.authorization.k8s.io is forbidden: User \"ed\" cannot list resource \"roles\" in API group \"rbac.authorization.k8s.io\" in the namespace \"default\""
+    );
+
+    // A user who may only create roles cannot create one granting more than it holds.
+    let creator = role(
+        "ClusterRole",
+        "role-creator",
+        None,
+        json!([{"verbs": ["create"], "apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"]},
+        {"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]}]),
+    );
+    assert_eq!(
+        call(
+            &api,
+            &admin(),
+            "POST",
+            &format!("{RBAC}/clusterroles"),
+            creator
+        )
+        .await
+        .0,
+        StatusCode::CREATED
+    );
+    let binding = bind("RoleBinding", "rc", Some("default"), "role-creator", "rc");
+    assert_eq!(
+        call(
+            &api,
+            &admin(),
+            "POST",
+            &format!("{RBAC}/namespaces/default/rolebindings"),
+            binding
+        )
+        .await
+        .0,
+        StatusCode::CREATED
+    );
+    let rc = user("rc", &[]);
+    let roles = format!("{RBAC}/namespaces/default/roles");
+    let modest = role(
+        "Role",
+        "modest",
+        Some("default"),
+        json!([{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]}]),
+    );
+    eventually(&api, &rc, "POST", &roles, modest, StatusCode::CREATED).await;
+    let greedy = role(
+        "Role",
+        "greedy",
+        Some("default"),
+        json!([{"verbs": ["get", "delete"], "apiGroups": [""], "resources": ["pods", "secrets"]}]),
+    );
+    let (status, body) = call(&api, &rc, "POST", &roles, greedy).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(
+        body["message"],
+        "roles.rbac.authorization.k8s.io \"greedy\" is forbidden: user \"rc\" (groups=[\"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"\"], Resources:[\"pods\"], Verbs:[\"delete\"]}\n{APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"get\" \"delete\"]}"
+    );
+    // Binding a role it does not hold is refused too, unless it may `bind` it.
+    let can_bind = role(
+        "ClusterRole",
+        "binder",
+        None,
+        json!([{"verbs": ["create"], "apiGroups": ["rbac.authorization.k8s.io"], "resources": ["rolebindings"]}]),
+    );
+    assert_eq!(
+        call(
+            &api,
+            &admin(),
+            "POST",
+            &format!("{RBAC}/clusterroles"),
+            can_bind
+        )
+        .await
+        .0,
+        StatusCode::CREATED
+    );
+    let binding = bind("RoleBinding", "rc-binder", Some("default"), "binder", "rc");
+    assert_eq!(
+        call(
+            &api,
+            &admin(),
+            "POST",
+            &format!("{RBAC}/namespaces/default/rolebindings"),
+            binding
+        )
+        .await
+        .0,
+        StatusCode::CREATED
+    );
+    let rbs = format!("{RBAC}/namespaces/default/rolebindings");
+    let to_admin = bind("RoleBinding", "rc-admin", Some("default"), "admin", "rc");
+    let modest_binding = bind(
+        "RoleBinding",
+        "rc-view-pods",
+        Some("default"),
+        "role-creator",
+        "someone",
+    );
+    eventually(&api, &rc, "POST", &rbs, modest_binding, StatusCode::CREATED).await;
+    let (status, body) = call(&api, &rc, "POST", &rbs, to_admin.clone()).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(
+        body["message"].as_str().unwrap().starts_with(
+            "rolebindings.rbac.authorization.k8s.io \"rc-admin\" is forbidden: user \"rc\""
+        ),
+        "{body}"
+    );
+    let may_bind = role(
+        "ClusterRole",
+        "may-bind-admin",
+        None,
+        json!([{"verbs": ["bind"], "apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "resourceNames": ["admin"]}]),
+    );
+    assert_eq!(
+        call(
+            &api,
+            &admin(),
+            "POST",
+            &format!("{RBAC}/clusterroles"),
+            may_bind
+        )
+        .await
+        .0,
+        StatusCode::CREATED
+    );
+    let binding = bind(
+        "ClusterRoleBinding",
+        "rc-may-bind",
+        None,
+        "may-bind-admin",
+        "rc",
+    );
+    assert_eq!(
+        call(
+            &api,
+            &admin(),
+            "POST",
+            &format!("{RBAC}/clusterrolebindings"),
+            binding
+        )
+        .await
+        .0,
+        StatusCode::CREATED
+    );
+    eventually(&api, &rc, "POST", &rbs, to_admin, StatusCode::CREATED).await;
+}
+
+#[tokio::test]
+async fn aggregation_and_access_reviews_should_follow_rbac() {
+    let api = api().await;
+    // A custom role labelled to aggregate into `view` is gathered into it.
+    let crons = role(
+        "ClusterRole",
+        "crontabs-view",
+        None,
+        json!([{"verbs": ["get"], "apiGroups": ["example.com"], "resources": ["crontabs"]}]),
+    );
+    let mut crons = crons;
+    crons["metadata"]["labels"] = json!({"rbac.authorization.k8s.io/aggregate-to-view": "true"});
+    assert_eq!(
+        call(
+            &api,
+            &admin(),
+            "POST",
+            &format!("{RBAC}/clusterroles"),
+            crons
+        )
+        .await
+        .0,
+        StatusCode::CREATED
+    );
+    let mut gathered = false;
+    for _ in 0..400 {
+        let (_, view) = call(
+            &api,
+            &admin(),
+            "GET",
+            &format!("{RBAC}/clusterroles/view"),
+            Value::Null,
+        )
+        .await;
+        if view["rules"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|r| r["resources"] == json!(["crontabs"])))
+        {
+            gathered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(gathered, "view did not aggregate crontabs-view");
+    let (_, edit) = call(
+        &api,
+        &admin(),
+        "GET",
+        &format!("{RBAC}/clusterroles/edit"),
+        Value::Null,
+    )
+    .await;
+    assert!(edit["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["resources"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("secrets"))));
+
+    // Access reviews answer with the real authorizer.
+    let binding = bind("RoleBinding", "vic-view", Some("default"), "view", "vic");
+    assert_eq!(
+        call(
+            &api,
+            &admin(),
+            "POST",
+            &format!("{RBAC}/namespaces/default/rolebindings"),
+            binding
+        )
+        .await
+        .0,
+        StatusCode::CREATED
+    );
+    let vic = user("vic", &[]);
+    let review = |verb: &str, resource: &str| {
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"namespace": "default", "verb": verb, "resource": resource}}})
+    };
+    let ssar = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+    let mut answer = Value::Null;
+    for _ in 0..400 {
+        answer = call(&api, &vic, "POST", ssar, review("list", "pods"))
+            .await
+            .1;
+        if answer["status"]["allowed"] == true {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        answer["status"],
+        json!({"allowed": true, "reason": "RBAC: allowed by RoleBinding \"vic-view/default\" of ClusterRole \"view\" to User \"vic\""})
+    );
+    assert_eq!(
+        call(&api, &vic, "POST", ssar, review("create", "pods"))
+            .await
+            .1["status"],
+        json!({"allowed": false})
+    );
+    let sar = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": "vic", "resourceAttributes": {"namespace": "default", "verb": "get", "resource": "secrets"}}});
+    let (status, body) = call(
+        &api,
+        &admin(),
+        "POST",
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        sar,
+    )
+    .await;
+    assert_eq!(
+        (status, &body["status"]["allowed"]),
+        (StatusCode::CREATED, &json!(false))
+    );
+    let lsar = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "LocalSubjectAccessReview", "metadata": {"namespace": "kube-system"},
+        "spec": {"user": "vic", "resourceAttributes": {"namespace": "default", "verb": "get", "resource": "pods"}}});
+    let (status, _) = call(
+        &api,
+        &admin(),
+        "POST",
+        "/apis/authorization.k8s.io/v1/namespaces/kube-system/localsubjectaccessreviews",
+        lsar,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let ssrr = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": {"namespace": "default"}});
+    let (_, rules) = call(
+        &api,
+        &vic,
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+        ssrr,
+    )
+    .await;
+    let resource_rules = rules["status"]["resourceRules"].as_array().unwrap();
+    assert!(
+        resource_rules
+            .iter()
+            .any(|r| r["resources"].as_array().unwrap().contains(&json!("pods"))),
+        "{rules}"
+    );
+    assert!(
+        !resource_rules.iter().any(|r| r["resources"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("secrets"))),
+        "{rules}"
+    );
+    assert!(rules["status"]["nonResourceRules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["nonResourceURLs"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("/version"))));
+    assert_eq!(rules["status"]["incomplete"], false);
 }

@@ -292,6 +292,25 @@ impl Index {
         }
     }
 
+    /// The rules of a ClusterRole (`cluster`) or of a Role in `namespace`.
+    pub(crate) fn role_rules(
+        &self,
+        cluster: bool,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Vec<PolicyRule>, String> {
+        let probe = Binding {
+            id: BindingId {
+                namespace: namespace.to_owned(),
+                name: String::new(),
+            },
+            cluster_role: cluster,
+            role: name.to_owned(),
+            subjects: Vec::new(),
+        };
+        self.rules_of(&probe).map(|rules| rules.as_ref().clone())
+    }
+
     /// RBAC's decision on `attributes`: allowed by the first binding of the asker whose role
     /// has a rule allowing it; else no opinion, naming the roles that were not found.
     pub(crate) fn authorize(&self, attributes: &Attributes) -> Decision {

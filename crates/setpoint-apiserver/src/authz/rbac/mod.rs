@@ -17,7 +17,6 @@ use k8s_openapi::api::rbac::v1::PolicyRule;
 use parking_lot::RwLock;
 use setpoint_core::Revision;
 
-pub(crate) use index::service_account_user;
 use index::{Index, Kind};
 
 use super::{Attributes, Authorizer, Decision};
@@ -120,6 +119,20 @@ impl RbacAuthorizer {
     pub(crate) fn rules_for(&self, user: &User, namespace: &str) -> (Vec<PolicyRule>, Vec<String>) {
         self.refresh();
         self.state.read().index.rules_for(user, namespace)
+    }
+}
+
+impl RbacAuthorizer {
+    /// The rules of the ClusterRole `name` (`cluster`) or of the Role `name` in `namespace`, or
+    /// kube's "not found" error.
+    pub(crate) fn role_rules(
+        &self,
+        cluster: bool,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Vec<PolicyRule>, String> {
+        self.refresh();
+        self.state.read().index.role_rules(cluster, namespace, name)
     }
 }
 
