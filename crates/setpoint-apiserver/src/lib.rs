@@ -84,6 +84,7 @@ mod webhook;
 pub use aggregation::DEFAULT_CHECK_INTERVAL as DEFAULT_APISERVICE_CHECK_INTERVAL;
 pub use api::{Api, ComponentCheck, MetricsRenderer};
 pub use auth::{User, AUTHENTICATED_GROUP};
+pub use authz::bench::decision_latencies as authz_decision_latencies;
 pub use node_client::{NodeClient, NodeClientError};
 pub use pki::{Pki, PkiError, ADMIN_KUBECONFIG};
 pub use server::{empty_body, full_body, stream_body, Body, Handler};

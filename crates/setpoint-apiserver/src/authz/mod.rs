@@ -15,6 +15,7 @@
 
 pub(crate) mod aggregation;
 mod attributes;
+pub(crate) mod bench;
 pub(crate) mod bootstrap;
 mod chain;
 pub(crate) mod escalation;

@@ -80,8 +80,8 @@ pub(crate) fn impersonate(
             "impersonate",
             "",
             "serviceaccounts",
-            &ns,
-            &sa,
+            ns,
+            sa,
         ))?,
         None => check(Attributes::resource(
             &user,

@@ -8,7 +8,7 @@
 //! per event; a cache whose window it fell behind is loaded again whole. Rule matching is
 //! `rules.rs`.
 
-mod index;
+pub(crate) mod index;
 pub(crate) mod rules;
 
 use std::sync::Arc;
