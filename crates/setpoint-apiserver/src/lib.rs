@@ -138,7 +138,11 @@ impl Api {
         let builtins = registry::builtin_resources(crd::definitions());
         let api = Api::build(store, window, builtins).await?;
         crd::controller::start(&api).await?;
-        authz::aggregation::start(&api);
+        authz::aggregation::start(&api.registry_store_of(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "clusterroles",
+        )?);
         aggregation::start(&api).await;
         Ok(api)
     }

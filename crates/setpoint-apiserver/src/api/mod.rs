@@ -321,7 +321,12 @@ impl Api {
                 &|current| Ok(with_ready_condition(current, chrono::Utc::now())),
             )
             .await?;
-        crate::authz::bootstrap::ensure(self).await?;
+        let rbac = "rbac.authorization.k8s.io";
+        crate::authz::bootstrap::ensure(
+            &*self.registry_store_of(rbac, "v1", "clusterroles")?,
+            &*self.registry_store_of(rbac, "v1", "clusterrolebindings")?,
+        )
+        .await?;
         Ok(())
     }
 

@@ -12,50 +12,50 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use setpoint_core::LabelSelector;
 
-use crate::api::Api;
 use crate::registry::store::{RegistryStore, Scope};
 use crate::watchcache::Filter;
 
-/// Starts the aggregation loop; it ends when the API is dropped.
-pub(crate) fn start(api: &Arc<Api>) {
-    tokio::spawn(run(Arc::downgrade(api)));
+/// How often a quiet loop checks that its API is still there.
+const ALIVE_CHECK: Duration = Duration::from_secs(1);
+
+/// Starts the aggregation loop over the ClusterRoles' registry store; it ends when the store
+/// is dropped (with its API).
+pub(crate) fn start(cluster_roles: &Arc<RegistryStore>) {
+    tokio::spawn(run(Arc::downgrade(cluster_roles)));
 }
 
-fn cluster_roles(api: &Api) -> Option<Arc<RegistryStore>> {
-    api.registry_store_of("rbac.authorization.k8s.io", "v1", "clusterroles")
-        .ok()
-}
-
-async fn run(api: Weak<Api>) {
+async fn run(store: Weak<RegistryStore>) {
     loop {
-        let Some(store) = api.upgrade().and_then(|a| cluster_roles(&a)) else {
+        let Some(cache) = store.upgrade().map(|s| s.cache().clone()) else {
             return;
         };
-        let cache = store.cache().clone();
-        drop(store);
         if !cache.is_ready() {
+            drop(cache);
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         }
-        let from = cache.revision();
-        let Ok(mut watcher) = cache.watch(from, Filter::default()) else {
+        let Ok(mut watcher) = cache.watch(cache.revision(), Filter::default()) else {
             continue;
         };
         drop(cache);
-        if let Some(a) = api.upgrade() {
-            reconcile_all(&a).await;
+        match store.upgrade() {
+            Some(s) => reconcile_all(&s).await,
+            None => return,
         }
         // Wait for a change to the ClusterRoles, then look again.
         loop {
-            match watcher.next().await {
-                Ok(events) if events.is_empty() => {}
-                Ok(_) => break,
-                Err(_) => {
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    break;
-                }
+            tokio::select! {
+                events = watcher.next() => match events {
+                    Ok(events) if events.is_empty() => {}
+                    Ok(_) => break,
+                    Err(_) => {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        break;
+                    }
+                },
+                () = tokio::time::sleep(ALIVE_CHECK) => {}
             }
-            if api.strong_count() == 0 {
+            if store.strong_count() == 0 {
                 return;
             }
         }
@@ -63,10 +63,7 @@ async fn run(api: Weak<Api>) {
 }
 
 /// Brings every aggregated ClusterRole's rules in line with the roles it selects.
-pub(crate) async fn reconcile_all(api: &Api) {
-    let Some(store) = cluster_roles(api) else {
-        return;
-    };
+pub(crate) async fn reconcile_all(store: &RegistryStore) {
     let (objects, _) = store.cache().snapshot();
     let roles: Vec<(Value, std::collections::BTreeMap<String, String>)> = objects
         .values()

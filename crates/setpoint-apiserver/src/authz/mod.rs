@@ -141,7 +141,7 @@ pub(crate) trait Authorizer: Send + Sync {
 /// request's `User` extension); a request without one (an in-process caller) acts as the
 /// admin and is allowed. A refusal is kube's 403 ([`forbidden`]).
 pub(crate) fn authorize_request(
-    api: &crate::api::Api,
+    chain: &Chain,
     request: &http::Request<bytes::Bytes>,
     target: &crate::request_info::Target,
 ) -> Result<(), ApiError> {
@@ -149,7 +149,7 @@ pub(crate) fn authorize_request(
         return Ok(());
     };
     let attributes = attributes_of(user, request.method(), request.uri().path(), target);
-    match api.authorizer().authorize(&attributes) {
+    match chain.authorize(&attributes) {
         Decision::Allow(_) => Ok(()),
         refused => Err(forbidden(&attributes, refused.reason())),
     }

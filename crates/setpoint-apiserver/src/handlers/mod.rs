@@ -66,7 +66,7 @@ impl Api {
         let query = request_info::parse_query(request.uri().query());
         let target = request_info::resolve(request.method(), request.uri().path(), &query)?;
         // Who may do this, before anything is read, written or proxied.
-        crate::authz::authorize_request(self, &request, &target)?;
+        crate::authz::authorize_request(self.authorizer(), &request, &target)?;
         // An aggregated group-version is its server's, even one served here too; so is its
         // OpenAPI v3 document.
         let path = request.uri().path();

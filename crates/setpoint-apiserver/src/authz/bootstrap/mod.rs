@@ -14,7 +14,6 @@ use setpoint_core::{ApiError, Reason};
 
 pub(crate) use policy::AUTOUPDATE;
 
-use crate::api::Api;
 use crate::authz::rbac::rules::uncovered;
 use crate::registry::store::{RegistryStore, Scope};
 
@@ -52,22 +51,24 @@ pub(crate) fn cluster_role_bindings() -> Vec<ClusterRoleBinding> {
 }
 
 /// Creates the missing default objects and reconciles the auto-updated ones.
-pub(crate) async fn ensure(api: &Api) -> Result<(), ApiError> {
-    let roles = api.registry_store_of(GROUP, "v1", "clusterroles")?;
+/// `roles` and `bindings` are the ClusterRoles' and ClusterRoleBindings' registry stores.
+pub(crate) async fn ensure(
+    roles: &RegistryStore,
+    bindings: &RegistryStore,
+) -> Result<(), ApiError> {
     for role in cluster_roles() {
         let mut object =
             serde_json::to_value(&role).map_err(|e| ApiError::internal(e.to_string()))?;
         object["apiVersion"] = json!(format!("{GROUP}/v1"));
         object["kind"] = json!("ClusterRole");
-        ensure_one(&roles, object, reconcile_role).await?;
+        ensure_one(roles, object, reconcile_role).await?;
     }
-    let bindings = api.registry_store_of(GROUP, "v1", "clusterrolebindings")?;
     for binding in cluster_role_bindings() {
         let mut object =
             serde_json::to_value(&binding).map_err(|e| ApiError::internal(e.to_string()))?;
         object["apiVersion"] = json!(format!("{GROUP}/v1"));
         object["kind"] = json!("ClusterRoleBinding");
-        ensure_one(&bindings, object, reconcile_binding).await?;
+        ensure_one(bindings, object, reconcile_binding).await?;
     }
     Ok(())
 }
