@@ -67,7 +67,6 @@ mod aggregation;
 mod api;
 mod audit;
 mod auth;
-#[allow(dead_code)] // the shared types, used as the authorizers land
 mod authz;
 mod crd;
 pub mod encryption;
@@ -95,6 +94,7 @@ pub use audit::{
     DEFAULT_POLICY as DEFAULT_AUDIT_POLICY, MEGABYTE as AUDIT_MEGABYTE,
 };
 pub use auth::{AuthenticationConfig, User, AUTHENTICATED_GROUP, DEFAULT_SERVICE_ACCOUNT_ISSUER};
+pub use authz::bench::decision_latencies as authz_decision_latencies;
 pub use flowcontrol::{FlowControlFigures, FlowControlSettings};
 pub use node_client::{NodeClient, NodeClientError};
 pub use pki::{Pki, PkiError, ADMIN_KUBECONFIG};
@@ -149,6 +149,11 @@ impl Api {
         let builtins = registry::builtin_resources(crd::definitions());
         let api = Api::build(store, window, builtins).await?;
         crd::controller::start(&api).await?;
+        authz::aggregation::start(&api.registry_store_of(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "clusterroles",
+        )?);
         aggregation::start(&api).await;
         flowcontrol::start(&api).await;
         Ok(api)
@@ -163,7 +168,17 @@ impl Handler for Api {
         user: User,
     ) -> http::Response<Body> {
         // Handlers that answer for the caller (review kinds) and admission webhooks, which are
-        // told who asked, find the user here.
+        // told who asked, find the user here. An impersonation was authorized by the transport
+        // (`impersonate` below): its headers go no further.
+        if server::impersonation::asks(request.headers()) {
+            let names: Vec<_> = (request.headers().keys())
+                .filter(|k| k.as_str().starts_with("impersonate-"))
+                .cloned()
+                .collect();
+            for name in names {
+                request.headers_mut().remove(name);
+            }
+        }
         request.extensions_mut().insert(user);
         // The audit log records every request, the 429s of API Priority and Fairness too (as
         // kube-apiserver's filter order has it); APF then gives a seat (or a 429) before
@@ -222,6 +237,14 @@ impl Handler for Api {
             checks.push(("informer-sync".to_owned(), synced));
         }
         checks
+    }
+
+    fn impersonate(
+        &self,
+        user: User,
+        headers: &http::HeaderMap,
+    ) -> Result<User, setpoint_core::ApiError> {
+        server::impersonation::impersonate(self.authorizer().as_ref(), user, headers)
     }
 
     fn credentials_loaded(&self, pki: &Pki) {

@@ -66,6 +66,10 @@ impl Api {
     }
 
     async fn route(&self, request: Request<Bytes>) -> Result<Response<Body>, ApiError> {
+        let query = request_info::parse_query(request.uri().query());
+        let target = request_info::resolve(request.method(), request.uri().path(), &query)?;
+        // Who may do this, before anything is read, written or proxied.
+        crate::authz::authorize_request(self.authorizer(), &request, &target)?;
         // An aggregated group-version is its server's, even one served here too; so is its
         // OpenAPI v3 document.
         let path = request.uri().path();
@@ -76,8 +80,6 @@ impl Api {
         if let Some(target) = aggregated {
             return Ok(crate::aggregation::proxy::proxy(self, &target, request).await);
         }
-        let query = request_info::parse_query(request.uri().query());
-        let target = request_info::resolve(request.method(), request.uri().path(), &query)?;
         let accept = request
             .headers()
             .get(http::header::ACCEPT)
@@ -206,7 +208,16 @@ impl Api {
         if r.verb == Verb::Create && def.strategy.binds_pods() {
             return subresource::bind_named(&ctx).await;
         }
-        let response = admitted(admission, async {
+        // RBAC writes are checked for escalation where admission sees the final object.
+        let escalation = crate::authz::escalation::EscalationCheck::for_write(
+            self.authorizer(),
+            def,
+            asked_by.as_ref(),
+            admission
+                .clone()
+                .map(|a| a as Arc<dyn crate::registry::store::Admit>),
+        );
+        let response = admitted_checked(admission, escalation, async {
             match r.verb {
                 Verb::Get => read::get(&ctx).await,
                 Verb::List => read::list(&ctx).await,
@@ -271,10 +282,22 @@ async fn admitted(
     admission: Option<Arc<crate::admission::RequestAdmission>>,
     handler: impl std::future::Future<Output = Result<Response<Body>, ApiError>>,
 ) -> Result<Response<Body>, ApiError> {
+    admitted_checked(admission, None, handler).await
+}
+
+/// [`admitted`], under `check` (which asks `admission` itself) when given.
+async fn admitted_checked(
+    admission: Option<Arc<crate::admission::RequestAdmission>>,
+    check: Option<Arc<dyn crate::registry::store::Admit>>,
+    handler: impl std::future::Future<Output = Result<Response<Body>, ApiError>>,
+) -> Result<Response<Body>, ApiError> {
     let Some(admission) = admission else {
-        return handler.await;
+        return match check {
+            Some(check) => crate::registry::store::admitting(check, handler).await,
+            None => handler.await,
+        };
     };
-    let admit: Arc<dyn crate::registry::store::Admit> = admission.clone();
+    let admit: Arc<dyn crate::registry::store::Admit> = check.unwrap_or_else(|| admission.clone());
     let result = crate::registry::store::admitting(admit, handler).await;
     let warnings = admission.warnings();
     if warnings.is_empty() {

@@ -1,7 +1,8 @@
 //! POST of a create-only review kind (`SelfSubjectAccessReview`, `SelfSubjectReview`, …): the
 //! body is decoded and validated like any create, then the kind's strategy answers it for the
 //! user who asked (`registry/kinds/review.rs`; a TokenReview with the server's token
-//! authenticator, `registry/kinds/token_review.rs`); nothing is stored. A request without a user
+//! authenticator, `registry/kinds/token_review.rs`; the access reviews by the authorizer chain,
+//! `authz/review.rs`); nothing is stored. A request without a user
 //! (in-process callers) asks as the admin.
 
 use http::{Response, StatusCode};
@@ -37,10 +38,20 @@ pub(crate) async fn create(ctx: &Ctx<'_>, user: &User) -> Result<Response<Body>,
         extra: user.extra.clone(),
         tokens: ctx.api.authenticator().cloned(),
     };
-    let answer = ctx
-        .def
-        .strategy
-        .review(object, &asker, ctx.req.namespace.as_deref())?;
+    let namespace = ctx.req.namespace.as_deref();
+    // The access reviews are answered by the authorizer (`authz/review.rs`).
+    let access = crate::authz::review::answer(
+        ctx.api.authorizer(),
+        &ctx.def.gvk.kind,
+        &object,
+        user,
+        namespace,
+    )
+    .transpose()?;
+    let mut answer = ctx.def.strategy.review(object, &asker, namespace)?;
+    if let Some(status) = access {
+        answer["status"] = status;
+    }
     Ok(with_warnings(
         respond_object(ctx.def, &answer, ctx.accept, StatusCode::CREATED),
         &warnings,

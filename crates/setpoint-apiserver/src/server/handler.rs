@@ -47,6 +47,20 @@ pub trait Handler: Send + Sync + 'static {
         None
     }
 
+    /// The user a request of `user` runs as, given its `Impersonate-*` headers, or the refusal
+    /// (kube's 403 `Status`). The default refuses every impersonation: a handler without an
+    /// authorizer cannot decide who may impersonate whom. [`Api`](crate::Api) authorizes it.
+    fn impersonate(
+        &self,
+        user: User,
+        headers: &http::HeaderMap,
+    ) -> Result<User, setpoint_core::ApiError> {
+        match super::impersonation::refuse(headers, &user) {
+            Some(refused) => Err(refused),
+            None => Ok(user),
+        }
+    }
+
     /// Called once by [`serve`](crate::serve) when the cluster's credentials are loaded,
     /// before the first request. The default ignores them; [`Api`](crate::Api) takes the admin
     /// client certificate to call node agents with (`pods/log`).

@@ -8,7 +8,7 @@ mod deadline;
 mod failure;
 mod handler;
 mod health;
-mod impersonation;
+pub(crate) mod impersonation;
 mod request;
 mod request_id;
 mod upgrades;

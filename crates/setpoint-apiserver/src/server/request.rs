@@ -22,10 +22,10 @@ use http_body::Body as _;
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
 
+use super::deadline;
 use super::handler::{Body, Handler};
 use super::health;
-use super::request_id::{AuditId, PeerAddr};
-use super::{deadline, impersonation};
+use super::request_id::{AuditId, ImpersonatedBy, PeerAddr};
 use crate::auth::{self, User};
 use crate::pki::BearerToken;
 use setpoint_core::ApiError;
@@ -75,7 +75,7 @@ pub(crate) async fn serve_request(
 async fn answer(
     context: Arc<RequestContext>,
     certificate_user: Option<User>,
-    request: Request<Incoming>,
+    mut request: Request<Incoming>,
 ) -> Response<Body> {
     if health::is_health(request.uri()) {
         let response = health::respond(
@@ -102,9 +102,15 @@ async fn answer(
     let Some(user) = user else {
         return answer_refused(&context, request, None, &ApiError::unauthorized());
     };
-    if let Some(failure) = impersonation::refuse(request.headers(), &user) {
-        return answer_refused(&context, request, Some(&user), &failure);
-    }
+    let user = match context.handler.impersonate(user.clone(), request.headers()) {
+        Ok(acting) if acting == user => acting,
+        Ok(acting) => {
+            // The audit log records who sent it beside whom it acts as.
+            request.extensions_mut().insert(ImpersonatedBy(user));
+            acting
+        }
+        Err(failure) => return answer_refused(&context, request, Some(&user), &failure),
+    };
     let version = request.version();
     let timeout = match deadline::request_timeout(request.uri(), context.timeout) {
         Ok(timeout) => timeout,

@@ -192,9 +192,10 @@ async fn secrets_should_be_encrypted_in_the_store_files_and_plaintext_from_befor
     // The scan finds what is there: the ConfigMap is not encrypted (only Secrets are).
     assert!(!files_containing(&store_dir, plain_cm.as_bytes()).is_empty());
     let encrypted = files_containing(&store_dir, b"k8s:enc:aesgcm:v1:key1:");
+    // The snapshot holds it; the log segments it covers may already be gone (the store drops
+    // them once a snapshot is written), so the log is not required to.
     assert!(
-        encrypted.iter().any(|f| f.ends_with(".snap"))
-            && encrypted.iter().any(|f| f.ends_with(".log")),
-        "the encrypted Secret is in a snapshot and the log: {encrypted:?}"
+        encrypted.iter().any(|f| f.ends_with(".snap")),
+        "the encrypted Secret is in a snapshot: {encrypted:?}"
     );
 }

@@ -1,10 +1,8 @@
 //! The create-only review kinds, answered from what Setpoint really does and never stored:
 //! authentication.k8s.io/v1 SelfSubjectReview (who the caller is), and authorization.k8s.io/v1
 //! SelfSubjectAccessReview, SubjectAccessReview, LocalSubjectAccessReview and
-//! SelfSubjectRulesReview. Setpoint has no authorizer: every authenticated user may do
-//! everything, and anonymous requests are refused with 401. So an access review allows any
-//! request of an authenticated user and none of `system:anonymous` (or of the
-//! `system:unauthenticated` group), and a rules review lists every verb on everything.
+//! SelfSubjectRulesReview, validated here and answered by the authorizer chain
+//! (`authz/review.rs`, called by the handler: the strategy has no authorizer).
 //! (TokenReview, which needs the server's authenticator, is `token_review.rs`.)
 
 use std::sync::Arc;
@@ -25,12 +23,6 @@ use crate::registry::ResourceDef;
 
 /// The only verb of a review.
 const CREATE: &[&str] = &["create"];
-
-/// Why an authenticated user is allowed.
-const ALLOWED: &str = "Setpoint allows every authenticated user every request";
-
-/// Why an anonymous one is not.
-const DENIED: &str = "Setpoint refuses anonymous requests";
 
 /// The review kinds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,11 +58,6 @@ pub(crate) fn resources() -> Vec<ResourceDef> {
         .build(Arc::new(review), |_| vec![])
     })
     .collect()
-}
-
-/// Whether a user named `name` in `groups` is one Setpoint would let in.
-fn authenticated(name: &str, groups: &[Value]) -> bool {
-    name != "system:anonymous" && !groups.iter().any(|g| g == "system:unauthenticated")
 }
 
 #[async_trait]
@@ -146,21 +133,11 @@ impl Strategy for Review {
                 }
                 json!({"userInfo": info})
             }
-            Review::SelfSubjectAccess => json!({"allowed": true, "reason": ALLOWED}),
-            Review::SubjectAccess | Review::LocalSubjectAccess => {
-                let spec = &object["spec"];
-                let groups = spec["groups"].as_array().map(Vec::as_slice).unwrap_or_default();
-                if authenticated(spec["user"].as_str().unwrap_or_default(), groups) {
-                    json!({"allowed": true, "reason": ALLOWED})
-                } else {
-                    json!({"allowed": false, "reason": DENIED})
-                }
+            // Filled by the authorizer (`authz/review.rs`); refused until it is.
+            Review::SelfSubjectAccess | Review::SubjectAccess | Review::LocalSubjectAccess => {
+                json!({"allowed": false})
             }
-            Review::SelfSubjectRules => json!({
-                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
-                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
-                "incomplete": false,
-            }),
+            Review::SelfSubjectRules => json!({"incomplete": true}),
         };
         Ok(answered(object, namespace, status))
     }
@@ -212,12 +189,8 @@ mod tests {
     }
 
     #[test]
-    fn access_reviews_should_allow_authenticated_users_only() {
-        let ask = |spec: Value| Review::SubjectAccess.review(json!({"spec": spec}), &asker(), None).unwrap()["status"]["allowed"].clone();
+    fn access_reviews_should_be_validated() {
         let attrs = json!({"verb": "get", "resource": "pods"});
-        assert_eq!(ask(json!({"user": "bob", "resourceAttributes": attrs})), true);
-        assert_eq!(ask(json!({"user": "system:anonymous", "resourceAttributes": attrs})), false);
-        assert_eq!(ask(json!({"groups": ["system:unauthenticated"], "resourceAttributes": attrs})), false);
         assert_eq!(fields(Review::SubjectAccess, json!({"resourceAttributes": attrs})), ["spec.user"]);
         assert_eq!(fields(Review::SelfSubjectAccess, json!({})), ["spec.resourceAttributes"]);
         assert_eq!(
