@@ -10,6 +10,7 @@ mod agent;
 mod bench;
 mod cli;
 mod debug;
+mod kubeconfig_cmd;
 mod kubernetes_service;
 mod metrics;
 mod migrate;
@@ -63,6 +64,11 @@ fn run() -> Result<ExitCode> {
         agent::cleanup(args)?;
         return Ok(ExitCode::SUCCESS);
     }
+    // Kubeconfigs are made from files: no runtime, no logging set-up.
+    if let Command::Kubeconfig(command) = cli.command {
+        kubeconfig_cmd::kubeconfig(command)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     // Simulations are pure computation: no runtime, no logging set-up.
     if let Command::Simulate(command) = cli.command {
         simulation::simulate(command)?;
@@ -88,7 +94,7 @@ fn run() -> Result<ExitCode> {
             Command::Migrate(args) => migrate::migrate(args).await,
             Command::Bench(command) => bench::bench(command).await,
             Command::Debug(command) => debug::debug(command).await,
-            Command::AgentShim { .. } | Command::Simulate(_) => Ok(()),
+            Command::AgentShim { .. } | Command::Simulate(_) | Command::Kubeconfig(_) => Ok(()),
         }
     })?;
     Ok(ExitCode::SUCCESS)
