@@ -45,6 +45,9 @@ impl Admit for RequestAdmission {
         if let Some(builtin) = &self.builtin {
             defaulted = builtin.mutate(def, operation, object.as_deref_mut());
         }
+        if let Some(certificates) = &self.certificates {
+            defaulted |= certificates.mutate(operation, object.as_deref_mut(), old);
+        }
         if self.mutating.is_empty() {
             return Ok(defaulted);
         }
@@ -105,6 +108,9 @@ impl Admit for RequestAdmission {
         }
         if let Some(builtin) = &self.builtin {
             builtin.validate_limits(def, operation, object)?;
+        }
+        if let Some(certificates) = &self.certificates {
+            certificates.validate(def, operation, object, old)?;
         }
         self.validate_dynamic(operation, object, old, dry_run)
             .await?;

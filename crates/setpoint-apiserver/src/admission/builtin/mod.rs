@@ -8,6 +8,7 @@
 //! them when its namespace has a LimitRange or a ResourceQuota (read from their watch caches),
 //! so namespaces without either pay one cache lookup.
 
+pub(super) mod certificates;
 mod limit_range;
 mod quota;
 
