@@ -95,16 +95,16 @@ pub(crate) fn kubeconfig(command: KubeconfigCommand) -> Result<()> {
             )
         }
     };
-    let server = match &common.server {
-        Some(server) => server.clone(),
-        None => admin_server(&common.data_dir)?,
-    };
     let ca = signing_ca(Some(&common.data_dir), None, None)?.with_context(|| {
         format!(
             "no cluster CA in {}/pki (ca.crt, ca.key): name a server's data directory (created at its first start)",
             common.data_dir.display()
         )
     })?;
+    let server = match &common.server {
+        Some(server) => server.clone(),
+        None => admin_server(&common.data_dir)?,
+    };
     let credential = if token {
         let token = random_token();
         append_token(

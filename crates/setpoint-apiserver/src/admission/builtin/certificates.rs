@@ -54,7 +54,10 @@ pub(crate) fn for_request(
 }
 
 fn conditions(o: &Value) -> Vec<Value> {
-    o["status"]["conditions"].as_array().cloned().unwrap_or_default()
+    o["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
 }
 
 fn certificate(o: &Value) -> &str {
@@ -241,7 +244,10 @@ fn stamp(object: &mut Value, old: &Value) {
 /// The organizations (`O`) of the request in `spec.request` (none if it does not parse).
 fn requested_organizations(object: &Value) -> Vec<String> {
     use x509_parser::prelude::FromDer as _;
-    let Some(pem) = object["spec"]["request"].as_str().and_then(|r| STANDARD.decode(r).ok()) else {
+    let Some(pem) = object["spec"]["request"]
+        .as_str()
+        .and_then(|r| STANDARD.decode(r).ok())
+    else {
         return Vec::new();
     };
     let Some(block) = x509_parser::pem::Pem::iter_from_buffer(&pem)
@@ -293,7 +299,9 @@ mod tests {
         assert!(!certificates_parse(&STANDARD.encode("junk")));
         assert!(!certificates_parse("%%%"));
         let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::default().self_signed(&key).unwrap();
+        let cert = rcgen::CertificateParams::default()
+            .self_signed(&key)
+            .unwrap();
         assert!(certificates_parse(&STANDARD.encode(cert.pem())));
         let two = format!("{}{}", cert.pem(), cert.pem());
         assert!(certificates_parse(&STANDARD.encode(two)));
@@ -308,7 +316,10 @@ mod tests {
             .unwrap()
             .push(json!({"type": "Failed", "status": "True"}));
         stamp(&mut new, &old);
-        assert_eq!(new["status"]["conditions"][0]["lastUpdateTime"], "2020-01-01T00:00:00Z");
+        assert_eq!(
+            new["status"]["conditions"][0]["lastUpdateTime"],
+            "2020-01-01T00:00:00Z"
+        );
         assert!(new["status"]["conditions"][1]["lastTransitionTime"].is_string());
     }
 }
