@@ -100,7 +100,7 @@ pub(crate) fn check(signer: &str, request: &Request, usages: &[String]) -> Resul
             if serving && request.dns_names.is_empty() && request.ip_addresses.is_empty() {
                 return invalid("DNS or IP subjectAltName is required");
             }
-            if !serving && !(request.dns_names.is_empty() && request.ip_addresses.is_empty()) {
+            if !serving && (!request.dns_names.is_empty() || !request.ip_addresses.is_empty()) {
                 return invalid("DNS or IP subjectAltNames are not allowed");
             }
             let purpose = if serving {
