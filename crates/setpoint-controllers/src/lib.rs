@@ -5,6 +5,7 @@
 //! `setpoint server` starts the enabled loops in-process ([`run`]); each can be switched off by
 //! name (`--controllers=*,-garbage-collector`, as kube-controller-manager's flag works).
 
+mod certificates;
 mod clock;
 mod cronjob;
 mod daemonset;
@@ -32,6 +33,7 @@ mod statefulset;
 mod ttl_after_finished;
 mod volume;
 
+pub use certificates::{issue_client_certificate, IssueError, SigningCa};
 pub use clock::Clock;
 pub use loops::{run, Loop, LoopError, LoopSelection, UnknownLoop};
 pub use pid_autoscaler::{

@@ -61,6 +61,12 @@ pub enum Loop {
     Endpoint,
     /// Gives each Node a pod range (`spec.podCIDR`) from the cluster CIDR.
     NodeIpam,
+    /// Signs approved CertificateSigningRequests of the built-in signers with the cluster CA.
+    CsrSigning,
+    /// Approves node agents' client CertificateSigningRequests their requester may make.
+    CsrApproving,
+    /// Deletes old CertificateSigningRequests.
+    CsrCleaner,
 }
 
 impl Loop {
@@ -91,6 +97,9 @@ impl Loop {
         Loop::EndpointSlice,
         Loop::Endpoint,
         Loop::NodeIpam,
+        Loop::CsrSigning,
+        Loop::CsrApproving,
+        Loop::CsrCleaner,
     ];
 
     /// The loop's name on the command line and in logs.
@@ -121,6 +130,9 @@ impl Loop {
             Loop::EndpointSlice => "endpointslice",
             Loop::Endpoint => "endpoint",
             Loop::NodeIpam => "node-ipam",
+            Loop::CsrSigning => "csrsigning",
+            Loop::CsrApproving => "csrapproving",
+            Loop::CsrCleaner => "csrcleaner",
         }
     }
 
@@ -159,6 +171,9 @@ impl Loop {
             Loop::EndpointSlice => crate::endpointslice::run(ctx, shutdown).await,
             Loop::Endpoint => crate::endpointslice::run_endpoints(ctx, shutdown).await,
             Loop::NodeIpam => crate::nodeipam::run(ctx, shutdown).await,
+            Loop::CsrSigning => crate::certificates::run_signer(ctx, shutdown).await,
+            Loop::CsrApproving => crate::certificates::run_approver(ctx, shutdown).await,
+            Loop::CsrCleaner => crate::certificates::run_cleaner(ctx, shutdown).await,
         }
     }
 }

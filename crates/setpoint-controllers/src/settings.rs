@@ -21,6 +21,11 @@ pub struct LoopSettings {
     pub cluster_cidr: Option<setpoint_core::cidr::Ipv4Cidr>,
     /// The prefix length of each Node's pod range (`--node-cidr-mask-size`, 24).
     pub node_cidr_mask_size: u8,
+    /// The CA the certificate signer signs approved CertificateSigningRequests with
+    /// (`--cluster-signing-cert-file`/`--cluster-signing-key-file`); `None` signs nothing.
+    pub signing_ca: Option<crate::SigningCa>,
+    /// The longest a signed certificate lasts (`--cluster-signing-duration`, one year).
+    pub cluster_signing_duration: Duration,
 }
 
 impl Default for LoopSettings {
@@ -32,6 +37,8 @@ impl Default for LoopSettings {
             max_endpoints_per_slice: 100,
             cluster_cidr: Some(setpoint_core::cidr::Ipv4Cidr::DEFAULT_CLUSTER),
             node_cidr_mask_size: 24,
+            signing_ca: None,
+            cluster_signing_duration: Duration::from_secs(365 * 24 * 3600),
         }
     }
 }

@@ -28,6 +28,10 @@ pub(crate) enum Command {
     /// Run a node agent alone: register a Node and run the pods bound to it as processes
     /// (or, with `cleanup`, stop every pod process of a data directory).
     Agent(crate::agent::AgentCli),
+    /// Make a kubeconfig for a user (client certificate or static token) or a node, from the
+    /// cluster's credentials in a server's data directory.
+    #[command(subcommand)]
+    Kubeconfig(crate::kubeconfig_cmd::KubeconfigCommand),
     /// Copy every object between the embedded store and etcd (servers stopped), to move a
     /// cluster from one to the other.
     Migrate(MigrateArgs),
@@ -145,6 +149,17 @@ pub(crate) struct ServerArgs {
     /// The audit log.
     #[command(flatten)]
     pub(crate) audit: crate::audit_args::AuditArgs,
+    /// The CA certificate (PEM) the CSR signer signs with; default `DATA_DIR/pki/ca.crt` when
+    /// this process has the data directory. For controllers reaching a remote API server.
+    #[arg(long, value_name = "FILE", requires = "cluster_signing_key_file")]
+    pub(crate) cluster_signing_cert_file: Option<PathBuf>,
+    /// The CA key (PEM) matching `--cluster-signing-cert-file`.
+    #[arg(long, value_name = "FILE", requires = "cluster_signing_cert_file")]
+    pub(crate) cluster_signing_key_file: Option<PathBuf>,
+    /// The longest a certificate the CSR signer issues lasts (`s`, `m`, `h`, `d`, `y`).
+    #[arg(long, value_name = "DURATION", default_value = "1y",
+          value_parser = crate::kubeconfig_cmd::parse_duration)]
+    pub(crate) cluster_signing_duration: time::Duration,
     /// The local node agent.
     #[command(flatten)]
     pub(crate) agent: crate::agent::LocalAgentArgs,

@@ -13,6 +13,7 @@ mod bench;
 mod cli;
 mod debug;
 mod encryption;
+mod kubeconfig_cmd;
 mod kubernetes_service;
 mod limits;
 mod metrics;
@@ -67,6 +68,11 @@ fn run() -> Result<ExitCode> {
         agent::cleanup(args)?;
         return Ok(ExitCode::SUCCESS);
     }
+    // Kubeconfigs are made from files: no runtime, no logging set-up.
+    if let Command::Kubeconfig(command) = cli.command {
+        kubeconfig_cmd::kubeconfig(command)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     // Simulations are pure computation: no runtime, no logging set-up.
     if let Command::Simulate(command) = cli.command {
         simulation::simulate(command)?;
@@ -93,7 +99,7 @@ fn run() -> Result<ExitCode> {
             Command::Encryption(command) => encryption::encryption(command).await,
             Command::Bench(command) => bench::bench(command).await,
             Command::Debug(command) => debug::debug(command).await,
-            Command::AgentShim { .. } | Command::Simulate(_) => Ok(()),
+            Command::AgentShim { .. } | Command::Simulate(_) | Command::Kubeconfig(_) => Ok(()),
         }
     })?;
     Ok(ExitCode::SUCCESS)

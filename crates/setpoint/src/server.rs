@@ -63,6 +63,13 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
         root_ca: cluster_ca(data_dir.as_deref(), args.kubeconfig.as_deref()),
         cluster_cidr: args.cluster_cidr.0,
         node_cidr_mask_size: args.node_cidr_mask_size,
+        signing_ca: crate::kubeconfig_cmd::signing_ca(
+            data_dir.as_deref(),
+            args.cluster_signing_cert_file.as_deref(),
+            args.cluster_signing_key_file.as_deref(),
+        )?,
+        cluster_signing_duration: std::time::Duration::try_from(args.cluster_signing_duration)
+            .unwrap_or(std::time::Duration::from_secs(365 * 86_400)),
         ..LoopSettings::default()
     };
     let loops = crate::roles::start_loops(

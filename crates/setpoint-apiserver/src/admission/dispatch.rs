@@ -47,6 +47,9 @@ impl Admit for RequestAdmission {
                 .mutate(def, operation, object.as_deref_mut())
                 .await?;
         }
+        if let Some(certificates) = &self.certificates {
+            defaulted |= certificates.mutate(operation, object.as_deref_mut(), old);
+        }
         if self.mutating.is_empty() {
             return Ok(defaulted);
         }
@@ -110,6 +113,9 @@ impl Admit for RequestAdmission {
             builtin
                 .validate_service_account(def, operation, object)
                 .await?;
+        }
+        if let Some(certificates) = &self.certificates {
+            certificates.validate(def, operation, object, old)?;
         }
         self.validate_dynamic(operation, object, old, dry_run)
             .await?;

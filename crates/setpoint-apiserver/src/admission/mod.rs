@@ -132,11 +132,27 @@ pub(crate) fn for_request(api: &Api, facts: RequestFacts<'_>) -> Option<Arc<Requ
         facts.namespace,
         builtin::service_account::enabled(api),
     );
-    if validating.is_empty() && mutating.is_empty() && bindings.is_empty() && builtin.is_none() {
+    let certificates =
+        builtin::certificates::for_request(api, facts.def, facts.subresource, facts.user);
+    if validating.is_empty()
+        && mutating.is_empty()
+        && bindings.is_empty()
+        && builtin.is_none()
+        && certificates.is_none()
+    {
         return None;
     }
     let user_info = match facts.user {
-        Some(u) => json!({"username": u.name, "groups": u.groups}),
+        Some(u) => {
+            let mut info = json!({"username": u.name, "groups": u.groups});
+            if !u.uid.is_empty() {
+                info["uid"] = json!(u.uid);
+            }
+            if !u.extra.is_empty() {
+                info["extra"] = json!(u.extra);
+            }
+            info
+        }
         None => json!({}),
     };
     let equivalents = served
@@ -162,6 +178,7 @@ pub(crate) fn for_request(api: &Api, facts: RequestFacts<'_>) -> Option<Arc<Requ
         policies,
         bindings,
         builtin,
+        certificates,
         warnings: parking_lot::Mutex::new(Vec::new()),
     }))
 }
@@ -189,6 +206,8 @@ pub(crate) struct RequestAdmission {
     bindings: Arc<Vec<Binding>>,
     /// LimitRanger and ResourceQuota, when the namespace has a LimitRange or a quota.
     builtin: Option<builtin::Builtin>,
+    /// The CertificateSigningRequest rules, on requests for them.
+    certificates: Option<builtin::certificates::Certificates>,
     /// Warnings the webhooks returned, for the response's `Warning` headers.
     warnings: parking_lot::Mutex<Vec<String>>,
 }

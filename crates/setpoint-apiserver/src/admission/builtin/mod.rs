@@ -11,6 +11,7 @@
 //! namespace has a LimitRange or a ResourceQuota (read from their watch caches) or it is a pod
 //! write with ServiceAccount admission on, so other requests pay one cache lookup.
 
+pub(super) mod certificates;
 mod limit_range;
 mod quota;
 pub(crate) mod service_account;

@@ -4,8 +4,12 @@
 //! the spec never changes (an update keeps the stored one, as kube-apiserver's does). The
 //! `status` subresource and the `approval` subresource (where `kubectl certificate approve`
 //! writes its condition) change only the status; conditions default to status `True`, and a
-//! request is never both approved and denied. No signer runs in Setpoint, and the requester is
-//! not recorded in `spec.username` (the strategy does not see who asks).
+//! request is never both approved and denied. The request must be one PEM `CERTIFICATE
+//! REQUEST` that parses and whose signature verifies. Who asks, and what each subresource may
+//! change (approval conditions only through `approval`, the certificate only through
+//! `status`, with the `approve`/`sign` permissions on the signer), is admission's part:
+//! `admission/builtin/certificates.rs`. The signers run in `setpoint-controllers`
+//! (`certificates/`).
 
 use std::sync::Arc;
 
@@ -121,8 +125,12 @@ impl Strategy for SigningRequests {
         let request = &spec["request"];
         match request.as_str().map(|r| STANDARD.decode(r)) {
             None => causes.push(Cause::required("spec.request")),
-            Some(Ok(pem)) if String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE REQUEST-----") => {}
-            Some(_) => causes.push(Cause::invalid(
+            Some(Ok(pem)) => {
+                if let Err(why) = check_request(&pem) {
+                    causes.push(Cause::invalid("spec.request", request, why));
+                }
+            }
+            Some(Err(_)) => causes.push(Cause::invalid(
                 "spec.request",
                 request,
                 "PEM block type must be CERTIFICATE REQUEST",
@@ -195,6 +203,21 @@ impl Strategy for SigningRequests {
     }
 }
 
+/// Checks that `pem` holds a `CERTIFICATE REQUEST` block that parses and whose signature
+/// verifies; the reason otherwise.
+fn check_request(pem: &[u8]) -> Result<(), &'static str> {
+    use x509_parser::prelude::FromDer as _;
+    let block = x509_parser::pem::Pem::iter_from_buffer(pem)
+        .filter_map(Result::ok)
+        .find(|b| b.label == "CERTIFICATE REQUEST")
+        .ok_or("PEM block type must be CERTIFICATE REQUEST")?;
+    let (_, csr) =
+        x509_parser::certification_request::X509CertificationRequest::from_der(&block.contents)
+            .map_err(|_| "the certificate request does not parse")?;
+    csr.verify_signature()
+        .map_err(|_| "the certificate request's signature is invalid")
+}
+
 /// The `Condition` cell: `Denied`, `Approved` or `Pending`, then `,Failed` and `,Issued`.
 fn condition(o: &Value) -> String {
     let has = |kind: &str| conditions(o).iter().any(|c| c["type"] == kind);
@@ -219,7 +242,9 @@ mod tests {
     use super::*;
 
     fn csr() -> Value {
-        let pem = STANDARD.encode("-----BEGIN CERTIFICATE REQUEST-----\nMIIB\n-----END CERTIFICATE REQUEST-----\n");
+        let key = rcgen::KeyPair::generate().unwrap();
+        let request = rcgen::CertificateParams::default().serialize_request(&key).unwrap();
+        let pem = STANDARD.encode(request.pem().unwrap());
         json!({"metadata": {"name": "c"}, "spec": {"request": pem, "signerName": "example.com/signer", "usages": ["client auth"]}})
     }
 
@@ -239,6 +264,9 @@ mod tests {
         bad["spec"]["usages"] = json!(["everything"]);
         bad["spec"]["expirationSeconds"] = json!(60);
         assert_eq!(fields(&bad), ["spec.request", "spec.signerName", "spec.usages[0]", "spec.expirationSeconds"]);
+        let mut unsigned = csr();
+        unsigned["spec"]["request"] = json!(STANDARD.encode("-----BEGIN CERTIFICATE REQUEST-----\nMIIB\n-----END CERTIFICATE REQUEST-----\n"));
+        assert_eq!(fields(&unsigned), ["spec.request"]);
     }
 
     #[test]
