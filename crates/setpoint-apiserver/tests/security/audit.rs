@@ -180,6 +180,7 @@ async fn every_write_should_be_recorded_with_its_user_object_and_code() {
     let (cert, key) = user_certificate(&server, &data_dir, "alice", "dev");
     let alice = Client::new(&server, Some((&cert, &key)));
     let log = &audited.log;
+    let_dev_edit(&audited.api).await;
 
     // The admin (token) creates; alice (certificate) creates, collides, deletes.
     let created = admin
@@ -355,6 +356,28 @@ async fn call(api: &Api, user: &User, method: &str, path: &str, body: &str) -> (
     )
 }
 
+/// A RoleBinding letting the group `dev` edit namespace `default` (RBAC refuses the test users
+/// everything else), created as the admin; returns once the authorizer follows it.
+async fn let_dev_edit(api: &Api) {
+    let admin = User::new("setpoint-admin", ["system:masters".to_owned()]);
+    let binding = serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "dev-edit", "namespace": "default"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "dev"}]
+    });
+    let path = "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings";
+    let (code, body) = call(api, &admin, "POST", path, &binding.to_string()).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    // Polled as `quiet`, whom the policies of these tests do not record.
+    let dev = User::new("quiet", ["dev".to_owned()]);
+    setpoint_testenv::eventually("the binding is followed", || async {
+        call(api, &dev, "GET", CONFIGMAPS, "").await.0 == StatusCode::OK
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn the_policy_should_decide_levels_bodies_and_stages() {
     let policy = AuditPolicy::parse(
@@ -376,6 +399,7 @@ rules:
     let audited = audited(policy, |_| {}).await;
     let api = &audited.api;
     let log = &audited.log;
+    let_dev_edit(api).await;
     let bob = User::new("bob", ["dev".to_owned()]);
     let (code, _) = call(api, &bob, "POST", CONFIGMAPS, &configmap("full")).await;
     assert_eq!(code, StatusCode::CREATED);
