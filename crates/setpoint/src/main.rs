@@ -10,6 +10,7 @@ mod agent;
 mod bench;
 mod cli;
 mod debug;
+mod identities;
 mod kubernetes_service;
 mod metrics;
 mod migrate;
