@@ -28,6 +28,35 @@ pub const NODES_GROUP: &str = "system:nodes";
 /// node rules over every node (`setpoint:simulated-nodes`).
 pub const SIMULATED_NODES_USER: &str = "setpoint:simulated-nodes";
 
+/// The ServiceAccounts of the built-in loops (`setpoint_controllers::Loop::service_account`
+/// of each controller-manager loop).
+pub const CONTROLLER_SERVICE_ACCOUNTS: &[&str] = &[
+    "namespace-controller",
+    "generic-garbage-collector",
+    "replicaset-controller",
+    "deployment-controller",
+    "job-controller",
+    "ttl-after-finished-controller",
+    "cronjob-controller",
+    "node-controller",
+    "horizontal-pod-autoscaler",
+    "pid-autoscaler",
+    "disruption-controller",
+    "service-account-controller",
+    "root-ca-cert-publisher",
+    "statefulset-controller",
+    "daemon-set-controller",
+    "persistent-volume-binder",
+    "local-path-provisioner",
+    "pvc-protection-controller",
+    "pv-protection-controller",
+    "resourcequota-controller",
+    "replication-controller",
+    "endpointslice-controller",
+    "endpoint-controller",
+    "node-ipam-controller",
+];
+
 /// The user of the ServiceAccount `kube-system/<service_account>` a built-in loop writes as,
 /// in `system:serviceaccounts` and `system:serviceaccounts:kube-system`.
 #[must_use]

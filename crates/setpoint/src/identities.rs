@@ -75,3 +75,21 @@ impl Identities {
         self.client_as(identities::simulated_nodes_user())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_controller_loop_should_have_a_bootstrap_role() {
+        let mut loops: Vec<&str> = Loop::ALL
+            .iter()
+            .filter(|l| **l != Loop::Scheduler)
+            .map(|l| l.service_account())
+            .collect();
+        let mut bound = identities::CONTROLLER_SERVICE_ACCOUNTS.to_vec();
+        loops.sort_unstable();
+        bound.sort_unstable();
+        assert_eq!(loops, bound);
+    }
+}

@@ -123,7 +123,19 @@ pub(crate) fn for_request(api: &Api, facts: RequestFacts<'_>) -> Option<Arc<Requ
         _ => Arc::default(),
     };
     let builtin = builtin::for_request(&served, facts.def, facts.subresource, facts.namespace);
-    if validating.is_empty() && mutating.is_empty() && bindings.is_empty() && builtin.is_none() {
+    let node_restriction = builtin::node_restriction::for_request(
+        &served,
+        facts.user,
+        facts.def,
+        facts.subresource,
+        facts.namespace,
+    );
+    if validating.is_empty()
+        && mutating.is_empty()
+        && bindings.is_empty()
+        && builtin.is_none()
+        && node_restriction.is_none()
+    {
         return None;
     }
     let user_info = match facts.user {
@@ -153,6 +165,7 @@ pub(crate) fn for_request(api: &Api, facts: RequestFacts<'_>) -> Option<Arc<Requ
         policies,
         bindings,
         builtin,
+        node_restriction,
         warnings: parking_lot::Mutex::new(Vec::new()),
     }))
 }
@@ -180,6 +193,8 @@ pub(crate) struct RequestAdmission {
     bindings: Arc<Vec<Binding>>,
     /// LimitRanger and ResourceQuota, when the namespace has a LimitRange or a quota.
     builtin: Option<builtin::Builtin>,
+    /// NodeRestriction, when a node asks.
+    node_restriction: Option<builtin::node_restriction::NodeRestriction>,
     /// Warnings the webhooks returned, for the response's `Warning` headers.
     warnings: parking_lot::Mutex<Vec<String>>,
 }

@@ -9,6 +9,7 @@
 //! so namespaces without either pay one cache lookup.
 
 mod limit_range;
+pub(super) mod node_restriction;
 mod quota;
 
 use std::sync::Arc;
