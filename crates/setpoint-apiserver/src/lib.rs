@@ -63,7 +63,6 @@ mod admission;
 mod aggregation;
 mod api;
 mod auth;
-#[allow(dead_code)] // the shared types, used as the authorizers land
 mod authz;
 mod crd;
 

@@ -117,6 +117,8 @@ pub struct Api {
     /// This API, for what it serves that must reach it back (a CRD's conversion webhook
     /// resolves Services through it).
     pub(crate) this: std::sync::Weak<Api>,
+    /// Who may do what: `[system:masters → node authorizer → RBAC]` (`authz/`).
+    authorizer: Arc<crate::authz::Chain>,
 }
 
 /// Renders the whole Prometheus text exposition of the process serving the API.
@@ -136,7 +138,7 @@ impl Api {
         let store: Arc<dyn Store> = Arc::new(TimedStore::new(store, telemetry.clone()));
         let builtins: Vec<Arc<ResourceDef>> = builtins.into_iter().map(Arc::new).collect();
         let registry = Registry::new(builtins.clone());
-        let stores = registry
+        let stores: BTreeMap<Gvr, Arc<RegistryStore>> = registry
             .all()
             .map(|def| {
                 (
@@ -146,6 +148,12 @@ impl Api {
             })
             .collect();
         let openapi = OpenApiDocs::generate(&registry);
+        let authorizer = Arc::new(crate::authz::Chain::over(|group, plural| {
+            let gvr = (group.into(), "v1".into(), plural.into());
+            stores
+                .get(&gvr)
+                .map(|s: &Arc<RegistryStore>| s.cache().clone())
+        })?);
         let api = Arc::new_cyclic(|this| Api {
             store,
             served: parking_lot::RwLock::new(Arc::new(Served {
@@ -165,10 +173,16 @@ impl Api {
             admission_state: std::sync::OnceLock::new(),
             aggregation_state: std::sync::OnceLock::new(),
             this: this.clone(),
+            authorizer,
         });
         api.bootstrap().await?;
         ip_addresses::start(&api);
         Ok(api)
+    }
+
+    /// The authorizer chain every request is checked by.
+    pub(crate) fn authorizer(&self) -> &Arc<crate::authz::Chain> {
+        &self.authorizer
     }
 
     /// What is served now.
@@ -270,8 +284,9 @@ impl Api {
     }
 
     /// Creates what a new cluster starts with and does not have yet: the initial namespaces
-    /// and the built-in priority classes, the default ServiceCIDR (made `Ready`), and the
-    /// default StorageClass `standard` (local-path volumes on the pod's node).
+    /// and the built-in priority classes, the default ServiceCIDR (made `Ready`), the
+    /// default StorageClass `standard` (local-path volumes on the pod's node), and the default
+    /// RBAC policy (`authz/bootstrap/`).
     async fn bootstrap(&self) -> Result<(), ApiError> {
         let namespaces = self.registry_store_of("", "v1", "namespaces")?;
         for name in INITIAL_NAMESPACES {
@@ -302,6 +317,7 @@ impl Api {
                 &|current| Ok(with_ready_condition(current, chrono::Utc::now())),
             )
             .await?;
+        crate::authz::bootstrap::ensure(self).await?;
         Ok(())
     }
 

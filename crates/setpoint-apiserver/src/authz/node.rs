@@ -191,11 +191,11 @@ impl NodeAuthorizer {
 
 /// Applies one pod or claim (deleted or as it is now) to the graph.
 fn apply(graph: &mut Graph, pods: bool, object: &CachedObject, deleted: bool) {
-    let namespace = object.namespace.as_deref().unwrap_or_default();
     if pods {
         let Ok(pod) = serde_json::from_slice::<Pod>(&object.json) else {
             return;
         };
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         let name = pod.metadata.name.clone().unwrap_or_default();
         let bound = if deleted {
             None
@@ -208,6 +208,7 @@ fn apply(graph: &mut Graph, pods: bool, object: &CachedObject, deleted: bool) {
         let Ok(claim) = serde_json::from_slice::<PersistentVolumeClaim>(&object.json) else {
             return;
         };
+        let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
         let name = claim.metadata.name.clone().unwrap_or_default();
         let volume = if deleted {
             None
@@ -318,11 +319,6 @@ impl NodeAuthorizer {
             }
             _ => no("can only get individual resources of this type"),
         }
-    }
-
-    /// Whether the pod `namespace/name` is bound to `node` (for NodeRestriction).
-    pub(crate) fn pod_on_node(&self, node: &str, namespace: &str, name: &str) -> bool {
-        self.with_graph(|g| g.has_pod(node, namespace, name))
     }
 }
 

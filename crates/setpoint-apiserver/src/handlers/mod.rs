@@ -63,6 +63,10 @@ impl Api {
     }
 
     async fn route(&self, request: Request<Bytes>) -> Result<Response<Body>, ApiError> {
+        let query = request_info::parse_query(request.uri().query());
+        let target = request_info::resolve(request.method(), request.uri().path(), &query)?;
+        // Who may do this, before anything is read, written or proxied.
+        crate::authz::authorize_request(self, &request, &target)?;
         // An aggregated group-version is its server's, even one served here too; so is its
         // OpenAPI v3 document.
         let path = request.uri().path();
@@ -73,8 +77,6 @@ impl Api {
         if let Some(target) = aggregated {
             return Ok(crate::aggregation::proxy::proxy(self, &target, request).await);
         }
-        let query = request_info::parse_query(request.uri().query());
-        let target = request_info::resolve(request.method(), request.uri().path(), &query)?;
         let accept = request
             .headers()
             .get(http::header::ACCEPT)

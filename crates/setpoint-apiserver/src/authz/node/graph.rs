@@ -117,6 +117,7 @@ impl Graph {
     }
 
     /// Whether the pod `namespace/name` is bound to `node`.
+    #[cfg(test)]
     pub(crate) fn has_pod(&self, node: &str, namespace: &str, name: &str) -> bool {
         self.pods
             .get(&(namespace.to_owned(), name.to_owned()))
