@@ -217,7 +217,9 @@ fn controller_rules(service_account: &str) -> Vec<PolicyRule> {
             rule(&["get"], &["*"], &["*/scale", "*"]),
         ],
         "service-account-controller" => vec![rule(&["create"], &[""], &["serviceaccounts"])],
-        "root-ca-cert-publisher" => vec![rule(&["create", "update"], &[""], &["configmaps"])],
+        "root-ca-cert-publisher" => {
+            vec![rule(&["get", "create", "update"], &[""], &["configmaps"])]
+        }
         "statefulset-controller" => vec![
             rule(READ, &["apps"], &["statefulsets"]),
             rule(&["update", "patch"], &["apps"], &["statefulsets"]),
