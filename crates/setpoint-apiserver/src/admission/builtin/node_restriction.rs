@@ -211,7 +211,7 @@ impl NodeRestriction {
         let node = self.node.as_str();
         let bound = request.map(|r| &r["spec"]["boundObjectRef"]);
         let Some(bound) = bound.filter(|b| b.is_object()) else {
-            return refuse(format!("node requested token not bound to a pod"));
+            return refuse("node requested token not bound to a pod".to_owned());
         };
         if bound["kind"] != "Pod" {
             return refuse(format!(
@@ -227,9 +227,7 @@ impl NodeRestriction {
             serde_json::from_slice::<Value>(&object.json).ok()
         });
         let Some(pod) = pod else {
-            return refuse(format!(
-                "node requested token bound to a pod that does not exist"
-            ));
+            return refuse("node requested token bound to a pod that does not exist".to_owned());
         };
         if let Some(uid) = bound["uid"].as_str().filter(|u| !u.is_empty()) {
             if pod["metadata"]["uid"].as_str() != Some(uid) {
@@ -237,9 +235,9 @@ impl NodeRestriction {
             }
         }
         if bound_node(Some(&pod)) != node {
-            return refuse(format!(
-                "node requested token bound to a pod scheduled on a different node"
-            ));
+            return refuse(
+                "node requested token bound to a pod scheduled on a different node".to_owned(),
+            );
         }
         Ok(())
     }
