@@ -6,13 +6,13 @@
 //! running, as stopping the kubelet does: the next agent started with the same root
 //! directory adopts them.
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::api::core::v1::Pod;
 use setpoint_runtime::{Client, EventRecorder, InformerFactory, InformerOptions, Reporter};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ContainerTracking;
 use crate::node::NodeRegistration;
-use crate::pods::{ConfigEvents, PodContext, PodEvents, PodWorkers};
+use crate::pods::{PodContext, PodEvents, PodWorkers};
 use crate::process::CgroupParent;
 use crate::{AgentConfig, AgentError};
 
@@ -109,12 +109,6 @@ pub async fn run(
         }
         .strip_managed_fields(),
     );
-    // Every ConfigMap and Secret: the data of the pods' volumes, kept up to date by waking
-    // the pods of a namespace whose ConfigMap or Secret changed.
-    let config_maps =
-        factory.informer_with::<ConfigMap>(InformerOptions::default().strip_managed_fields());
-    let secrets =
-        factory.informer_with::<Secret>(InformerOptions::default().strip_managed_fields());
     let (proxy, dns) = crate::proxy::start_with_dns(
         &factory,
         &config.services,
@@ -142,8 +136,6 @@ pub async fn run(
         client: client.clone(),
         sources: crate::volumes::ObjectSources {
             client: client.clone(),
-            config_maps: config_maps.store(),
-            secrets: secrets.store(),
             tokens: crate::volumes::ServiceAccountTokens::new(client.clone()),
         },
         mounts,
@@ -168,8 +160,6 @@ pub async fn run(
         shutdown.clone(),
     );
     let _handler = informer.add_handler(PodEvents(workers.clone()));
-    let _config_maps = config_maps.add_handler(ConfigEvents(workers.clone()));
-    let _secrets = secrets.add_handler(ConfigEvents(workers.clone()));
     let local_path_root = crate::volumes::local_path::root_of(&config.root_dir);
     let publish = tokio::spawn(crate::volumes::local_path::publish_root(
         client.clone(),

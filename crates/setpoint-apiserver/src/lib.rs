@@ -73,7 +73,7 @@ pub mod encryption;
 mod flowcontrol;
 
 mod handlers;
-
+pub mod identities;
 mod kubeconfig;
 mod node_client;
 mod openapi;
@@ -123,6 +123,17 @@ impl Api {
         request: http::Request<bytes::Bytes>,
     ) -> http::Response<Body> {
         Handler::handle(self, request, User::loopback()).await
+    }
+
+    /// Answers a request of one of the process's own clients acting as `user` (a built-in
+    /// loop's ServiceAccount, the scheduler, a node agent: see [`identities`]), authorized and
+    /// admitted as that user's requests over HTTPS would be.
+    pub async fn handle_as(
+        &self,
+        user: User,
+        request: http::Request<bytes::Bytes>,
+    ) -> http::Response<Body> {
+        Handler::handle(self, request, user).await
     }
 
     /// Sets what `GET /metrics` (authenticated) answers: the process's whole exposition, which

@@ -15,6 +15,7 @@ mod endpointslice;
 mod garbage_collector;
 mod history;
 mod hpa;
+mod identity;
 mod job;
 mod loops;
 mod namespace;
@@ -35,6 +36,7 @@ mod volume;
 
 pub use certificates::{issue_client_certificate, IssueError, SigningCa};
 pub use clock::Clock;
+pub use identity::LoopClients;
 pub use loops::{run, Loop, LoopError, LoopSelection, UnknownLoop};
 pub use pid_autoscaler::{
     Gains, PIDAutoscaler, PidAutoscalerSpec, PidAutoscalerStatus, Terms as PidTerms,
@@ -60,6 +62,9 @@ pub struct LoopContext {
     pub metrics: Metrics,
     /// The time the time-driven loops (CronJob) go by.
     pub clock: Clock,
+    /// The client each loop writes with, when loops act as identities of their own
+    /// (`identity.rs`); unset, every loop writes with `client`.
+    pub clients: Option<LoopClients>,
 }
 
 impl LoopContext {
@@ -71,7 +76,23 @@ impl LoopContext {
             settings: LoopSettings::default(),
             metrics: Metrics::new(),
             clock: Clock::real(),
+            clients: None,
         }
+    }
+
+    /// The same context whose loops each write with the client `clients` makes for them
+    /// (the informers keep reading with `client`).
+    pub fn with_clients(mut self, clients: LoopClients) -> LoopContext {
+        self.clients = Some(clients);
+        self
+    }
+
+    /// The context loop `l` runs with: `client` is the one it writes with.
+    fn for_loop(mut self, l: Loop) -> LoopContext {
+        if let Some(clients) = &self.clients {
+            self.client = clients.client_for(l);
+        }
+        self
     }
 
     /// The same context reporting to `metrics`.

@@ -141,6 +141,7 @@ impl Loop {
         ctx: LoopContext,
         shutdown: CancellationToken,
     ) -> Result<(), ControllerError> {
+        let ctx = ctx.for_loop(self);
         match self {
             Loop::Namespace => crate::namespace::run(ctx, shutdown).await,
             Loop::GarbageCollector => crate::garbage_collector::run(ctx, shutdown).await,

@@ -341,6 +341,9 @@ pub(crate) fn cleanup(args: &CleanupArgs) -> Result<()> {
     Ok(())
 }
 
+/// The name of `setpoint server`'s own node.
+const LOCAL_NODE: &str = "local";
+
 /// Starts the local agent of `setpoint server`, unless switched off.
 /// The agent keeps its pods in `data_dir/agent` and trusts the cluster CA: the server's own
 /// (`data_dir/pki/ca.crt`) or, without the apiserver role, the one `kubeconfig` trusts.
@@ -350,7 +353,7 @@ pub(crate) fn cleanup(args: &CleanupArgs) -> Result<()> {
 pub(crate) fn start_local(
     args: &LocalAgentArgs,
     assigns_pod_ranges: Option<bool>,
-    client: Client,
+    identities: &crate::identities::Identities,
     data_dir: &Path,
     kubeconfig: Option<&Path>,
     shutdown: CancellationToken,
@@ -366,8 +369,11 @@ pub(crate) fn start_local(
                 .with_context(|| format!("reading the cluster CA {}", ca_path.display()))?
         }
     };
+    let node_name = LOCAL_NODE;
+    // The agent acts as its node, `system:node:local`.
+    let client = identities.node(node_name);
     let config = AgentConfig {
-        node_name: "local".to_owned(),
+        node_name: node_name.to_owned(),
         root_dir: data_dir.join("agent"),
         node_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
         listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),

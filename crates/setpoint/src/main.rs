@@ -14,6 +14,7 @@ mod cli;
 mod debug;
 mod encryption;
 mod kubeconfig_cmd;
+mod identities;
 mod kubernetes_service;
 mod limits;
 mod metrics;

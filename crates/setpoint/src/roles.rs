@@ -13,11 +13,13 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use setpoint_controllers::{Loop, LoopContext, LoopSelection, LoopSettings};
+use setpoint_controllers::{Loop, LoopClients, LoopContext, LoopSelection, LoopSettings};
 use setpoint_runtime::Metrics;
 use setpoint_runtime::{Client, ElectionEnd, LeaderElection, LeaderElectionConfig, LeaseLock};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+
+use crate::identities::Identities;
 
 /// The namespace of the loops' Leases.
 const LEASE_NAMESPACE: &str = "kube-system";
@@ -201,7 +203,7 @@ pub(crate) fn start_loops(
     term: Term,
     leader_elect: &LeaderElectArgs,
     elect: bool,
-    client: &Client,
+    identities: &Identities,
     shutdown: &CancellationToken,
 ) -> Result<Vec<Started>> {
     let mut groups = Vec::new();
@@ -214,25 +216,39 @@ pub(crate) fn start_loops(
             .collect();
         Ok(names.join(",").parse()?)
     };
+    // Each group reads (informers) and holds its Lease as its component's user; the
+    // controller manager's loops each write as their own ServiceAccount (identities.rs).
     if roles.has(Role::Controllers) {
-        groups.push(("controller-manager", CONTROLLER_MANAGER_LEASE, pick(false)?));
+        groups.push((
+            "controller-manager",
+            CONTROLLER_MANAGER_LEASE,
+            pick(false)?,
+            identities.controller_manager(),
+            identities.loops(),
+        ));
     }
     if roles.has(Role::Scheduler) {
-        groups.push(("scheduler", SCHEDULER_LEASE, pick(true)?));
+        groups.push((
+            "scheduler",
+            SCHEDULER_LEASE,
+            pick(true)?,
+            identities.scheduler(),
+            None,
+        ));
     }
     let mut tasks = Vec::new();
-    for (component, lease, loops) in groups {
+    for (component, lease, loops, client, clients) in groups {
         if loops.loops().is_empty() {
             continue;
         }
-        let client = client.clone();
         let shutdown = shutdown.clone();
         let Term { settings, metrics } = term.clone();
         if !elect {
             tasks.push(spawn_flagged(component, async move {
-                let ctx = LoopContext::new(client)
+                let mut ctx = LoopContext::new(client)
                     .with_settings(settings)
                     .with_metrics(metrics);
+                ctx.clients = clients;
                 setpoint_controllers::run(ctx, &loops, shutdown)
                     .await
                     .map_err(anyhow::Error::from)
@@ -257,6 +273,7 @@ pub(crate) fn start_loops(
                 client,
                 loops,
                 Term { settings, metrics },
+                clients,
                 shutdown,
             ),
         ));
@@ -273,13 +290,15 @@ pub(crate) struct Term {
     pub(crate) metrics: Metrics,
 }
 
-/// Campaigns for `lease` until `shutdown`, running `loops` whenever this process leads.
+/// Campaigns for `lease` until `shutdown`, running `loops` whenever this process leads (each
+/// writing with the client `clients` makes for it, if set).
 async fn run_elected(
     election: LeaderElection,
     lease: &'static str,
     client: Client,
     loops: LoopSelection,
     term: Term,
+    clients: Option<LoopClients>,
     shutdown: CancellationToken,
 ) -> Result<()> {
     {
@@ -298,11 +317,13 @@ async fn run_elected(
                 let loops = loops.clone();
                 let shutdown = shutdown.clone();
                 let term = term.clone();
+                let clients = clients.clone();
                 async move {
                     tracing::info!(lease, "became leader; starting the loops");
-                    let ctx = LoopContext::new(client)
+                    let mut ctx = LoopContext::new(client)
                         .with_settings(term.settings)
                         .with_metrics(term.metrics);
+                    ctx.clients = clients;
                     // A term's informers end with it, also when the work is dropped.
                     let _factory = FactoryGuard(ctx.factory.clone());
                     let stop = shutdown.child_token();

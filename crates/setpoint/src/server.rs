@@ -15,6 +15,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{EtcdArgs, ServerArgs, StoreArgs, StoreKind};
+use crate::identities::Identities;
 use crate::roles::Role;
 
 /// Runs the server until asked to stop.
@@ -38,21 +39,23 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
     let shutdown = CancellationToken::new();
     let metrics = setpoint_runtime::Metrics::new();
     let mut serving = None;
-    let client = match (&data_dir, &args.kubeconfig) {
+    // Each component acts as its own user (identities.rs).
+    let identities = match (&data_dir, &args.kubeconfig) {
         (Some(data_dir), None) if apiserver => {
-            let (client, running, embedded, api) =
-                start_api(&args, data_dir, &shutdown, &metrics).await?;
-            serving = Some((running, embedded, api));
-            client
+            let (running, embedded, api) = start_api(&args, data_dir, &shutdown, &metrics).await?;
+            serving = Some((running, embedded, api.clone()));
+            Identities::InProcess(api)
         }
-        (_, Some(kubeconfig)) if args.api_servers.is_empty() => Client::from_kubeconfig(kubeconfig)
-            .await
-            .with_context(|| format!("reading {}", kubeconfig.display()))?,
-        (_, Some(kubeconfig)) => {
+        (_, Some(kubeconfig)) if args.api_servers.is_empty() => Identities::Kubeconfig(
+            Client::from_kubeconfig(kubeconfig)
+                .await
+                .with_context(|| format!("reading {}", kubeconfig.display()))?,
+        ),
+        (_, Some(kubeconfig)) => Identities::Kubeconfig(
             Client::from_kubeconfig_with_servers(kubeconfig, &args.api_servers)
                 .await
-                .with_context(|| format!("reading {}", kubeconfig.display()))?
-        }
+                .with_context(|| format!("reading {}", kubeconfig.display()))?,
+        ),
         _ => {
             anyhow::bail!("without the apiserver role, --kubeconfig FILE must name the API server")
         }
@@ -82,7 +85,7 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
         &args.leader_elect,
         args.leader_elect
             .enabled(apiserver && args.store.kind == StoreKind::Embedded),
-        &client,
+        &identities,
         &shutdown,
     )?;
     if let Some((_, _, api)) = &serving {
@@ -104,7 +107,7 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
             agents.extend(crate::agent::start_local(
                 &args.agent,
                 assigns_pod_ranges,
-                client.clone(),
+                &identities,
                 data_dir,
                 args.kubeconfig.as_deref(),
                 agent_shutdown.clone(),
@@ -112,7 +115,7 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
         }
         agents.extend(crate::simulated::start(
             &args.simulated,
-            client,
+            identities.simulated_nodes(),
             agent_shutdown.clone(),
         ));
     }
@@ -164,15 +167,15 @@ fn report_components(api: &Api, loops: &[crate::roles::Started]) {
     }
 }
 
-/// The apiserver role: opens the store and serves the API on it; returns an in-process client
-/// of that API for the other roles, and the API.
+/// The apiserver role: opens the store and serves the API on it (and the `kubernetes`
+/// Service, written as the API server's own loopback user); returns the API, which the other
+/// roles reach in-process each as its own user.
 async fn start_api(
     args: &ServerArgs,
     data_dir: &Path,
     shutdown: &CancellationToken,
     metrics: &setpoint_runtime::Metrics,
 ) -> Result<(
-    Client,
     setpoint_apiserver::RunningServer,
     Option<EmbeddedStore>,
     Arc<Api>,
@@ -224,8 +227,8 @@ async fn start_api(
             async move { api.handle_loopback(request).await }
         })
     };
-    crate::kubernetes_service::start(client.clone(), running.local_addr(), shutdown.clone());
-    Ok((client, running, embedded, api))
+    crate::kubernetes_service::start(client, running.local_addr(), shutdown.clone());
+    Ok((running, embedded, api))
 }
 
 /// The cluster CA bundle (PEM) the root CA publisher hands out: the API server's own CA in

@@ -111,18 +111,6 @@ impl PodWorkers {
         }
     }
 
-    /// Wakes the workers of every pod in `namespace` (a ConfigMap or Secret there changed:
-    /// their volumes may need rewriting).
-    pub(crate) fn poke(&self, namespace: &str) {
-        for tx in self.workers.lock().values() {
-            let here = matches!(&*tx.borrow(), PodUpdate::Present(pod)
-                if pod.metadata.namespace.as_deref() == Some(namespace));
-            if here {
-                tx.send_modify(|_| {});
-            }
-        }
-    }
-
     /// Starts workers for pod directories under the root whose pods are neither in `pods` nor
     /// handled by a worker: pods deleted while no agent ran.
     pub(crate) fn collect_orphans(&self, pods: &ObjectCache<Pod>) {
@@ -188,34 +176,6 @@ fn pod_uid(dir: &Path) -> Option<String> {
     }
     let name = dir.file_name()?.to_str()?;
     Some(name.rsplit_once('_')?.1.to_owned())
-}
-
-/// The handler of ConfigMap and Secret informers: wakes the pods of the object's namespace.
-pub(crate) struct ConfigEvents(pub(crate) PodWorkers);
-
-impl<K: kube::Resource> EventHandler<K> for ConfigEvents {
-    fn on_add(&self, object: &Arc<K>, in_initial_list: bool) {
-        if !in_initial_list {
-            self.0
-                .poke(object.meta().namespace.as_deref().unwrap_or_default());
-        }
-    }
-
-    fn on_update(&self, _old: &Arc<K>, new: &Arc<K>) {
-        self.0
-            .poke(new.meta().namespace.as_deref().unwrap_or_default());
-    }
-
-    fn on_delete(&self, deleted: &Deleted<K>) {
-        self.0.poke(
-            deleted
-                .object()
-                .meta()
-                .namespace
-                .as_deref()
-                .unwrap_or_default(),
-        );
-    }
 }
 
 /// The informer handler that feeds the workers.

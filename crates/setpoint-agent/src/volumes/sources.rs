@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::NamespaceResourceScope;
 use kube::Resource;
 use serde::de::DeserializeOwned;
-use setpoint_runtime::{Client, ObjectCache, ObjectKey};
+use setpoint_runtime::Client;
 
 use super::atomic::{FileContent, Payload};
 
@@ -30,16 +30,14 @@ const DEFAULT_MODE: i32 = 0o644;
 #[error("{0}")]
 pub(crate) struct SourceError(pub(crate) String);
 
-/// Where ConfigMaps and Secrets are read: the agent's caches once synced, else the API; and
+/// Where ConfigMaps and Secrets are read: the API, one object at a time. The agent acts as its
+/// node, which may read only the objects its pods reference (the node authorizer), so it keeps
+/// no cache of every ConfigMap and Secret; the pods' periodic resync picks up changes. Also
 /// where ServiceAccount tokens come from.
 #[derive(Debug, Clone)]
 pub(crate) struct ObjectSources {
     /// The API.
     pub(crate) client: Client,
-    /// Every ConfigMap, as the agent's informer sees it.
-    pub(crate) config_maps: ObjectCache<ConfigMap>,
-    /// Every Secret, likewise.
-    pub(crate) secrets: ObjectCache<Secret>,
     /// The tokens of `serviceAccountToken` projections.
     pub(crate) tokens: super::token::ServiceAccountTokens,
 }
@@ -49,9 +47,7 @@ type Data = BTreeMap<String, Vec<u8>>;
 
 impl ObjectSources {
     async fn config_map(&self, namespace: &str, name: &str) -> Result<Option<Data>, SourceError> {
-        let found = self
-            .read(&self.config_maps, "configmap", namespace, name)
-            .await?;
+        let found = self.read::<ConfigMap>("configmap", namespace, name).await?;
         Ok(found.map(|c| {
             let mut data: Data = c
                 .data
@@ -67,7 +63,7 @@ impl ObjectSources {
     }
 
     async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Data>, SourceError> {
-        let found = self.read(&self.secrets, "secret", namespace, name).await?;
+        let found = self.read::<Secret>("secret", namespace, name).await?;
         Ok(found.map(|s| {
             let mut data: Data = s
                 .string_data
@@ -105,10 +101,9 @@ impl ObjectSources {
         keyed(payload, &kind, data, items, optional, mode)
     }
 
-    /// The object `namespace/name` from `cache` once it has synced, else from the API.
+    /// The object `namespace/name` from the API.
     async fn read<K>(
         &self,
-        cache: &ObjectCache<K>,
         kind: &str,
         namespace: &str,
         name: &str,
@@ -119,11 +114,6 @@ impl ObjectSources {
             + Debug
             + DeserializeOwned,
     {
-        if cache.is_synced() {
-            return Ok(cache
-                .get(&ObjectKey::namespaced(namespace, name))
-                .map(|o| (*o).clone()));
-        }
         self.client
             .namespaced_api::<K>(namespace)
             .get_opt(name)

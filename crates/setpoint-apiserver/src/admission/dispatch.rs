@@ -108,6 +108,9 @@ impl Admit for RequestAdmission {
         if !self.covers(def) {
             return Ok(());
         }
+        if let Some(restriction) = &self.node_restriction {
+            restriction.validate(def, operation, object, old)?;
+        }
         if let Some(builtin) = &self.builtin {
             builtin.validate_limits(def, operation, object)?;
             builtin

@@ -134,11 +134,19 @@ pub(crate) fn for_request(api: &Api, facts: RequestFacts<'_>) -> Option<Arc<Requ
     );
     let certificates =
         builtin::certificates::for_request(api, facts.def, facts.subresource, facts.user);
+    let node_restriction = builtin::node_restriction::for_request(
+        &served,
+        facts.user,
+        facts.def,
+        facts.subresource,
+        facts.namespace,
+    );
     if validating.is_empty()
         && mutating.is_empty()
         && bindings.is_empty()
         && builtin.is_none()
         && certificates.is_none()
+        && node_restriction.is_none()
     {
         return None;
     }
@@ -179,6 +187,7 @@ pub(crate) fn for_request(api: &Api, facts: RequestFacts<'_>) -> Option<Arc<Requ
         bindings,
         builtin,
         certificates,
+        node_restriction,
         warnings: parking_lot::Mutex::new(Vec::new()),
     }))
 }
@@ -208,6 +217,8 @@ pub(crate) struct RequestAdmission {
     builtin: Option<builtin::Builtin>,
     /// The CertificateSigningRequest rules, on requests for them.
     certificates: Option<builtin::certificates::Certificates>,
+    /// NodeRestriction, when a node asks.
+    node_restriction: Option<builtin::node_restriction::NodeRestriction>,
     /// Warnings the webhooks returned, for the response's `Warning` headers.
     warnings: parking_lot::Mutex<Vec<String>>,
 }

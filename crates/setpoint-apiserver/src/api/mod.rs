@@ -159,12 +159,8 @@ impl Api {
             })
             .collect();
         let openapi = OpenApiDocs::generate(&registry);
-        let authorizer = Arc::new(crate::authz::Chain::over(|plural| {
-            let gvr = (
-                "rbac.authorization.k8s.io".into(),
-                "v1".into(),
-                plural.into(),
-            );
+        let authorizer = Arc::new(crate::authz::Chain::over(|group, plural| {
+            let gvr = (group.into(), "v1".into(), plural.into());
             stores
                 .get(&gvr)
                 .map(|s: &Arc<RegistryStore>| s.cache().clone())

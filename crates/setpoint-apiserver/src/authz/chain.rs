@@ -23,26 +23,26 @@ pub(crate) struct Chain {
 
 impl Chain {
     /// The chain `[system:masters → node authorizer → rbac]`.
-    pub(crate) fn new(rbac: Arc<RbacAuthorizer>) -> Self {
-        Chain {
-            node: NodeAuthorizer,
-            rbac,
-        }
+    pub(crate) fn new(node: NodeAuthorizer, rbac: Arc<RbacAuthorizer>) -> Self {
+        Chain { node, rbac }
     }
 
-    /// The chain over the RBAC kinds' watch caches, found by `cache_of` (plural resource
-    /// name → cache); 500 if one is missing.
+    /// The chain over the watch caches of the RBAC kinds (RBAC) and of pods and claims (the
+    /// node authorizer), found by `cache_of` (group, plural resource name → cache); 500 if one
+    /// is missing.
     pub(crate) fn over(
-        cache_of: impl Fn(&str) -> Option<Arc<WatchCache>>,
+        cache_of: impl Fn(&str, &str) -> Option<Arc<WatchCache>>,
     ) -> Result<Self, ApiError> {
-        let cache = |plural: &str| {
-            cache_of(plural).ok_or_else(|| {
+        let cache = |group: &str, plural: &str| {
+            cache_of(group, plural).ok_or_else(|| {
                 ApiError::internal(format!("no {plural} resource to authorize from"))
             })
         };
+        let rbac = |plural: &str| cache("rbac.authorization.k8s.io", plural);
         let [a, b, c, d] = super::rbac::RESOURCES;
-        let caches = [cache(a)?, cache(b)?, cache(c)?, cache(d)?];
-        Ok(Chain::new(Arc::new(RbacAuthorizer::new(caches))))
+        let caches = [rbac(a)?, rbac(b)?, rbac(c)?, rbac(d)?];
+        let node = NodeAuthorizer::new(cache("", "pods")?, cache("", "persistentvolumeclaims")?);
+        Ok(Chain::new(node, Arc::new(RbacAuthorizer::new(caches))))
     }
 
     /// The RBAC authorizer (for rules reviews and escalation checks).

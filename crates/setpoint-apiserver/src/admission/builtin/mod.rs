@@ -13,6 +13,7 @@
 
 pub(super) mod certificates;
 mod limit_range;
+pub(super) mod node_restriction;
 mod quota;
 pub(crate) mod service_account;
 
