@@ -86,6 +86,8 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), Loop::ALL.len() - 2);
         let csr = [Loop::CsrSigning, Loop::CsrApproving, Loop::CsrCleaner];
-        assert!(csr.iter().all(|l| l.service_account() == "certificate-controller"));
+        assert!(csr
+            .iter()
+            .all(|l| l.service_account() == "certificate-controller"));
     }
 }

@@ -7,14 +7,14 @@
 //! tools for Setpoint's own tests.
 
 mod agent;
-mod authn_args;
 mod audit_args;
+mod authn_args;
 mod bench;
 mod cli;
 mod debug;
 mod encryption;
-mod kubeconfig_cmd;
 mod identities;
+mod kubeconfig_cmd;
 mod kubernetes_service;
 mod limits;
 mod metrics;
