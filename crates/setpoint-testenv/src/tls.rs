@@ -56,10 +56,27 @@ impl TestCa {
         &self.certificate_pem
     }
 
-    /// A new client certificate (extended key usage: client authentication) issued by this CA.
+    /// A new client certificate (extended key usage: client authentication) issued by this CA
+    /// for what the API server presents to node agents: the user
+    /// `kube-apiserver-kubelet-client` in the group `system:masters`.
     pub fn client_identity(&self) -> Identity {
+        self.client_identity_as("kube-apiserver-kubelet-client", Some("system:masters"))
+    }
+
+    /// A new client certificate issued by this CA for the user `name` (its common name) in
+    /// `group` (its organization; rcgen writes one value per attribute).
+    pub fn client_identity_as(&self, name: &str, group: Option<&str>) -> Identity {
         let key = KeyPair::generate().expect("a client key");
         let mut params = CertificateParams::new(Vec::<String>::new()).expect("parameters");
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        if let Some(group) = group {
+            params
+                .distinguished_name
+                .push(rcgen::DnType::OrganizationName, group);
+        }
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         let certificate = params
             .signed_by(&key, &self.issuer)

@@ -10,6 +10,7 @@
 //! endpoint stops accepting and drops open connections (ending followed logs). Connections
 //! may be upgraded (`/exec`, `/attach`, `/portforward`: `streams.rs`).
 
+mod clients;
 mod routes;
 mod streams;
 #[cfg(test)]
@@ -78,14 +79,20 @@ pub(crate) async fn serve(
                         return;
                     }
                 };
+                let refused = clients::refusal(tls.get_ref().1.peer_certificates());
+                if let Some(why) = &refused {
+                    tracing::warn!(%peer, "agent endpoint: refusing a caller: {why}");
+                }
                 let service = hyper::service::service_fn(move |request| {
                     let root = root.clone();
                     let metrics = metrics.clone();
                     let shim = shim.clone();
+                    let refused = refused.clone();
                     async move {
-                        Ok::<_, std::convert::Infallible>(
-                            routes::handle(&root, &metrics, shim, request).await,
-                        )
+                        Ok::<_, std::convert::Infallible>(match refused {
+                            Some(why) => routes::status(&setpoint_core::ApiError::forbidden(why)),
+                            None => routes::handle(&root, &metrics, shim, request).await,
+                        })
                     }
                 });
                 let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());

@@ -50,7 +50,7 @@ fn write_log(root: &Path, uid: &str, lines: &[u8]) {
 }
 
 #[tokio::test]
-async fn endpoint_should_refuse_clients_without_a_certificate_from_the_ca() {
+async fn endpoint_should_serve_only_the_api_servers_certificate_from_the_ca() {
     let dir = tempfile::tempdir().expect("tempdir");
     write_log(dir.path(), "u1", b"secret\n");
     let ca = TestCa::new();
@@ -67,6 +67,19 @@ async fn endpoint_should_refuse_clients_without_a_certificate_from_the_ca() {
         stranger.is_err(),
         "served to a certificate from another CA: {stranger:?}"
     );
+    // A user the cluster CA signed, not in system:masters: the API server alone may call.
+    for (user, group) in [("jane", Some("dev")), ("system:node:other", Some("system:nodes"))] {
+        let refused = get(addr, Some(ca.client_identity_as(user, group)), path)
+            .await
+            .expect("answered");
+        assert!(refused.starts_with("HTTP/1.0 403"), "{refused}");
+        assert!(refused.contains("\"reason\":\"Forbidden\""), "{refused}");
+        assert!(
+            refused.contains(&format!("user \\\"{user}\\\" may not call the node agent")),
+            "{refused}"
+        );
+        assert!(!refused.contains("secret"), "{refused}");
+    }
     let member = get(addr, Some(ca.client_identity()), path)
         .await
         .expect("served");
