@@ -68,7 +68,10 @@ async fn endpoint_should_serve_only_the_api_servers_certificate_from_the_ca() {
         "served to a certificate from another CA: {stranger:?}"
     );
     // A user the cluster CA signed, not in system:masters: the API server alone may call.
-    for (user, group) in [("jane", Some("dev")), ("system:node:other", Some("system:nodes"))] {
+    for (user, group) in [
+        ("jane", Some("dev")),
+        ("system:node:other", Some("system:nodes")),
+    ] {
         let refused = get(addr, Some(ca.client_identity_as(user, group)), path)
             .await
             .expect("answered");
