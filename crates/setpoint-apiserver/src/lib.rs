@@ -74,6 +74,7 @@ mod flowcontrol;
 
 mod handlers;
 pub mod identities;
+mod ids;
 mod kubeconfig;
 mod node_client;
 mod openapi;
@@ -96,6 +97,7 @@ pub use audit::{
 pub use auth::{AuthenticationConfig, User, AUTHENTICATED_GROUP, DEFAULT_SERVICE_ACCOUNT_ISSUER};
 pub use authz::bench::decision_latencies as authz_decision_latencies;
 pub use flowcontrol::{FlowControlFigures, FlowControlSettings};
+pub use ids::new_uid;
 pub use node_client::{NodeClient, NodeClientError};
 pub use pki::{Pki, PkiError, ADMIN_KUBECONFIG};
 pub use server::{empty_body, full_body, stream_body, Body, Handler};

@@ -244,21 +244,9 @@ fn admin_server(data_dir: &Path) -> Result<String> {
     }
 }
 
-/// A random uid for a token-file user (a version 4 UUID's shape).
+/// A random uid for a token-file user (a version 4 UUID).
 fn random_uid() -> String {
-    let mut b = [0_u8; 16];
-    rand::rngs::OsRng.fill_bytes(&mut b);
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
+    setpoint_apiserver::new_uid()
 }
 
 /// Appends `token,user,uid[,"groups"]` to the token file, created (or kept) mode 0600.

@@ -297,20 +297,22 @@ fn a_servers_data_directory_and_files_should_be_private() {
             .any(|(p, _)| p.to_string_lossy().ends_with(".log")),
         "{files:?}"
     );
-    // Certificates are public material (0644, in the 0700 directory), and so are a pod's
-    // `/etc/hosts`, `/etc/hostname` and `/etc/resolv.conf` (bind-mounted into its containers,
-    // which may run as other users); everything else is 0600.
+    // Certificates and the ServiceAccount public key are public material (0644, in the 0700
+    // directory), and so are a pod's `/etc/hosts`, `/etc/hostname` and `/etc/resolv.conf`
+    // (bind-mounted into its containers, which may run as other users); a volume's files have
+    // the modes its pod asks for (`defaultMode`, 0644 for the kube-api-access token volume, as
+    // kube writes it); everything else is 0600.
     let container_view = |p: &std::path::Path| {
-        p.parent().is_some_and(|d| d.ends_with("etc"))
+        let etc = p.parent().is_some_and(|d| d.ends_with("etc"))
             && ["hosts", "hostname", "resolv.conf"]
                 .iter()
-                .any(|n| p.file_name().is_some_and(|f| f == *n))
+                .any(|n| p.file_name().is_some_and(|f| f == *n));
+        etc || p.components().any(|c| c.as_os_str() == "volumes")
     };
+    let public = |p: &std::path::Path| p.extension().is_some_and(|e| e == "crt" || e == "pub");
     let open: Vec<_> = files
         .iter()
-        .filter(|(p, mode)| {
-            mode & 0o077 != 0 && p.extension().is_none_or(|e| e != "crt") && !container_view(p)
-        })
+        .filter(|(p, mode)| mode & 0o077 != 0 && !public(p) && !container_view(p))
         .collect();
     assert!(open.is_empty(), "files readable by others: {open:?}");
 }

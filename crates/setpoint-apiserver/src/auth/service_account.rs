@@ -122,20 +122,7 @@ pub(crate) fn subject(namespace: &str, name: &str) -> String {
 
 /// A random UUID (version 4), as a token id.
 fn new_jti() -> String {
-    use rand::RngCore as _;
-    let mut b = [0_u8; 16];
-    rand::rngs::OsRng.fill_bytes(&mut b);
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
+    crate::ids::new_uid()
 }
 
 /// What a validated token is good for: its user and the audiences it names (`None` for a

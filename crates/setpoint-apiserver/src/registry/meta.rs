@@ -11,21 +11,7 @@ pub(crate) fn now() -> String {
 }
 
 /// A new random UID (UUID version 4).
-pub(crate) fn new_uid() -> String {
-    let b: [u8; 16] = rand::thread_rng().gen();
-    let mut b = b;
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
-}
+pub(crate) use crate::ids::new_uid;
 
 /// `generateName` plus five random characters from the alphabet Kubernetes uses (no vowels,
 /// no easily confused characters).

@@ -29,18 +29,7 @@ impl AuditId {
 
     /// A new random (version 4) UUID.
     pub(crate) fn generate() -> AuditId {
-        let mut bytes: [u8; 16] = rand::random();
-        bytes[6] = (bytes[6] & 0x0f) | 0x40;
-        bytes[8] = (bytes[8] & 0x3f) | 0x80;
-        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        AuditId(format!(
-            "{}-{}-{}-{}-{}",
-            &hex[0..8],
-            &hex[8..12],
-            &hex[12..16],
-            &hex[16..20],
-            &hex[20..32]
-        ))
+        AuditId(crate::ids::new_uid())
     }
 
     /// Sets the `Audit-Id` header of `response`, unless it has one (an answer proxied from an
