@@ -484,7 +484,8 @@ fn tables_should_print_kube_apiserver_columns() {
         ("runtimeclass", "NAME HANDLER AGE", "sandboxed runsc "),
         ("role", "NAME CREATED AT", "pod-reader 20"),
         ("rolebinding", "NAME ROLE AGE", "read-pods Role/pod-reader "),
-        ("clusterrolebinding", "NAME ROLE AGE", "health-for-all ClusterRole/example:health "),
+        // Named: the default policy's bindings list too.
+        ("clusterrolebinding/health-for-all", "NAME ROLE AGE", "health-for-all ClusterRole/example:health "),
     ] {
         let mut args = vec![kind];
         args.extend_from_slice(&ns);
@@ -769,17 +770,19 @@ fn certificate_approval_should_write_the_approved_condition() {
     assert_eq!(csr["status"]["conditions"][0]["status"], "True");
     let (_, row) = table(&s, &["csr", "alice"]);
     assert!(
-        row.ends_with(" kubernetes.io/kube-apiserver-client 24h Approved"),
+        // The requester is recorded from who created it (the admin), as kube-apiserver does.
+        row.ends_with(" kubernetes.io/kube-apiserver-client setpoint-admin 24h Approved"),
         "{row}"
     );
-    // kubectl refuses to deny an approved request itself; the server does too.
+    // kubectl refuses to deny an approved request itself; the server does too (through
+    // `approval`: through `status` the approval conditions are kept as they were, as in kube).
     let deny =
         r#"[{"op":"add","path":"/status/conditions/-","value":{"type":"Denied","status":"True"}}]"#;
     let err = s.fails(&[
         "patch",
         "csr",
         "alice",
-        "--subresource=status",
+        "--subresource=approval",
         "--type=json",
         "-p",
         deny,
@@ -834,9 +837,12 @@ fn reviews_should_answer_for_the_caller_from_setpoints_own_rules() {
     };
     let anonymous = review("apiVersion: authorization.k8s.io/v1\nkind: SubjectAccessReview\nspec:\n  user: system:anonymous\n  resourceAttributes: {verb: get, resource: pods}\n");
     assert_eq!(anonymous["status"]["allowed"], false);
+    // RBAC answers: bob has no binding; bob in system:masters may do anything.
     let local = review("apiVersion: authorization.k8s.io/v1\nkind: LocalSubjectAccessReview\nmetadata: {namespace: default}\nspec:\n  user: bob\n  resourceAttributes: {namespace: default, verb: list, resource: secrets}\n");
-    assert_eq!(local["status"]["allowed"], true);
+    assert_eq!(local["status"]["allowed"], false, "{local}");
     assert_eq!(local["metadata"]["namespace"], "default");
+    let master = review("apiVersion: authorization.k8s.io/v1\nkind: LocalSubjectAccessReview\nmetadata: {namespace: default}\nspec:\n  user: bob\n  groups: [system:masters]\n  resourceAttributes: {namespace: default, verb: list, resource: secrets}\n");
+    assert_eq!(master["status"]["allowed"], true, "{master}");
     // Nothing is stored: a review has no name to read back, and no list.
     let err = s.fails(&["get", "subjectaccessreviews"]);
     assert!(
