@@ -413,6 +413,14 @@ fn migrate_should_move_a_cluster_from_the_embedded_store_to_etcd_and_back() {
     // Back into a fresh data directory's embedded store, with the change made on etcd.
     let back = tmp.path().join("back");
     migrate(&back, "embedded", &etcd);
+    // The Secret moved encrypted: the new directory needs the key that reads it (a server
+    // whose keys cannot read the stored Secrets refuses to start).
+    std::fs::create_dir_all(back.join("pki")).unwrap();
+    std::fs::copy(
+        dir.join("pki/encryption-config.yaml"),
+        back.join("pki/encryption-config.yaml"),
+    )
+    .unwrap();
     let s = Server::start_in(&back);
     let again = json(&s, &["get", "cm", "c", "-n", "moved", "-o", "json"]);
     assert_eq!(again["metadata"]["labels"]["on"], "etcd");

@@ -300,23 +300,13 @@ impl NodeAuthorizer {
         }
     }
 
-    /// PersistentVolumes: `get` of one a pod of `node` uses; reading and changing them for
-    /// local-path cleanup (NodeRestriction limits the changes).
-    fn volume(&self, node: &str, a: &Attributes) -> Decision {
+    /// PersistentVolumes: reading and changing them for local-path cleanup (NodeRestriction
+    /// limits the changes). Kube lets a node `get` only the volumes its pods use; here `get`
+    /// of any is allowed, since `list` and `watch` of all are (the agent's local-path
+    /// informer), and the cleanup reads a volume after its last pod is gone.
+    fn volume(&self, _node: &str, a: &Attributes) -> Decision {
         match a.verb.as_str() {
-            "list" | "watch" | "update" | "patch" if a.subresource.is_empty() => allow(),
-            "get" if a.subresource.is_empty() => {
-                if a.name.is_empty() {
-                    return no("No Object name found");
-                }
-                if self.with_graph(|g| g.uses_volume(node, &a.name)) {
-                    allow()
-                } else {
-                    no(format!(
-                        "no relationship found between node '{node}' and this object"
-                    ))
-                }
-            }
+            "get" | "list" | "watch" | "update" | "patch" if a.subresource.is_empty() => allow(),
             _ => no("can only get individual resources of this type"),
         }
     }
@@ -423,7 +413,8 @@ mod tests {
         assert!(!allowed(a(&n1, "update", "secrets", "ns", "s")));
         assert!(allowed(a(&n1, "get", "persistentvolumeclaims", "ns", "c")));
         assert!(allowed(a(&n1, "get", "persistentvolumes", "", "pv")));
-        assert!(!allowed(a(&n2, "get", "persistentvolumes", "", "pv")));
+        // Any volume: list is allowed anyway (local-path cleanup).
+        assert!(allowed(a(&n2, "get", "persistentvolumes", "", "pv")));
         assert!(allowed(a(
             &n1,
             "create",

@@ -181,6 +181,12 @@ fn controller_rules(service_account: &str) -> Vec<PolicyRule> {
             rule(&["get"], &["*"], &["*"]),
             rule(&["get", "list"], &[""], &["pods"]),
             rule(&["get", "list"], &["metrics.k8s.io"], &["pods"]),
+            // Object, pods and external metrics (kube's HPA role reads both APIs whole).
+            rule(
+                &["get", "list"],
+                &["custom.metrics.k8s.io", "external.metrics.k8s.io"],
+                &["*"],
+            ),
         ],
         "pid-autoscaler" => vec![
             rule(
@@ -192,18 +198,24 @@ fn controller_rules(service_account: &str) -> Vec<PolicyRule> {
                 &["update", "patch"],
                 &["apiextensions.k8s.io"],
                 &["customresourcedefinitions"],
-                &["pidautoscalers.setpoint.dev"],
+                &["pidautoscalers.autoscaling.setpoint.dev"],
             ),
-            rule(READ, &["setpoint.dev"], &["pidautoscalers"]),
+            rule(READ, &["autoscaling.setpoint.dev"], &["pidautoscalers"]),
             rule(
                 &["update", "patch"],
-                &["setpoint.dev"],
+                &["autoscaling.setpoint.dev"],
                 &["pidautoscalers/status"],
             ),
             rule(&["get", "update", "patch"], &["*"], &["*/scale"]),
             rule(&["get"], &["*"], &["*"]),
             rule(&["get", "list"], &[""], &["pods"]),
             rule(&["get", "list"], &["metrics.k8s.io"], &["pods"]),
+            // Object, pods and external metrics (kube's HPA role reads both APIs whole).
+            rule(
+                &["get", "list"],
+                &["custom.metrics.k8s.io", "external.metrics.k8s.io"],
+                &["*"],
+            ),
         ],
         "disruption-controller" => vec![
             rule(
