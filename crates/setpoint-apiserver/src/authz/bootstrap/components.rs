@@ -181,6 +181,9 @@ fn controller_rules(service_account: &str) -> Vec<PolicyRule> {
             rule(&["get"], &["*"], &["*"]),
             rule(&["get", "list"], &[""], &["pods"]),
             rule(&["get", "list"], &["metrics.k8s.io"], &["pods"]),
+            // External metrics of Setpoint's own `<resource>:<field>` form list that resource
+            // by the metric's selector (docs/control.md); any resource may be named.
+            rule(&["list"], &["*"], &["*"]),
             // Object, pods and external metrics (kube's HPA role reads both APIs whole).
             rule(
                 &["get", "list"],
@@ -210,6 +213,9 @@ fn controller_rules(service_account: &str) -> Vec<PolicyRule> {
             rule(&["get"], &["*"], &["*"]),
             rule(&["get", "list"], &[""], &["pods"]),
             rule(&["get", "list"], &["metrics.k8s.io"], &["pods"]),
+            // External metrics of Setpoint's own `<resource>:<field>` form list that resource
+            // by the metric's selector (docs/control.md); any resource may be named.
+            rule(&["list"], &["*"], &["*"]),
             // Object, pods and external metrics (kube's HPA role reads both APIs whole).
             rule(
                 &["get", "list"],
