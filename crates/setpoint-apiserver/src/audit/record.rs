@@ -13,14 +13,12 @@
 //! level; when that gives no name (a `generateName`, a protobuf body), from the answer.
 
 use std::collections::BTreeMap;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use chrono::Utc;
 use http::{Request, Response};
-use http_body::{Body as HttpBody, Frame, SizeHint};
+use http_body::{Body as HttpBody, Frame};
 use http_body_util::BodyExt as _;
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -30,7 +28,7 @@ use super::policy::{Decision, Facts};
 use super::Auditor;
 use crate::auth::User;
 use crate::request_info::{self, ResourceRequest, Target, Verb};
-use crate::server::{AuditId, Body, ImpersonatedBy, PeerAddr};
+use crate::server::{body_holding, AuditId, Body, ImpersonatedBy, PeerAddr};
 
 /// kube-apiserver's longest recorded `User-Agent`; longer ones are cut and marked.
 const MAX_USER_AGENT: usize = 1024;
@@ -242,12 +240,8 @@ pub(crate) async fn finish(
     if recording.is_long_running() {
         recording.state = State::Streaming;
         recording.emit(Stage::ResponseStarted);
-        return response.map(|inner| {
-            Body::new(Recorded {
-                inner,
-                _recording: recording,
-            })
-        });
+        // ResponseComplete is recorded when the body (holding the recording) is dropped.
+        return response.map(|inner| body_holding(inner, recording));
     }
     let response = if needs_body(&recording, &response) {
         let (parts, body) = response.into_parts();
@@ -390,32 +384,6 @@ impl Drop for Recording {
                 self.complete();
             }
         }
-    }
-}
-
-/// A long-running answer's body; `ResponseComplete` is recorded when it is dropped.
-struct Recorded {
-    inner: Body,
-    _recording: Recording,
-}
-
-impl HttpBody for Recorded {
-    type Data = Bytes;
-    type Error = std::io::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
-        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }
 

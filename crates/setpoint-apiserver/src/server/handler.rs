@@ -97,6 +97,41 @@ pub fn full_body(bytes: impl Into<Bytes>) -> Body {
         .boxed()
 }
 
+/// `inner`, holding `guard` until the body is dropped (the stream ended or the client went
+/// away): how a long-running answer keeps a count or an audit record open while it streams.
+pub(crate) fn body_holding<G: Send + Sync + Unpin + 'static>(inner: Body, guard: G) -> Body {
+    Body::new(Holding {
+        inner,
+        _guard: guard,
+    })
+}
+
+/// A body and what it holds (see [`body_holding`]).
+struct Holding<G> {
+    inner: Body,
+    _guard: G,
+}
+
+impl<G: Unpin> http_body::Body for Holding<G> {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, io::Error>>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 /// An empty body.
 pub fn empty_body() -> Body {
     Empty::new().map_err(|never| match never {}).boxed()

@@ -9,6 +9,8 @@ pub(crate) mod components;
 mod policy;
 
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::Metadata;
 use serde_json::{json, Value};
 use setpoint_core::{ApiError, Reason};
 
@@ -22,28 +24,25 @@ const GROUP: &str = "rbac.authorization.k8s.io";
 /// The default ClusterRoles: kube's and the components' (a component's role of the same name
 /// wins).
 pub(crate) fn cluster_roles() -> Vec<ClusterRole> {
-    let components = components::cluster_roles();
-    let mut all: Vec<ClusterRole> = policy::cluster_roles()
-        .into_iter()
-        .filter(|r| {
-            !components
-                .iter()
-                .any(|c| c.metadata.name == r.metadata.name)
-        })
-        .collect();
-    all.extend(components);
-    all
+    with_components(policy::cluster_roles(), components::cluster_roles())
 }
 
-/// The default ClusterRoleBindings: kube's and the components'.
+/// The default ClusterRoleBindings: kube's and the components' (likewise).
 pub(crate) fn cluster_role_bindings() -> Vec<ClusterRoleBinding> {
-    let components = components::cluster_role_bindings();
-    let mut all: Vec<ClusterRoleBinding> = policy::cluster_role_bindings()
+    with_components(
+        policy::cluster_role_bindings(),
+        components::cluster_role_bindings(),
+    )
+}
+
+/// `defaults` without those a component's object of the same name replaces, then `components`.
+fn with_components<K: Metadata<Ty = ObjectMeta>>(defaults: Vec<K>, components: Vec<K>) -> Vec<K> {
+    let mut all: Vec<K> = defaults
         .into_iter()
-        .filter(|r| {
+        .filter(|d| {
             !components
                 .iter()
-                .any(|c| c.metadata.name == r.metadata.name)
+                .any(|c| c.metadata().name == d.metadata().name)
         })
         .collect();
     all.extend(components);
