@@ -3,7 +3,7 @@
 //! the ServiceAccount `kube-system/<name>` kube-controller-manager gives that controller, the
 //! loops' shared informers read as `system:kube-controller-manager`, the scheduler acts as
 //! `system:kube-scheduler`, a node agent as `system:node:<node>` in `system:nodes`. The
-//! bootstrap policy (`authz/bootstrap/components.rs`) grants each of them what it needs and the
+//! bootstrap policy (`authz/bootstrap/components/`) grants each of them what it needs and the
 //! node authorizer (`authz/node.rs`) recognizes the nodes; the `setpoint` binary builds its
 //! in-process clients with these users ([`crate::Api::handle_as`]).
 
