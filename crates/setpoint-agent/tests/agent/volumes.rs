@@ -142,7 +142,8 @@ async fn missing_config_map_should_hold_the_pod_with_failed_mount_until_it_exist
             "containers": [{
                 "name": "app",
                 "workingDir": work.path(),
-                "command": ["sh", "-c", "cat \"$SETPOINT_VOLUME_CFG/k\" > seen.txt; ls \"$SETPOINT_VOLUME_OPT\" > opt.txt; sleep 1000"],
+                // opt.txt first: once seen.txt holds the value, opt.txt is complete.
+                "command": ["sh", "-c", "ls \"$SETPOINT_VOLUME_OPT\" > opt.txt; cat \"$SETPOINT_VOLUME_CFG/k\" > seen.txt; sleep 1000"],
                 "volumeMounts": [{"name": "cfg", "mountPath": "/cfg"}, {"name": "opt", "mountPath": "/opt-cfg"}]
             }]
         }),
