@@ -1,0 +1,1 @@
+//! GitRepository: resolving refs, artifacts, conditions (tests owned by the source loop).

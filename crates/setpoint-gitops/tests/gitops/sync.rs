@@ -1,0 +1,1 @@
+//! Sync: apply, prune, drift, health, dependencies (tests owned by the sync loop).
