@@ -42,6 +42,10 @@ pub(crate) enum Command {
     /// Measure the performance of Setpoint's components on this machine.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// The GitOps loops of a cluster: what a Sync would change (`diff`), a reconcile now
+    /// (`reconcile`).
+    #[command(subcommand)]
+    Gitops(crate::gitops_cmd::GitopsCommand),
     /// The container shim the node agent starts for each container run; not for direct use.
     #[command(hide = true)]
     AgentShim {

@@ -53,6 +53,9 @@ pub enum SyncError {
     /// Writing a Sync's status failed.
     #[error("writing the status of Sync {0}")]
     Status(String, #[source] setpoint_runtime::StatusError),
+    /// Reading a Sync failed.
+    #[error("reading Sync {0}")]
+    Read(String, #[source] kube::Error),
 }
 
 /// What every reconcile shares.

@@ -134,8 +134,8 @@ mod tests {
             names,
             [
                 "ConfigMap/prod/b",
-                "CustomResourceDefinition/x.example.com",
-                "Namespace/prod"
+                "Namespace/prod",
+                "CustomResourceDefinition/x.example.com"
             ]
         );
     }

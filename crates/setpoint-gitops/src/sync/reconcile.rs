@@ -62,10 +62,17 @@ struct Report {
 }
 
 /// Reconciles one Sync.
-pub(super) async fn reconcile(sync: Arc<Sync>, ctx: Arc<Context>) -> Result<Action, SyncError> {
-    let name = sync.metadata.name.clone().unwrap_or_default();
-    let namespace = sync.metadata.namespace.clone().unwrap_or_default();
+pub(super) async fn reconcile(cached: Arc<Sync>, ctx: Arc<Context>) -> Result<Action, SyncError> {
+    let name = cached.metadata.name.clone().unwrap_or_default();
+    let namespace = cached.metadata.namespace.clone().unwrap_or_default();
     let api = kube::Api::<Sync>::namespaced(ctx.client.kube().clone(), &namespace);
+    // The inventory decides what is pruned: read it fresh, not from a cache that may not have
+    // seen the last reconcile's status yet.
+    let sync = match api.get_opt(&name).await {
+        Ok(Some(sync)) => sync,
+        Ok(None) => return Ok(Action::await_change()),
+        Err(e) => return Err(SyncError::Read(format!("{namespace}/{name}"), e)),
+    };
     let handled = sync
         .metadata
         .annotations

@@ -41,12 +41,12 @@ fn script(old: &[&str], new: &[&str]) -> Vec<(Op, usize, usize)> {
             ops.push((Op::Same, i, j));
             i += 1;
             j += 1;
-        } else if j < m && (i == n || lcs[at(i, j + 1)] >= lcs[at(i + 1, j)]) {
-            ops.push((Op::Added, i, j));
-            j += 1;
-        } else {
+        } else if i < n && (j == m || lcs[at(i + 1, j)] >= lcs[at(i, j + 1)]) {
             ops.push((Op::Removed, i, j));
             i += 1;
+        } else {
+            ops.push((Op::Added, i, j));
+            j += 1;
         }
     }
     ops

@@ -110,6 +110,17 @@ impl Harness {
         revision
     }
 
+    /// The artifact directory of a revision `publish` returned.
+    fn artifact_dir(&self, repo: &str, revision: &str) -> std::path::PathBuf {
+        let sha = revision
+            .rsplit_once("sha1:")
+            .map(|(_, sha)| sha)
+            .unwrap_or_default();
+        self.store
+            .root()
+            .join(ArtifactStore::relative_path(NS, repo, sha))
+    }
+
     /// Creates a Sync of `repo` with `spec` merged over the defaults (interval 1h, prune).
     async fn sync(&self, name: &str, repo: &str, spec: Value) {
         let mut base = json!({"sourceRef": {"kind": "GitRepository", "name": repo},
@@ -281,6 +292,10 @@ async fn a_sync_should_apply_label_inventory_prune_and_then_write_nothing() {
             .map(|c| (c.name_any(), c.resource_version().unwrap_or_default()))
             .collect()
     };
+    let diffs = setpoint_gitops::sync::diff(&h.client, &sync, &h.artifact_dir("repo", &first))
+        .await
+        .expect("diff");
+    assert!(diffs.is_empty(), "in sync, yet: {diffs:?}");
     let before = versions(
         h.configmaps("apps")
             .list(&ListParams::default())
@@ -455,6 +470,19 @@ async fn drift_should_be_corrected_by_the_watch_unless_suspended() {
     assert_eq!(
         cms.get("drifty").await.ok().and_then(value).as_deref(),
         Some("by-hand")
+    );
+    // What a reconcile would change: the hand edit, as a unified diff.
+    let sync = h.syncs().get("drift").await.expect("sync");
+    let diffs = setpoint_gitops::sync::diff(&h.client, &sync, &h.artifact_dir("repo", &revision))
+        .await
+        .expect("diff");
+    assert_eq!(diffs.len(), 1, "{diffs:?}");
+    assert_eq!(diffs[0].object, "ConfigMap/default/drifty");
+    assert_eq!(diffs[0].pending, setpoint_gitops::sync::Pending::Configure);
+    assert!(
+        diffs[0].diff.contains("-  key: by-hand\n+  key: git\n"),
+        "{}",
+        diffs[0].diff
     );
     // Resumed: corrected.
     h.syncs()
