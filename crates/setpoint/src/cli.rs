@@ -293,6 +293,27 @@ pub(crate) enum BenchCommand {
     /// Benchmark API Priority and Fairness: a user and a controller's latency alone and while
     /// another user floods LISTs, with APF on and off.
     Flood(FloodBenchArgs),
+    /// Benchmark the GitOps loops: ConfigMaps in a local git repository applied by a Sync —
+    /// the first full sync, a no-op reconcile (and its writes), commit → applied, drift →
+    /// corrected.
+    Gitops(GitopsBenchArgs),
+}
+
+/// Flags of `setpoint bench gitops`.
+#[derive(Debug, Args)]
+pub(crate) struct GitopsBenchArgs {
+    /// ConfigMaps in git.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub(crate) objects: usize,
+    /// Commits timed from `git commit` to applied.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub(crate) commits: usize,
+    /// Hand edits timed from the edit to its correction.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub(crate) drifts: usize,
+    /// 100 objects, 5 commits, 5 edits.
+    #[arg(long)]
+    pub(crate) quick: bool,
 }
 
 /// Flags of `setpoint bench flood`.
