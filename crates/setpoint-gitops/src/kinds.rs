@@ -299,7 +299,9 @@ pub struct Inventory {
 }
 
 /// One managed object.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, JsonSchema,
+)]
 pub struct InventoryEntry {
     /// `<namespace>_<name>_<group>_<kind>` (namespace empty for cluster-scoped objects, group
     /// empty for the core group).

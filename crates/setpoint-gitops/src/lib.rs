@@ -16,6 +16,7 @@ pub mod artifact;
 mod context;
 pub mod duration;
 pub mod kinds;
+pub mod source;
 
 pub use artifact::ArtifactStore;
 pub use context::GitopsContext;
