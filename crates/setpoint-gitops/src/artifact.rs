@@ -58,7 +58,11 @@ impl ArtifactStore {
     /// The directory an artifact's `path` names, checked to stay inside the root and to exist.
     pub fn dir(&self, path: &str) -> Result<PathBuf, ArtifactError> {
         let relative = Path::new(path);
+        // `components()` drops inner `.` segments, so the segments are checked as written too.
         if path.is_empty()
+            || path
+                .split('/')
+                .any(|s| s.is_empty() || s == "." || s == "..")
             || !relative
                 .components()
                 .all(|c| matches!(c, Component::Normal(_)))

@@ -17,6 +17,7 @@ mod context;
 pub mod duration;
 pub mod kinds;
 pub mod manifests;
+pub mod source;
 pub mod sync;
 
 pub use artifact::ArtifactStore;
