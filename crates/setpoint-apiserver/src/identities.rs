@@ -56,6 +56,7 @@ pub const CONTROLLER_SERVICE_ACCOUNTS: &[&str] = &[
     "endpoint-controller",
     "node-ipam-controller",
     "certificate-controller",
+    "gitops-source",
 ];
 
 /// The user of the ServiceAccount `kube-system/<service_account>` a built-in loop writes as,

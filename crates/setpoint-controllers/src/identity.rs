@@ -70,6 +70,7 @@ impl Loop {
             Loop::NodeIpam => "node-ipam-controller",
             // kube-controller-manager runs its three CSR controllers as one ServiceAccount.
             Loop::CsrSigning | Loop::CsrApproving | Loop::CsrCleaner => "certificate-controller",
+            Loop::GitopsSource => "gitops-source",
         }
     }
 }

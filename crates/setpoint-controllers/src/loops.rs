@@ -67,6 +67,9 @@ pub enum Loop {
     CsrApproving,
     /// Deletes old CertificateSigningRequests.
     CsrCleaner,
+    /// Resolves each GitRepository to a commit and exports its files as an artifact (installs
+    /// the GitRepository CRD; `setpoint-gitops`).
+    GitopsSource,
 }
 
 impl Loop {
@@ -100,6 +103,7 @@ impl Loop {
         Loop::CsrSigning,
         Loop::CsrApproving,
         Loop::CsrCleaner,
+        Loop::GitopsSource,
     ];
 
     /// The loop's name on the command line and in logs.
@@ -133,6 +137,7 @@ impl Loop {
             Loop::CsrSigning => "csrsigning",
             Loop::CsrApproving => "csrapproving",
             Loop::CsrCleaner => "csrcleaner",
+            Loop::GitopsSource => "gitops-source",
         }
     }
 
@@ -175,6 +180,9 @@ impl Loop {
             Loop::CsrSigning => crate::certificates::run_signer(ctx, shutdown).await,
             Loop::CsrApproving => crate::certificates::run_approver(ctx, shutdown).await,
             Loop::CsrCleaner => crate::certificates::run_cleaner(ctx, shutdown).await,
+            Loop::GitopsSource => {
+                setpoint_gitops::source::run(crate::gitops::context(&ctx), shutdown).await
+            }
         }
     }
 }
@@ -265,6 +273,7 @@ pub async fn run(
     selection: &LoopSelection,
     shutdown: CancellationToken,
 ) -> Result<(), LoopError> {
+    let ctx = crate::gitops::with_artifact_dir(ctx, selection);
     let mut tasks = tokio::task::JoinSet::new();
     for &l in selection.loops() {
         let ctx = ctx.clone();
