@@ -13,7 +13,7 @@ use crate::{Loop, LoopContext, LoopSelection};
 impl Loop {
     /// Whether this is one of the GitOps loops (which share the artifact directory).
     pub(crate) fn is_gitops(self) -> bool {
-        matches!(self, Loop::GitopsSource)
+        matches!(self, Loop::GitopsSource | Loop::GitopsSync)
     }
 }
 

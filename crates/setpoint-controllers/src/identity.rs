@@ -71,6 +71,7 @@ impl Loop {
             // kube-controller-manager runs its three CSR controllers as one ServiceAccount.
             Loop::CsrSigning | Loop::CsrApproving | Loop::CsrCleaner => "certificate-controller",
             Loop::GitopsSource => "gitops-source",
+            Loop::GitopsSync => "gitops-sync",
         }
     }
 }

@@ -70,6 +70,9 @@ pub enum Loop {
     /// Resolves each GitRepository to a commit and exports its files as an artifact (installs
     /// the GitRepository CRD; `setpoint-gitops`).
     GitopsSource,
+    /// Applies each Sync's path of its source's artifact, prunes, checks health and corrects
+    /// drift (installs the Sync CRD; `setpoint-gitops`).
+    GitopsSync,
 }
 
 impl Loop {
@@ -104,6 +107,7 @@ impl Loop {
         Loop::CsrApproving,
         Loop::CsrCleaner,
         Loop::GitopsSource,
+        Loop::GitopsSync,
     ];
 
     /// The loop's name on the command line and in logs.
@@ -138,6 +142,7 @@ impl Loop {
             Loop::CsrApproving => "csrapproving",
             Loop::CsrCleaner => "csrcleaner",
             Loop::GitopsSource => "gitops-source",
+            Loop::GitopsSync => "gitops-sync",
         }
     }
 
@@ -182,6 +187,9 @@ impl Loop {
             Loop::CsrCleaner => crate::certificates::run_cleaner(ctx, shutdown).await,
             Loop::GitopsSource => {
                 setpoint_gitops::source::run(crate::gitops::context(&ctx), shutdown).await
+            }
+            Loop::GitopsSync => {
+                setpoint_gitops::sync::run(crate::gitops::context(&ctx), shutdown).await
             }
         }
     }

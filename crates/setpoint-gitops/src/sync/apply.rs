@@ -14,6 +14,7 @@
 //! comparison: [`comparable`]) are applied for real. A reconcile of an unchanged source over
 //! unchanged objects therefore writes nothing.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::time::Duration;
 
@@ -51,6 +52,24 @@ impl fmt::Display for Change {
             Change::Unchanged => "unchanged",
         })
     }
+}
+
+/// What applying did to one object.
+#[derive(Debug, Clone)]
+pub(crate) struct Applied {
+    /// The object.
+    pub(crate) id: ObjectId,
+    /// What was done.
+    pub(crate) change: Change,
+    /// Its resource version after this apply (`None`: not looked at, it was known unchanged).
+    pub(crate) resource_version: Option<String>,
+}
+
+fn resource_version_of(object: &Value) -> Option<String> {
+    object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
 }
 
 /// Why a stage was not applied (or not completely).
@@ -100,24 +119,45 @@ pub(crate) struct Applier<'a> {
 }
 
 impl Applier<'_> {
-    /// Applies every stage in turn; what each object's apply did, in apply order.
+    /// Applies every stage in turn; what each object's apply did, in apply order. Objects in
+    /// `verified` (known equal to their live state: see `reconcile`'s memo) are neither dry-run
+    /// nor applied, and reported unchanged without a resource version.
     pub(crate) async fn apply_all(
         &self,
         desired: &[Desired],
-    ) -> Result<Vec<(ObjectId, Change)>, ApplyError> {
+        verified: &HashSet<ObjectId>,
+    ) -> Result<Vec<Applied>, ApplyError> {
         let mut changes = Vec::with_capacity(desired.len());
-        for stage in stages(desired) {
+        for mut stage in stages(desired) {
+            stage.retain(|d| {
+                let known = verified.contains(&d.id);
+                if known {
+                    changes.push(Applied {
+                        id: d.id.clone(),
+                        change: Change::Unchanged,
+                        resource_version: None,
+                    });
+                }
+                !known
+            });
             let planned = self.plan(stage).await?;
             let mut definitions_changed = false;
             for p in &planned {
                 let change = p.change();
+                let mut resource_version = p.live.as_ref().and_then(resource_version_of);
                 if change != Change::Unchanged {
-                    self.apply_one(&p.desired, false)
+                    let applied = self
+                        .apply_one(&p.desired, false)
                         .await
                         .map_err(|m| ApplyError::Apply(p.desired.id.clone(), m))?;
+                    resource_version = resource_version_of(&applied);
                     definitions_changed |= p.desired.id.is_crd();
                 }
-                changes.push((p.desired.id.clone(), change));
+                changes.push(Applied {
+                    id: p.desired.id.clone(),
+                    change,
+                    resource_version,
+                });
             }
             if definitions_changed {
                 self.discovery.forget();

@@ -11,14 +11,14 @@
 //! updates of generation-tracking objects are not drift and are skipped, so a rolling
 //! Deployment does not re-run its Sync at every status write.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use kube::api::{ApiResource, DynamicObject, PartialObjectMeta};
 use parking_lot::Mutex;
 use setpoint_runtime::{
     Deleted, Enqueuer, EventHandler, HandlerRegistration, InformerFactory, InformerOptions,
-    ObjectKey,
+    ObjectCache, ObjectKey,
 };
 
 use crate::kinds::{SYNC_NAMESPACE_LABEL, SYNC_NAME_LABEL};
@@ -30,8 +30,8 @@ pub(crate) struct DriftWatches {
     factory: InformerFactory,
     /// The loop's queue, set when the controller starts.
     enqueuer: Arc<OnceLock<Enqueuer<ObjectKey>>>,
-    /// `group/version/plural` of every resource watched.
-    watched: Mutex<HashSet<String>>,
+    /// The cache of every resource watched, by `group/version/plural`.
+    watched: Mutex<HashMap<String, ObjectCache<Meta>>>,
     registrations: Mutex<Vec<HandlerRegistration>>,
 }
 
@@ -44,18 +44,16 @@ impl DriftWatches {
         DriftWatches {
             factory,
             enqueuer,
-            watched: Mutex::new(HashSet::new()),
+            watched: Mutex::new(HashMap::new()),
             registrations: Mutex::new(Vec::new()),
         }
     }
 
     /// Watches `resource`, unless it is watched already.
     pub(crate) fn watch(&self, resource: &ApiResource) {
-        let key = format!(
-            "{}/{}/{}",
-            resource.group, resource.version, resource.plural
-        );
-        if !self.watched.lock().insert(key) {
+        let key = key_of(resource);
+        let mut watched = self.watched.lock();
+        if watched.contains_key(&key) {
             return;
         }
         let options = InformerOptions {
@@ -64,6 +62,8 @@ impl DriftWatches {
         }
         .strip_managed_fields();
         let informer = self.factory.dynamic_metadata_informer(resource, options);
+        watched.insert(key, informer.store());
+        drop(watched);
         let registration = informer.add_handler(EnqueueSync {
             enqueuer: self.enqueuer.clone(),
         });
@@ -71,6 +71,32 @@ impl DriftWatches {
         self.factory.start();
         tracing::debug!(group = %resource.group, plural = %resource.plural, "gitops-sync watches for drift");
     }
+
+    /// The `resourceVersion` the drift watch of `resource` has cached for an object (`None`:
+    /// not watched, not synced yet, or no such labelled object).
+    pub(crate) fn resource_version(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<String> {
+        let cache = self.watched.lock().get(&key_of(resource))?.clone();
+        if !cache.is_synced() {
+            return None;
+        }
+        let key = match namespace {
+            Some(ns) => ObjectKey::namespaced(ns, name),
+            None => ObjectKey::cluster(name),
+        };
+        cache.get(&key)?.metadata.resource_version.clone()
+    }
+}
+
+fn key_of(resource: &ApiResource) -> String {
+    format!(
+        "{}/{}/{}",
+        resource.group, resource.version, resource.plural
+    )
 }
 
 /// Enqueues the Sync named by an object's ownership labels.

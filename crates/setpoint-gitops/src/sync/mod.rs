@@ -16,6 +16,7 @@ mod discovery;
 mod drift;
 mod health;
 mod impersonate;
+mod memo;
 mod prepare;
 mod prune;
 mod reconcile;
@@ -74,6 +75,8 @@ pub(crate) struct Context {
     drift: DriftWatches,
     /// Events about Syncs.
     recorder: EventRecorder,
+    /// What each Sync last verified.
+    memos: memo::Memos,
 }
 
 /// Installs the Sync CRD (and the GitRepository CRD, which it reads; installing is
@@ -97,6 +100,7 @@ pub async fn run(ctx: GitopsContext, shutdown: CancellationToken) -> Result<(), 
         discovery: Discovery::default(),
         drift: DriftWatches::new(ctx.factory.clone(), enqueuer.clone()),
         recorder: EventRecorder::new(ctx.client.clone(), Reporter::new(NAME, NAME)),
+        memos: memo::Memos::default(),
     });
     let for_sources = syncs.clone();
     let for_dependents = syncs;

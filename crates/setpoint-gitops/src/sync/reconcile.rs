@@ -6,11 +6,12 @@
 //!
 //! A suspended Sync does nothing (only a reconcile request is recorded as handled).
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use setpoint_runtime::{Action, EventDetails};
+use setpoint_runtime::{Action, EventDetails, ObjectKey};
 use tokio::time::{sleep, Instant};
 
 use super::apply::{dynamic_api, Applier, Change};
@@ -218,9 +219,31 @@ async fn attempt(
         discovery: &ctx.discovery,
         deadline,
     };
-    match applier.apply_all(&desired).await {
-        Ok(changes) => report.changes = changes,
+    let key = ObjectKey::namespaced(&namespace, &name);
+    let requested = sync
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(RECONCILE_REQUESTED_AT));
+    let handled = sync
+        .status
+        .as_ref()
+        .and_then(|s| s.last_handled_reconcile_at.as_ref());
+    let verified = if requested.is_some() && requested != handled {
+        // A reconcile request verifies everything.
+        HashSet::new()
+    } else {
+        let live = cached_versions(ctx, &client, &desired).await;
+        ctx.memos.verified(&key, &desired, &live, timing.interval)
+    };
+    match applier.apply_all(&desired, &verified).await {
+        Ok(applied) => {
+            ctx.memos
+                .record(&key, &desired, &applied, verified.is_empty());
+            report.changes = applied.into_iter().map(|a| (a.id, a.change)).collect();
+        }
         Err(e) => {
+            ctx.memos.forget(&key);
             let outcome = failed(reason::RECONCILIATION_FAILED, e.to_string(), false);
             return (with_revision(outcome), retry);
         }
@@ -262,6 +285,32 @@ async fn attempt(
     ));
     outcome.applied_revision = Some(revision.clone());
     (with_revision(outcome), timing.interval)
+}
+
+/// The `resourceVersion` the drift watches have cached for each desired object.
+async fn cached_versions(
+    ctx: &Context,
+    client: &kube::Client,
+    desired: &[Desired],
+) -> HashMap<ObjectId, String> {
+    let mut versions = HashMap::with_capacity(desired.len());
+    for d in desired {
+        let Ok(served) = ctx
+            .discovery
+            .resolve(client, &d.id.group, &d.version, &d.id.kind)
+            .await
+        else {
+            continue;
+        };
+        let namespace = served.namespaced.then_some(d.id.namespace.as_str());
+        if let Some(rv) = ctx
+            .drift
+            .resource_version(&served.resource, namespace, &d.id.name)
+        {
+            versions.insert(d.id.clone(), rv);
+        }
+    }
+    versions
 }
 
 /// Old and new inventories together (after a failed prune, what may still exist).
