@@ -4,7 +4,7 @@
 //! server`), made private (0700) before any loop starts; unset, one fresh directory under the
 //! system's temporary directory, chosen once for every loop of the process.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use setpoint_gitops::{ArtifactStore, GitopsContext};
 
@@ -63,6 +63,6 @@ pub(crate) fn context(ctx: &LoopContext) -> GitopsContext {
         client: ctx.client.clone(),
         factory: ctx.factory.clone(),
         metrics: ctx.metrics.clone(),
-        artifacts: ArtifactStore::new(PathBuf::from(dir)),
+        artifacts: ArtifactStore::new(dir),
     }
 }

@@ -91,21 +91,7 @@ pub(crate) async fn credentials(
     let data = secret.data.unwrap_or_default();
     let get = |key: &str| data.get(key).map(|v| v.0.clone());
     if let (Some(user), Some(password)) = (get("username"), get("password")) {
-        let mut pair = user;
-        pair.push(b':');
-        pair.extend_from_slice(&password);
-        let header = format!(
-            "Authorization: Basic {}",
-            base64::engine::general_purpose::STANDARD.encode(pair)
-        );
-        return Ok(GitAuth {
-            env: vec![
-                ("GIT_CONFIG_COUNT".into(), "1".into()),
-                ("GIT_CONFIG_KEY_0".into(), "http.extraHeader".into()),
-                ("GIT_CONFIG_VALUE_0".into(), header),
-            ],
-            _dir: None,
-        });
+        return Ok(basic(&user, &password));
     }
     if let Some(identity) = get("identity") {
         return ssh(&identity, get("known_hosts").as_deref()).map_err(AuthError::Io);
@@ -114,6 +100,24 @@ pub(crate) async fn credentials(
         namespace: namespace.to_owned(),
         name: name.to_owned(),
     })
+}
+
+fn basic(user: &[u8], password: &[u8]) -> GitAuth {
+    let mut pair = user.to_vec();
+    pair.push(b':');
+    pair.extend_from_slice(password);
+    let header = format!(
+        "Authorization: Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(pair)
+    );
+    GitAuth {
+        env: vec![
+            ("GIT_CONFIG_COUNT".into(), "1".into()),
+            ("GIT_CONFIG_KEY_0".into(), "http.extraHeader".into()),
+            ("GIT_CONFIG_VALUE_0".into(), header),
+        ],
+        _dir: None,
+    }
 }
 
 fn ssh(identity: &[u8], known_hosts: Option<&[u8]>) -> std::io::Result<GitAuth> {
@@ -161,6 +165,21 @@ fn quote(path: &Path) -> String {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt as _;
+
+    #[tokio::test]
+    async fn basic_auth_should_reach_git_through_its_environment() {
+        let auth = basic(b"u", b"p");
+        let git =
+            super::super::git::Git::new(std::time::Duration::from_secs(30)).with_envs(&auth.env);
+        let out = git
+            .run(&["config", "--get", "http.extraHeader"])
+            .await
+            .expect("git config");
+        assert_eq!(
+            String::from_utf8_lossy(&out).trim(),
+            "Authorization: Basic dTpw"
+        );
+    }
 
     #[test]
     fn ssh_keys_should_be_private_and_removed_after_use() {

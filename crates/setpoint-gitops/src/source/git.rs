@@ -2,6 +2,9 @@
 //! or the system's git configuration, and bounded in time (the child is killed when its time
 //! is up). Every git invocation of the source loop goes through [`Git::run`].
 //!
+//! Git runs in a process group of its own; a command that times out or whose future is
+//! dropped has its whole group killed (git's ssh, remote helpers and hooks with it).
+//!
 //! Credentials reach git only through its environment (see `auth.rs`), never its arguments,
 //! and error messages have the user-info part of URLs (`https://user:secret@host`) removed.
 
@@ -156,18 +159,40 @@ impl Git {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            .process_group(0)
             .kill_on_drop(true);
         let child = cmd.spawn().map_err(|source| GitError::Spawn {
             command: command.clone(),
             source,
         })?;
-        match tokio::time::timeout(self.timeout, child.wait_with_output()).await {
+        let mut group = KillGroup(
+            child
+                .id()
+                .and_then(|id| rustix::process::Pid::from_raw(i32::try_from(id).ok()?)),
+        );
+        let result = tokio::time::timeout(self.timeout, child.wait_with_output()).await;
+        if let Ok(Ok(_)) = &result {
+            // Git exited and was reaped: its group may be gone, and its id reused.
+            group.0 = None;
+        }
+        match result {
             Err(_) => Err(GitError::Timeout {
                 command,
                 timeout: self.timeout,
             }),
             Ok(Err(source)) => Err(GitError::Spawn { command, source }),
             Ok(Ok(out)) => Ok((out.status.code(), out.stdout, out.stderr, command)),
+        }
+    }
+}
+
+/// Kills a process group when dropped, unless disarmed (`None`).
+struct KillGroup(Option<rustix::process::Pid>);
+
+impl Drop for KillGroup {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
         }
     }
 }
@@ -225,6 +250,16 @@ pub(crate) fn redact_userinfo(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_command_over_its_time_should_be_killed_and_reported() {
+        let git = Git::new(Duration::from_millis(200));
+        let err = git
+            .run(&["-c", "alias.wait=!sleep 30", "wait"])
+            .await
+            .expect_err("times out");
+        assert!(matches!(err, GitError::Timeout { .. }), "{err}");
+    }
 
     #[test]
     fn credentials_in_urls_should_be_redacted() {

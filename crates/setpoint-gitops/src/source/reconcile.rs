@@ -153,7 +153,7 @@ pub(crate) async fn reconcile(
         Err(e) => return run.fail(STORAGE_OPERATION_FAILED, &chain(&e)).await,
     };
     export::gc(&ctx.artifacts, &namespace, &name, &resolved.sha).await;
-    run.stored(&resolved, path, &exported, previous).await?;
+    run.stored(&resolved, path, &exported).await?;
     Ok(Action::requeue(interval))
 }
 
@@ -292,32 +292,34 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// The artifact is in place: serve it.
+    /// The artifact is in place: serve it. Whether it is new is decided against the status as
+    /// written last (the cached object may not have caught up with this loop's own writes).
     async fn stored(
         &self,
         resolved: &Resolved,
         path: String,
         exported: &Exported,
-        previous: Option<Artifact>,
     ) -> Result<(), SourceError> {
-        let same = previous.as_ref().filter(|a| {
-            a.path == path && a.revision == resolved.revision && a.digest == exported.digest
-        });
-        let artifact = Artifact {
-            path,
-            revision: resolved.revision.clone(),
-            digest: exported.digest.clone(),
-            last_update_time: same.map_or_else(
-                || chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                |a| a.last_update_time.clone(),
-            ),
-        };
-        let new = same.is_none();
+        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let generation = self.generation();
         let requested = self.requested();
+        let mut new = false;
         self.write(|s| {
+            let kept_time = s
+                .artifact
+                .as_ref()
+                .filter(|a| {
+                    a.path == path && a.revision == resolved.revision && a.digest == exported.digest
+                })
+                .map(|a| a.last_update_time.clone());
+            new = kept_time.is_none();
+            s.artifact = Some(Artifact {
+                path: path.clone(),
+                revision: resolved.revision.clone(),
+                digest: exported.digest.clone(),
+                last_update_time: kept_time.unwrap_or_else(|| now.clone()),
+            });
             conditions::stored(s, &resolved.revision, generation);
-            s.artifact = Some(artifact.clone());
             s.observed_generation = generation;
             if requested.is_some() {
                 s.last_handled_reconcile_at.clone_from(&requested);
