@@ -10,6 +10,8 @@
 //! The GitRepository's interval is an hour too: the source loop sees commits to a local
 //! repository by watching it. Real time, polling with generous deadlines.
 
+#![allow(clippy::unwrap_used)] // test helpers: a failure should panic with the error
+
 #[path = "../common/mod.rs"]
 mod common;
 
