@@ -7,10 +7,11 @@
 //! managed object drifts (`drift.rs`: watches of every applied kind), and every `interval`
 //! (`retryInterval` after a failure). Layout: `reconcile` (one reconcile, start to end),
 //! `source` (artifact and dependencies), `prepare` (namespaces, labels, ignored fields),
-//! `apply` (staged server-side apply writing only what differs), `prune`, `health`,
+//! `apply` (staged server-side apply writing only what differs), `prune`, `health` (one object) and `checks` (waiting for all),
 //! `status`, `drift`, `discovery`, `impersonate`, `diff` (what a reconcile would change).
 
 mod apply;
+mod checks;
 mod diff;
 mod discovery;
 mod drift;

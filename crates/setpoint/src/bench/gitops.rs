@@ -231,16 +231,16 @@ async fn measure(
         .keys()
         .filter(|n| n.starts_with("cm-"))
         .count();
-    rows.push(
-        Row::new(
-            format!("first full sync, {} ConfigMaps", count(objects as u64)),
-            format!("{} ({} applied)", millis(first), count(applied as u64)),
-        )
-        .target(
-            "≤ 10 s for 1,000",
-            first <= Duration::from_secs(10) || objects > 1000,
-        ),
+    let row = Row::new(
+        format!("first full sync, {} ConfigMaps", count(objects as u64)),
+        format!("{} ({} applied)", millis(first), count(applied as u64)),
     );
+    // The goals are for 1,000 objects: a smaller run has no target to meet.
+    rows.push(if objects == 1000 {
+        row.target("≤ 10 s", first <= Duration::from_secs(10))
+    } else {
+        row
+    });
 
     let before = versions(&configmaps).await?;
     let requested = format!("bench-{}", std::process::id());
@@ -274,16 +274,18 @@ async fn measure(
             .keys()
             .filter(|name| !before.contains_key(*name))
             .count();
-    rows.push(
-        Row::new(
-            format!("no-op reconcile, {} ConfigMaps", count(objects as u64)),
-            format!("{}, {} writes", millis(noop), count(writes as u64)),
-        )
-        .target(
+    let row = Row::new(
+        format!("no-op reconcile, {} ConfigMaps", count(objects as u64)),
+        format!("{}, {} writes", millis(noop), count(writes as u64)),
+    );
+    rows.push(if objects == 1000 {
+        row.target(
             "≤ 1 s, 0 writes",
             noop <= Duration::from_secs(1) && writes == 0,
-        ),
-    );
+        )
+    } else {
+        row.target("0 writes", writes == 0)
+    });
 
     let mut latencies = Vec::with_capacity(commits);
     for i in 0..commits {
