@@ -640,6 +640,25 @@ async fn failures_should_name_the_file_or_object_and_apply_nothing_of_the_stage(
         .await
         .expect("get")
         .is_some());
+
+    // serviceAccountName over the in-process transport, which cannot impersonate: refused,
+    // never applied with the loop's own rights.
+    h.syncs()
+        .patch(
+            "broken",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"serviceAccountName": "deployer"}})),
+        )
+        .await
+        .expect("service account");
+    let sync = h
+        .until_ready("broken", "False", "ImpersonationFailed", Some(&fixed))
+        .await;
+    assert!(
+        ready_message(&sync).contains("\"deployer\" cannot be honoured"),
+        "{}",
+        ready_message(&sync)
+    );
     h.stop().await;
 }
 
