@@ -55,7 +55,7 @@ pub struct ObjectDiff {
 
 /// The objects that a reconcile of `sync` from the files at `root` would change, in apply
 /// order, then those it would prune. Unchanged objects are left out, so an empty answer
-/// means "in sync".
+/// means "in sync". Cancel-safe: it only reads and dry-runs.
 pub async fn diff(client: &Client, sync: &Sync, root: &Path) -> Result<Vec<ObjectDiff>, DiffError> {
     let path = sync.spec.path.clone().unwrap_or_default();
     let objects = manifests::build(root, &path).map_err(DiffError::Build)?;

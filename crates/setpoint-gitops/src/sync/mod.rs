@@ -81,7 +81,8 @@ pub(crate) struct Context {
 }
 
 /// Installs the Sync CRD (and the GitRepository CRD, which it reads; installing is
-/// idempotent), then runs the loop until `shutdown` is cancelled.
+/// idempotent), then runs the loop until `shutdown` is cancelled (stop it that way: dropping
+/// the future abandons reconciles mid-apply, which the next run finishes, being idempotent).
 pub async fn run(ctx: GitopsContext, shutdown: CancellationToken) -> Result<(), ControllerError> {
     for crd in [Sync::crd(), GitRepository::crd()] {
         if let Err(e) = install_crd(&ctx.client, &crd, CRD_TIMEOUT).await {
