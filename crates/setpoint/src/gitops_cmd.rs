@@ -251,3 +251,42 @@ async fn reconcile(args: &ReconcileArgs) -> Result<ExitCode> {
         tokio::time::sleep(POLL).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+
+    use super::GitopsCommand;
+
+    #[test]
+    fn gitops_subcommands_should_parse_their_flags() {
+        let cli = Cli::try_parse_from([
+            "setpoint", "gitops", "diff", "apps", "-n", "flux", "--path", "./apps",
+        ])
+        .expect("parses");
+        let Command::Gitops(GitopsCommand::Diff(args)) = cli.command else {
+            panic!("not gitops diff");
+        };
+        assert_eq!(
+            (args.target.name.as_str(), args.target.namespace.as_str()),
+            ("apps", "flux")
+        );
+        assert_eq!(args.path.as_deref(), Some(std::path::Path::new("./apps")));
+        let cli = Cli::try_parse_from([
+            "setpoint",
+            "gitops",
+            "reconcile",
+            "apps",
+            "--timeout",
+            "30s",
+        ])
+        .expect("parses");
+        let Command::Gitops(GitopsCommand::Reconcile(args)) = cli.command else {
+            panic!("not gitops reconcile");
+        };
+        assert_eq!(args.target.namespace, "default");
+        assert_eq!(args.timeout, std::time::Duration::from_secs(30));
+    }
+}
