@@ -297,10 +297,26 @@ async fn refs_should_resolve_and_local_commits_should_be_picked_up_at_once() {
     assert_eq!(reason, "GitOperationFailed");
     assert!(message.contains("is not on branch 'other'"), "{message}");
 
+    // A suspended GitRepository of the same repository fetches nothing.
+    lp.create_with("suspended", &repo.url(), |spec| spec.suspend = true)
+        .await;
+    let api = lp.client().namespaced_api::<GitRepository>(NS);
+    let suspend = |on: bool| Patch::Merge(json!({"spec": {"suspend": on}}));
+
     // A new commit is fetched at once (the local watch), although the interval is an hour;
     // a new tag moves the semver GitRepository.
     let fourth = repo.commit(&[("app/config.yaml", Some("v: 4\n"))]);
     lp.wait_for_revision("head", &format!("main@sha1:{fourth}"))
+        .await;
+    assert_eq!(
+        lp.status("suspended").await,
+        None,
+        "a suspended GitRepository is not fetched"
+    );
+    api.patch("suspended", &PatchParams::default(), &suspend(false))
+        .await
+        .expect("resume");
+    lp.wait_for_revision("suspended", &format!("main@sha1:{fourth}"))
         .await;
     assert_eq!(
         std::fs::read_to_string(lp.artifact_dir("head").await.join("app/config.yaml"))
@@ -312,7 +328,6 @@ async fn refs_should_resolve_and_local_commits_should_be_picked_up_at_once() {
         .await;
 
     // The reconcile-now annotation is handled and recorded.
-    let api = lp.client().namespaced_api::<GitRepository>(NS);
     api.patch(
         "tag",
         &PatchParams::default(),
