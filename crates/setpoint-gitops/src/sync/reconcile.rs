@@ -96,9 +96,13 @@ pub(super) async fn reconcile(cached: Arc<Sync>, ctx: Arc<Context>) -> Result<Ac
     };
     outcome.handled = handled;
     let previous = status::ready_message(&sync).map(str::to_owned);
-    status::write(&api, &name, &outcome)
-        .await
-        .map_err(|e| SyncError::Status(format!("{namespace}/{name}"), e))?;
+    if let Err(e) = status::write(&api, &name, &outcome).await {
+        // The controller logs the error's own message; the API's reason is in its sources.
+        let key = format!("{namespace}/{name}");
+        let chain = error_chain(&e);
+        tracing::debug!(sync = %key, error = %chain, "writing a Sync status");
+        return Err(SyncError::Status(key, e));
+    }
     publish_events(&ctx, &sync, &outcome, &report, previous.as_deref());
     Ok(Action::requeue(requeue))
 }
