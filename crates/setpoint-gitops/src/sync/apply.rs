@@ -141,23 +141,15 @@ impl Applier<'_> {
                 !known
             });
             let planned = self.plan(stage).await?;
-            let mut definitions_changed = false;
-            for p in &planned {
-                let change = p.change();
-                let mut resource_version = p.live.as_ref().and_then(resource_version_of);
-                if change != Change::Unchanged {
-                    let applied = self
-                        .apply_one(&p.desired, false)
-                        .await
-                        .map_err(|m| ApplyError::Apply(p.desired.id.clone(), m))?;
-                    resource_version = resource_version_of(&applied);
-                    definitions_changed |= p.desired.id.is_crd();
-                }
-                changes.push(Applied {
-                    id: p.desired.id.clone(),
-                    change,
-                    resource_version,
-                });
+            let definitions_changed = planned
+                .iter()
+                .any(|p| p.desired.id.is_crd() && p.change() != Change::Unchanged);
+            // The objects of a stage are independent: written concurrently, reported in order.
+            let writes: Vec<_> = planned.iter().map(|p| self.write(p)).collect();
+            let applied: Vec<Result<Applied, ApplyError>> =
+                stream::iter(writes).buffered(CONCURRENCY).collect().await;
+            for a in applied {
+                changes.push(a?);
             }
             if definitions_changed {
                 self.discovery.forget();
@@ -194,6 +186,24 @@ impl Applier<'_> {
         } else {
             Err(ApplyError::DryRun(refused))
         }
+    }
+
+    /// Writes one planned object if it differs.
+    async fn write(&self, p: &Planned) -> Result<Applied, ApplyError> {
+        let change = p.change();
+        let mut resource_version = p.live.as_ref().and_then(resource_version_of);
+        if change != Change::Unchanged {
+            let applied = self
+                .apply_one(&p.desired, false)
+                .await
+                .map_err(|m| ApplyError::Apply(p.desired.id.clone(), m))?;
+            resource_version = resource_version_of(&applied);
+        }
+        Ok(Applied {
+            id: p.desired.id.clone(),
+            change,
+            resource_version,
+        })
     }
 
     /// The live object and the dry run of one object (the API's message if refused).
