@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use setpoint_runtime::{Action, EventDetails, ObjectKey};
+use setpoint_runtime::{Action, EventDetails, ObjectKey, StatusError};
 use tokio::time::Instant;
 
 use super::apply::{Applier, Change};
@@ -97,6 +97,10 @@ pub(super) async fn reconcile(cached: Arc<Sync>, ctx: Arc<Context>) -> Result<Ac
     outcome.handled = handled;
     let previous = status::ready_message(&sync).map(str::to_owned);
     if let Err(e) = status::write(&api, &name, &outcome).await {
+        if is_gone(&e) {
+            // Deleted while being reconciled (a dependency's deletion woke it, say): done.
+            return Ok(Action::await_change());
+        }
         // The controller logs the error's own message; the API's reason is in its sources.
         let key = format!("{namespace}/{name}");
         let chain = error_chain(&e);
@@ -371,6 +375,16 @@ fn publish_events(
                 EventDetails::warning(*reason, "Reconcile").with_note(message.clone()),
             );
         }
+    }
+}
+
+/// Whether a status write failed because the Sync no longer exists.
+fn is_gone(error: &StatusError) -> bool {
+    match error {
+        StatusError::Get { source, .. } | StatusError::Replace { source, .. } => {
+            matches!(source, kube::Error::Api(status) if status.code == 404)
+        }
+        _ => false,
     }
 }
 
