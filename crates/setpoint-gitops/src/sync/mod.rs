@@ -25,6 +25,7 @@ mod source;
 mod status;
 mod unified;
 
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -78,6 +79,9 @@ pub(crate) struct Context {
     recorder: EventRecorder,
     /// What each Sync last verified.
     memos: memo::Memos,
+    /// Each Sync's last build: from which artifact and path, and its objects.
+    #[allow(clippy::type_complexity)] // a plain map; a type for it would add nothing
+    builds: parking_lot::Mutex<HashMap<ObjectKey, ((String, String), Arc<Vec<serde_json::Value>>)>>,
 }
 
 /// Installs the Sync CRD (and the GitRepository CRD, which it reads; installing is
@@ -103,6 +107,7 @@ pub async fn run(ctx: GitopsContext, shutdown: CancellationToken) -> Result<(), 
         drift: DriftWatches::new(ctx.factory.clone(), enqueuer.clone()),
         recorder: EventRecorder::new(ctx.client.clone(), Reporter::new(NAME, NAME)),
         memos: memo::Memos::default(),
+        builds: parking_lot::Mutex::new(HashMap::new()),
     });
     let for_sources = syncs.clone();
     let for_dependents = syncs;

@@ -67,7 +67,12 @@ pub(super) async fn reconcile(cached: Arc<Sync>, ctx: Arc<Context>) -> Result<Ac
     // seen the last reconcile's status yet.
     let sync = match api.get_opt(&name).await {
         Ok(Some(sync)) => sync,
-        Ok(None) => return Ok(Action::await_change()),
+        Ok(None) => {
+            let key = ObjectKey::namespaced(&namespace, &name);
+            ctx.builds.lock().remove(&key);
+            ctx.memos.forget(&key);
+            return Ok(Action::await_change());
+        }
         Err(e) => return Err(SyncError::Read(format!("{namespace}/{name}"), e)),
     };
     let handled = sync
@@ -148,9 +153,26 @@ async fn attempt(
         Err(e) => return (failed(reason::ARTIFACT_FAILED, e.to_string(), false), retry),
     };
     let path = sync.spec.path.clone().unwrap_or_default();
-    let built = tokio::task::spawn_blocking(move || manifests::build(&dir, &path)).await;
+    let key = ObjectKey::namespaced(&namespace, &name);
+    // An artifact never changes once it exists: its build is kept until the next one.
+    let built_from = (artifact.path.clone(), path.clone());
+    let cached = ctx
+        .builds
+        .lock()
+        .get(&key)
+        .filter(|(from, _)| *from == built_from)
+        .map(|(_, objects)| objects.clone());
+    let built = match cached {
+        Some(objects) => Ok(Ok((*objects).clone())),
+        None => tokio::task::spawn_blocking(move || manifests::build(&dir, &path)).await,
+    };
     let objects = match built {
-        Ok(Ok(objects)) => objects,
+        Ok(Ok(objects)) => {
+            ctx.builds
+                .lock()
+                .insert(key.clone(), (built_from, Arc::new(objects.clone())));
+            objects
+        }
         Ok(Err(e)) => {
             let outcome = failed(reason::BUILD_FAILED, error_chain(&e), true);
             return (with_revision(outcome), retry);
@@ -223,7 +245,6 @@ async fn attempt(
         discovery: &ctx.discovery,
         deadline,
     };
-    let key = ObjectKey::namespaced(&namespace, &name);
     let requested = sync
         .metadata
         .annotations
