@@ -56,6 +56,8 @@ pub const CONTROLLER_SERVICE_ACCOUNTS: &[&str] = &[
     "endpoint-controller",
     "node-ipam-controller",
     "certificate-controller",
+    "gitops-source",
+    "gitops-sync",
 ];
 
 /// The user of the ServiceAccount `kube-system/<service_account>` a built-in loop writes as,

@@ -70,6 +70,8 @@ impl Loop {
             Loop::NodeIpam => "node-ipam-controller",
             // kube-controller-manager runs its three CSR controllers as one ServiceAccount.
             Loop::CsrSigning | Loop::CsrApproving | Loop::CsrCleaner => "certificate-controller",
+            Loop::GitopsSource => "gitops-source",
+            Loop::GitopsSync => "gitops-sync",
         }
     }
 }

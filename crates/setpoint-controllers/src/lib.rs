@@ -2,6 +2,9 @@
 //! (`setpoint-runtime`) that talks to the API only through its [`Client`]: no loop calls
 //! another, and every one of them could run against any Kubernetes API server.
 //!
+//! The GitOps loops of `setpoint-gitops` (`gitops-source`, `gitops-sync`) run here too, as
+//! built-in loops.
+//!
 //! `setpoint server` starts the enabled loops in-process ([`run`]); each can be switched off by
 //! name (`--controllers=*,-garbage-collector`, as kube-controller-manager's flag works).
 
@@ -13,6 +16,7 @@ mod deployment;
 mod disruption;
 mod endpointslice;
 mod garbage_collector;
+mod gitops;
 mod history;
 mod hpa;
 mod identity;

@@ -67,6 +67,12 @@ pub enum Loop {
     CsrApproving,
     /// Deletes old CertificateSigningRequests.
     CsrCleaner,
+    /// Resolves each GitRepository to a commit and exports its files as an artifact (installs
+    /// the GitRepository CRD; `setpoint-gitops`).
+    GitopsSource,
+    /// Applies each Sync's path of its source's artifact, prunes, checks health and corrects
+    /// drift (installs the Sync CRD; `setpoint-gitops`).
+    GitopsSync,
 }
 
 impl Loop {
@@ -100,6 +106,8 @@ impl Loop {
         Loop::CsrSigning,
         Loop::CsrApproving,
         Loop::CsrCleaner,
+        Loop::GitopsSource,
+        Loop::GitopsSync,
     ];
 
     /// The loop's name on the command line and in logs.
@@ -133,6 +141,8 @@ impl Loop {
             Loop::CsrSigning => "csrsigning",
             Loop::CsrApproving => "csrapproving",
             Loop::CsrCleaner => "csrcleaner",
+            Loop::GitopsSource => "gitops-source",
+            Loop::GitopsSync => "gitops-sync",
         }
     }
 
@@ -175,6 +185,12 @@ impl Loop {
             Loop::CsrSigning => crate::certificates::run_signer(ctx, shutdown).await,
             Loop::CsrApproving => crate::certificates::run_approver(ctx, shutdown).await,
             Loop::CsrCleaner => crate::certificates::run_cleaner(ctx, shutdown).await,
+            Loop::GitopsSource => {
+                setpoint_gitops::source::run(crate::gitops::context(&ctx), shutdown).await
+            }
+            Loop::GitopsSync => {
+                setpoint_gitops::sync::run(crate::gitops::context(&ctx), shutdown).await
+            }
         }
     }
 }
@@ -265,6 +281,7 @@ pub async fn run(
     selection: &LoopSelection,
     shutdown: CancellationToken,
 ) -> Result<(), LoopError> {
+    let ctx = crate::gitops::with_artifact_dir(ctx, selection);
     let mut tasks = tokio::task::JoinSet::new();
     for &l in selection.loops() {
         let ctx = ctx.clone();

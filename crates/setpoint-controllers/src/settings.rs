@@ -1,5 +1,6 @@
 //! Tunables of the built-in loops, with kube-controller-manager's defaults.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Tunables of the built-in loops. `Default` gives kube-controller-manager's defaults.
@@ -26,6 +27,9 @@ pub struct LoopSettings {
     pub signing_ca: Option<crate::SigningCa>,
     /// The longest a signed certificate lasts (`--cluster-signing-duration`, one year).
     pub cluster_signing_duration: Duration,
+    /// Where the GitOps loops keep their git mirrors and artifacts (`setpoint server`:
+    /// `<data dir>/gitops`); `None`, a fresh directory under the system's temporary directory.
+    pub gitops_dir: Option<PathBuf>,
 }
 
 impl Default for LoopSettings {
@@ -39,6 +43,7 @@ impl Default for LoopSettings {
             node_cidr_mask_size: 24,
             signing_ca: None,
             cluster_signing_duration: Duration::from_secs(365 * 24 * 3600),
+            gitops_dir: None,
         }
     }
 }

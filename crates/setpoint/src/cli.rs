@@ -42,6 +42,10 @@ pub(crate) enum Command {
     /// Measure the performance of Setpoint's components on this machine.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// The GitOps loops of a cluster: what a Sync would change (`diff`), a reconcile now
+    /// (`reconcile`).
+    #[command(subcommand)]
+    Gitops(crate::gitops_cmd::GitopsCommand),
     /// The container shim the node agent starts for each container run; not for direct use.
     #[command(hide = true)]
     AgentShim {
@@ -289,6 +293,27 @@ pub(crate) enum BenchCommand {
     /// Benchmark API Priority and Fairness: a user and a controller's latency alone and while
     /// another user floods LISTs, with APF on and off.
     Flood(FloodBenchArgs),
+    /// Benchmark the GitOps loops: ConfigMaps in a local git repository applied by a Sync —
+    /// the first full sync, a no-op reconcile (and its writes), commit → applied, drift →
+    /// corrected.
+    Gitops(GitopsBenchArgs),
+}
+
+/// Flags of `setpoint bench gitops`.
+#[derive(Debug, Args)]
+pub(crate) struct GitopsBenchArgs {
+    /// ConfigMaps in git.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub(crate) objects: usize,
+    /// Commits timed from `git commit` to applied.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub(crate) commits: usize,
+    /// Hand edits timed from the edit to its correction.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub(crate) drifts: usize,
+    /// 100 objects, 5 commits, 5 edits.
+    #[arg(long)]
+    pub(crate) quick: bool,
 }
 
 /// Flags of `setpoint bench flood`.

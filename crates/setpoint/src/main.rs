@@ -13,6 +13,7 @@ mod bench;
 mod cli;
 mod debug;
 mod encryption;
+mod gitops_cmd;
 mod identities;
 mod kubeconfig_cmd;
 mod kubernetes_service;
@@ -93,15 +94,17 @@ fn run() -> Result<ExitCode> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        match cli.command {
+        let done = match cli.command {
             Command::Server(args) => server::server(*args).await,
             Command::Agent(args) => agent::agent(args).await,
             Command::Migrate(args) => migrate::migrate(args).await,
             Command::Encryption(command) => encryption::encryption(command).await,
             Command::Bench(command) => bench::bench(command).await,
             Command::Debug(command) => debug::debug(command).await,
+            // `gitops diff` exits 1 on differences, as `kubectl diff`.
+            Command::Gitops(command) => return gitops_cmd::gitops(command).await,
             Command::AgentShim { .. } | Command::Simulate(_) | Command::Kubeconfig(_) => Ok(()),
-        }
-    })?;
-    Ok(ExitCode::SUCCESS)
+        };
+        done.map(|()| ExitCode::SUCCESS)
+    })
 }

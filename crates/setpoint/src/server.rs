@@ -73,6 +73,8 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
         )?,
         cluster_signing_duration: std::time::Duration::try_from(args.cluster_signing_duration)
             .unwrap_or(std::time::Duration::from_secs(365 * 86_400)),
+        // The GitOps loops' mirrors and artifacts (made 0700 when a GitOps loop starts).
+        gitops_dir: data_dir.as_ref().map(|d| d.join("gitops")),
         ..LoopSettings::default()
     };
     let loops = crate::roles::start_loops(

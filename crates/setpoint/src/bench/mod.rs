@@ -3,6 +3,7 @@
 
 mod api;
 mod flood;
+mod gitops;
 mod kubeconfig;
 mod latency;
 mod machine;
@@ -31,6 +32,7 @@ pub(crate) async fn bench(command: BenchCommand) -> Result<()> {
         BenchCommand::PodNetwork(args) => pod_network::bench_pod_network(&args),
         BenchCommand::Streams(args) => streams::bench_streams(args).await,
         BenchCommand::Flood(args) => flood::bench_flood(args).await,
+        BenchCommand::Gitops(args) => gitops::bench_gitops(args).await,
     }
 }
 

@@ -354,6 +354,40 @@ pub(super) fn controller_rules(service_account: &str) -> Vec<PolicyRule> {
                 &["subjectaccessreviews"],
             ),
         ],
+        // The GitOps source loop (setpoint-gitops): its CRD, its objects' status, the Secrets
+        // of `spec.secretRef`.
+        "gitops-source" => vec![
+            rule(
+                &["create"],
+                &["apiextensions.k8s.io"],
+                &["customresourcedefinitions"],
+            ),
+            named(
+                &["get", "update"],
+                &["apiextensions.k8s.io"],
+                &["customresourcedefinitions"],
+                &["gitrepositories.gitops.setpoint.dev"],
+            ),
+            rule(READ, &["gitops.setpoint.dev"], &["gitrepositories"]),
+            rule(
+                &["update", "patch"],
+                &["gitops.setpoint.dev"],
+                &["gitrepositories/status"],
+            ),
+            rule(&["get"], &[""], &["secrets"]),
+        ],
+        // The GitOps sync loop applies whatever git holds (as Flux's kustomize-controller is
+        // cluster-admin), and impersonates a Sync's `serviceAccountName`. Listed in
+        // CONTROLLER_SERVICE_ACCOUNTS with its loop.
+        "gitops-sync" => vec![
+            rule(&["*"], &["*"], &["*"]),
+            PolicyRule {
+                non_resource_urls: Some(vec!["*".to_owned()]),
+                verbs: vec!["*".to_owned()],
+                ..PolicyRule::default()
+            },
+            rule(&["impersonate"], &[""], &["serviceaccounts"]),
+        ],
         _ => Vec::new(),
     };
     rules.push(events());
