@@ -434,7 +434,8 @@ pub(crate) enum ApiBench {
     /// off (a second server with an identity-only configuration).
     Secrets,
     /// Secret creates from 32 clients with every lock on (an `edit` user decided by RBAC, audit
-    /// at Metadata, encryption at rest), then off (system:masters, no audit, plaintext).
+    /// at Metadata, encryption at rest), then off (system:masters, no audit, plaintext), both
+    /// with kube-apiserver's default seats; then on with Setpoint's default seats.
     Locks,
     /// The server's resident memory after start and after the other benchmarks.
     Idle,

@@ -7,9 +7,14 @@
 //! - **off**: the admin (`system:masters`, which is allowed before RBAC is asked), `--no-audit`,
 //!   and an identity-only encryption configuration (Secrets stored as they are).
 //!
-//! Authentication is on in both (a bearer token each), and so is API Priority and Fairness.
-//! [`CLIENTS`](super::load::CLIENTS) clients `POST` 1 KiB Secrets over HTTP/1.1; reports
-//! creates per second of each and the ratio (goal: on ≥ 80 % of off).
+//! Authentication is on in both (a bearer token each), and so is API Priority and Fairness, with
+//! kube-apiserver's default seats (`--max-requests-inflight=400
+//! --max-mutating-requests-inflight=200`) in both: the admin's requests are exempt from APF and
+//! the user's are not, and with Setpoint's smaller per-core defaults the user's level
+//! (`global-default`, 10 seats on 2 cores) would cap its 32 concurrent creates at 10 — APF doing
+//! its job, not a cost of the locks. A third server, every lock on with the default seats, shows
+//! that cap as its own row. [`CLIENTS`](super::load::CLIENTS) clients `POST` 1 KiB Secrets over
+//! HTTP/1.1; reports creates per second of each and the ratio (goal: on ≥ 80 % of off).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -34,6 +39,12 @@ const USER: &str = "bench-editor";
 /// How long the server may take to honour the token just added to its token file.
 const TOKEN_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// kube-apiserver's default seats, for both servers of the comparison.
+const KUBE_SEATS: [&str; 2] = [
+    "--max-requests-inflight=400",
+    "--max-mutating-requests-inflight=200",
+];
+
 /// Which locks a server runs with.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Locks {
@@ -43,8 +54,15 @@ enum Locks {
 
 /// Runs the creates against a server with every lock on, then one with them off.
 pub(super) async fn bench_locks(harness: &Harness, root: &Path) -> Result<Vec<Row>> {
-    let on = with_server(&root.join("locks-on"), Locks::On, harness.sizes).await?;
-    let off = with_server(&root.join("locks-off"), Locks::Off, harness.sizes).await?;
+    let on = with_server(&root.join("locks-on"), Locks::On, true, harness.sizes).await?;
+    let off = with_server(&root.join("locks-off"), Locks::Off, true, harness.sizes).await?;
+    let default_seats = with_server(
+        &root.join("locks-on-default-seats"),
+        Locks::On,
+        false,
+        harness.sizes,
+    )
+    .await?;
     let rate = |(ops, elapsed): (u64, Duration)| report::per_second(ops, elapsed);
     let describe = |(ops, elapsed): (u64, Duration)| {
         format!(
@@ -60,22 +78,40 @@ pub(super) async fn bench_locks(harness: &Harness, root: &Path) -> Result<Vec<Ro
         Row::new(
             format!(
                 "locks on: {label}, 1 KiB Secrets as an `edit` user (RBAC), audit at Metadata, \
-                 encrypted (aesgcm)"
+                 encrypted (aesgcm); kube's seats"
             ),
             format!("{} — {:.0} % of off", describe(on), ratio * 100.0),
         )
         .target("≥ 80 % of off", ratio >= 0.8),
         Row::new(
-            format!("locks off: {label}, 1 KiB Secrets as system:masters, no audit, plaintext"),
+            format!(
+                "locks off: {label}, 1 KiB Secrets as system:masters, no audit, plaintext; \
+                 kube's seats"
+            ),
             describe(off),
+        ),
+        Row::new(
+            format!(
+                "locks on, Setpoint's default seats (the user's level: 10 on 2 cores): {label}"
+            ),
+            describe(default_seats),
         ),
     ])
 }
 
-/// Starts a server in `root` with `locks`, runs the creates against it and stops it.
-async fn with_server(root: &Path, locks: Locks, sizes: load::Sizes) -> Result<(u64, Duration)> {
+/// Starts a server in `root` with `locks` (and kube-apiserver's seats when `kube_seats`), runs
+/// the creates against it and stops it.
+async fn with_server(
+    root: &Path,
+    locks: Locks,
+    kube_seats: bool,
+    sizes: load::Sizes,
+) -> Result<(u64, Duration)> {
     std::fs::create_dir_all(root).with_context(|| format!("creating {}", root.display()))?;
     let mut args = vec!["--no-agent".to_owned(), "--controllers=".to_owned()];
+    if kube_seats {
+        args.extend(KUBE_SEATS.map(str::to_owned));
+    }
     let (file, text, flag) = match locks {
         Locks::On => ("audit-policy.yaml", METADATA_POLICY, "--audit-policy-file"),
         Locks::Off => (
