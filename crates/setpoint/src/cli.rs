@@ -458,13 +458,17 @@ pub(crate) enum ApiBench {
     /// Secret creates from 32 clients with encryption at rest on (the server under test), then
     /// off (a second server with an identity-only configuration).
     Secrets,
+    /// Secret creates from 32 clients with every lock on (an `edit` user decided by RBAC, audit
+    /// at Metadata, encryption at rest), then off (system:masters, no audit, plaintext), both
+    /// with kube-apiserver's default seats; then on with Setpoint's default seats.
+    Locks,
     /// The server's resident memory after start and after the other benchmarks.
     Idle,
 }
 
 impl ApiBench {
     /// Every benchmark, in the order they run.
-    pub(crate) const ALL: [ApiBench; 8] = [
+    pub(crate) const ALL: [ApiBench; 9] = [
         ApiBench::Creates,
         ApiBench::Gets,
         ApiBench::List,
@@ -472,6 +476,7 @@ impl ApiBench {
         ApiBench::Apply,
         ApiBench::Webhook,
         ApiBench::Secrets,
+        ApiBench::Locks,
         ApiBench::Idle,
     ];
 }

@@ -160,6 +160,10 @@ impl RegistryStore {
         let mut items: Vec<Arc<CachedObject>> = Vec::new();
         let mut remaining = 0u64;
         for (_, o) in objects.range((start, end)) {
+            // A list of many objects served from the cache never waits for anything: spend the
+            // task's scheduling budget per object, so a flood of wide LISTs yields the worker
+            // threads to other requests now and then instead of holding them for its whole run.
+            tokio::task::consume_budget().await;
             if !options.filter.matches(o) {
                 continue;
             }

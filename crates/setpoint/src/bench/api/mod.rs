@@ -16,6 +16,7 @@ mod creates;
 mod gets;
 mod list;
 mod load;
+mod locks;
 mod secrets;
 mod watch;
 mod watcher;
@@ -126,6 +127,7 @@ async fn run_all(root: &Path, args: &ApiBenchArgs) -> Result<(Vec<Row>, usize)> 
             ApiBench::Apply => apply::bench_apply(&mut harness).await,
             ApiBench::Webhook => webhook::bench_webhook(&mut harness).await,
             ApiBench::Secrets => secrets::bench_secrets(&harness, root).await,
+            ApiBench::Locks => locks::bench_locks(&harness, root).await,
             ApiBench::Idle => idle_rows(&harness, idle_rss),
         };
         // A server that died explains a failure better than what the client saw.

@@ -17,7 +17,7 @@ use crate::bench::report::{self, Row};
 use crate::bench::server::ServerProcess;
 
 /// The configuration of the plaintext server: every Secret stored as is.
-const IDENTITY_ONLY: &str =
+pub(super) const IDENTITY_ONLY: &str =
     "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\n\
 resources:\n  - resources: [secrets]\n    providers:\n      - identity: {}\n";
 
@@ -89,7 +89,7 @@ async fn with_server(
 }
 
 /// Creates Secrets over HTTP/1.1 from [`CLIENTS`] clients; returns how many and how long.
-async fn creates(client: &Client, sizes: load::Sizes) -> Result<(u64, std::time::Duration)> {
+pub(super) async fn creates(client: &Client, sizes: load::Sizes) -> Result<(u64, std::time::Duration)> {
     let connections = load::clients(client, Protocol::Http1, CLIENTS).await?;
     let make: MakeCall = Arc::new(move |i| {
         Call::post_json(
