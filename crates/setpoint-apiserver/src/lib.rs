@@ -124,18 +124,33 @@ impl Api {
         &self,
         request: http::Request<bytes::Bytes>,
     ) -> http::Response<Body> {
-        Handler::handle(self, request, User::loopback()).await
+        self.handle_as(User::loopback(), request).await
     }
 
     /// Answers a request of one of the process's own clients acting as `user` (a built-in
     /// loop's ServiceAccount, the scheduler, a node agent: see [`identities`]), authorized and
-    /// admitted as that user's requests over HTTPS would be.
+    /// admitted as that user's requests over HTTPS would be — `Impersonate-*` headers included:
+    /// `user` must be allowed to impersonate, and the request then runs as the impersonated
+    /// user (the audit log names both), as the network transport does it.
     pub async fn handle_as(
         &self,
         user: User,
-        request: http::Request<bytes::Bytes>,
+        mut request: http::Request<bytes::Bytes>,
     ) -> http::Response<Body> {
-        Handler::handle(self, request, user).await
+        let acting = match Handler::impersonate(self, user.clone(), request.headers()) {
+            Ok(acting) => acting,
+            Err(failure) => {
+                let (parts, _) = request.into_parts();
+                Handler::refused_by_transport(self, &parts, Some(&user), &failure);
+                return server::failure_response(&failure);
+            }
+        };
+        if acting != user {
+            request
+                .extensions_mut()
+                .insert(server::ImpersonatedBy(user));
+        }
+        Handler::handle(self, request, acting).await
     }
 
     /// Sets what `GET /metrics` (authenticated) answers: the process's whole exposition, which

@@ -28,6 +28,7 @@ use self::connection::{serve_connection, ConnectionContext};
 use self::request::RequestContext;
 use crate::pki::{Pki, PkiError};
 use crate::tls::{self, TlsError};
+pub(crate) use failure::failure_response;
 pub(crate) use handler::body_holding;
 pub use handler::{empty_body, full_body, stream_body, Body, Handler};
 pub(crate) use request_id::{AuditId, ImpersonatedBy, PeerAddr};

@@ -3,24 +3,17 @@
 //! API server adds the ServiceAccount's groups, as kube-apiserver does).
 //!
 //! Impersonation travels as `Impersonate-User` headers, which the API server authorizes with
-//! the `impersonate` verb. Setpoint's in-process transport carries no such headers (the
-//! in-process handler runs every request as the loop's own identity and strips them), so
-//! there a Sync with `serviceAccountName` is refused with a condition instead of being applied
-//! with the loop's wider rights.
+//! the `impersonate` verb — over HTTPS and in-process alike (`Api::handle_as` honours them as
+//! the network transport does), so what the ServiceAccount may not do is refused, never
+//! applied with the loop's wider rights.
 
 use http::HeaderValue;
 use kube::client::Body;
-use setpoint_runtime::{Client, Transport};
+use setpoint_runtime::Client;
 
 /// Why no client could be made.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ImpersonationError {
-    /// The loop's client cannot impersonate.
-    #[error(
-        "serviceAccountName {0:?} cannot be honoured: this loop's in-process client cannot \
-         impersonate (run the sync loop with a kubeconfig to apply as a ServiceAccount)"
-    )]
-    InProcess(String),
     /// The user name is not a valid header value.
     #[error("serviceAccountName {0:?} is not a valid name")]
     InvalidName(String),
@@ -35,9 +28,6 @@ pub(crate) fn client_for(
     let Some(account) = service_account.filter(|a| !a.is_empty()) else {
         return Ok(base.kube().clone());
     };
-    if base.transport() == Transport::InProcess {
-        return Err(ImpersonationError::InProcess(account.to_owned()));
-    }
     let user = format!("system:serviceaccount:{namespace}:{account}");
     let header = HeaderValue::from_str(&user)
         .map_err(|_| ImpersonationError::InvalidName(account.to_owned()))?;

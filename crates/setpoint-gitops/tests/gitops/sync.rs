@@ -641,24 +641,72 @@ async fn failures_should_name_the_file_or_object_and_apply_nothing_of_the_stage(
         .expect("get")
         .is_some());
 
-    // serviceAccountName over the in-process transport, which cannot impersonate: refused,
-    // never applied with the loop's own rights.
+    // serviceAccountName: applied as the ServiceAccount (impersonated, in-process too), so
+    // what it may not do is refused — never applied with the loop's own rights…
     h.syncs()
         .patch(
             "broken",
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"serviceAccountName": "deployer"}})),
+            &Patch::Merge(json!({"spec": {
+                "serviceAccountName": "deployer", "retryInterval": "1s"}})),
         )
         .await
         .expect("service account");
+    let as_deployer = h
+        .publish(
+            "repo",
+            &[
+                ("good.yaml", &configmap("good", "x")),
+                ("more.yaml", &configmap("more", "y")),
+            ],
+        )
+        .await;
     let sync = h
-        .until_ready("broken", "False", "ImpersonationFailed", Some(&fixed))
+        .until_ready(
+            "broken",
+            "False",
+            "ReconciliationFailed",
+            Some(&as_deployer),
+        )
         .await;
     assert!(
-        ready_message(&sync).contains("\"deployer\" cannot be honoured"),
+        ready_message(&sync).contains("system:serviceaccount:default:deployer"),
         "{}",
         ready_message(&sync)
     );
+    assert!(h
+        .configmaps(NS)
+        .get_opt("more")
+        .await
+        .expect("get")
+        .is_none());
+    // …and once RBAC lets it edit the namespace, applied.
+    h.client
+        .namespaced_api::<k8s_openapi::api::rbac::v1::RoleBinding>(NS)
+        .create(
+            &kube::api::PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "deployer-edit"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+                "subjects": [{"kind": "ServiceAccount", "name": "deployer", "namespace": NS}]
+            }))
+            .expect("binding"),
+        )
+        .await
+        .expect("bind the deployer");
+    h.until_ready(
+        "broken",
+        "True",
+        "ReconciliationSucceeded",
+        Some(&as_deployer),
+    )
+    .await;
+    assert!(h
+        .configmaps(NS)
+        .get_opt("more")
+        .await
+        .expect("get")
+        .is_some());
     h.stop().await;
 }
 

@@ -156,7 +156,10 @@ async fn editor(root: &Path, admin: &Client) -> Result<Client> {
         .status()
         .await
         .context("running setpoint kubeconfig user")?;
-    ensure!(status.success(), "setpoint kubeconfig user failed: {status}");
+    ensure!(
+        status.success(),
+        "setpoint kubeconfig user failed: {status}"
+    );
     let text = std::fs::read_to_string(&kubeconfig_path)
         .with_context(|| format!("reading {}", kubeconfig_path.display()))?;
     let editor = Client::new(kubeconfig::parse(&text)?)?;

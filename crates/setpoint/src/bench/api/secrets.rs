@@ -89,7 +89,10 @@ async fn with_server(
 }
 
 /// Creates Secrets over HTTP/1.1 from [`CLIENTS`] clients; returns how many and how long.
-pub(super) async fn creates(client: &Client, sizes: load::Sizes) -> Result<(u64, std::time::Duration)> {
+pub(super) async fn creates(
+    client: &Client,
+    sizes: load::Sizes,
+) -> Result<(u64, std::time::Duration)> {
     let connections = load::clients(client, Protocol::Http1, CLIENTS).await?;
     let make: MakeCall = Arc::new(move |i| {
         Call::post_json(
