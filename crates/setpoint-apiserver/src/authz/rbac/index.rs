@@ -3,7 +3,7 @@
 //! its user name `system:serviceaccount:<ns>:<name>`), so a decision looks only at the
 //! bindings of the asker. Changed one object at a time as the watch caches' events arrive.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::rbac::v1::{
@@ -39,6 +39,9 @@ pub(crate) struct Binding {
     cluster_role: bool,
     role: String,
     subjects: Vec<Subject>,
+    /// Per subject, the user name it stands for (`None` for a group or an unknown kind),
+    /// resolved once here so a decision compares names without building any.
+    users: Vec<Option<String>>,
 }
 
 /// The user name of the ServiceAccount `name` in `namespace`.
@@ -64,11 +67,32 @@ impl Binding {
     }
 
     /// The first subject that `user` is.
+    /// A binding of `subjects`; resolves the subjects' user names.
+    fn new(id: BindingId, cluster_role: bool, role: String, subjects: Vec<Subject>) -> Binding {
+        let mut binding = Binding {
+            id,
+            cluster_role,
+            role,
+            subjects,
+            users: Vec::new(),
+        };
+        binding.users = binding
+            .subjects
+            .iter()
+            .map(|s| binding.subject_user(s))
+            .collect();
+        binding
+    }
+
     fn subject_of(&self, user: &User) -> Option<&Subject> {
-        self.subjects.iter().find(|s| match s.kind.as_str() {
-            "Group" => user.in_group(&s.name),
-            _ => self.subject_user(s).is_some_and(|name| name == user.name),
-        })
+        self.subjects
+            .iter()
+            .zip(&self.users)
+            .find(|(s, name)| match s.kind.as_str() {
+                "Group" => user.in_group(&s.name),
+                _ => name.as_deref() == Some(user.name.as_str()),
+            })
+            .map(|(s, _)| s)
     }
 
     /// kube's description of the binding granting through `subject`, for reasons:
@@ -107,11 +131,50 @@ impl Binding {
 /// Every RBAC object, indexed.
 #[derive(Debug, Default)]
 pub(crate) struct Index {
-    roles: HashMap<(String, String), Arc<Vec<PolicyRule>>>,
+    /// Roles by namespace, then name (looked up without building a key).
+    roles: HashMap<String, HashMap<String, Arc<Vec<PolicyRule>>>>,
     cluster_roles: HashMap<String, Arc<Vec<PolicyRule>>>,
     bindings: HashMap<BindingId, Arc<Binding>>,
-    by_user: HashMap<String, BTreeSet<BindingId>>,
-    by_group: HashMap<String, BTreeSet<BindingId>>,
+    /// The bindings naming each user (ServiceAccounts by their user name), by namespace.
+    by_user: HashMap<String, Scoped>,
+    /// The bindings naming each group, by namespace.
+    by_group: HashMap<String, Scoped>,
+}
+
+/// The bindings naming one subject, by the namespace they apply in (`""`: the
+/// ClusterRoleBindings), each list sorted by name: a decision reads two lists and builds nothing.
+#[derive(Debug, Default)]
+struct Scoped {
+    by_namespace: HashMap<String, Vec<Arc<Binding>>>,
+}
+
+impl Scoped {
+    fn insert(&mut self, binding: &Arc<Binding>) {
+        let list = self
+            .by_namespace
+            .entry(binding.id.namespace.clone())
+            .or_default();
+        if list.iter().any(|b| b.id == binding.id) {
+            return; // named twice in one binding's subjects
+        }
+        let at = list.partition_point(|b| b.id.name < binding.id.name);
+        list.insert(at, binding.clone());
+    }
+
+    /// Removes the binding `id`; whether nothing is left.
+    fn remove(&mut self, id: &BindingId) -> bool {
+        if let Some(list) = self.by_namespace.get_mut(&id.namespace) {
+            list.retain(|b| b.id != *id);
+            if list.is_empty() {
+                self.by_namespace.remove(&id.namespace);
+            }
+        }
+        self.by_namespace.is_empty()
+    }
+
+    fn get(&self, namespace: &str) -> &[Arc<Binding>] {
+        self.by_namespace.get(namespace).map_or(&[], Vec::as_slice)
+    }
 }
 
 impl Index {
@@ -120,18 +183,23 @@ impl Index {
     pub(crate) fn apply(&mut self, kind: Kind, object: Option<&[u8]>, old: Option<&[u8]>) {
         match kind {
             Kind::Role => {
-                let key = |o: &Role| {
-                    (
-                        o.metadata.namespace.clone().unwrap_or_default(),
-                        o.metadata.name.clone().unwrap_or_default(),
-                    )
-                };
                 if let Some(old) = old.and_then(|b| serde_json::from_slice::<Role>(b).ok()) {
-                    self.roles.remove(&key(&old));
+                    let namespace = old.metadata.namespace.unwrap_or_default();
+                    if let Some(roles) = self.roles.get_mut(&namespace) {
+                        roles.remove(&old.metadata.name.unwrap_or_default());
+                        if roles.is_empty() {
+                            self.roles.remove(&namespace);
+                        }
+                    }
                 }
                 if let Some(new) = object.and_then(|b| serde_json::from_slice::<Role>(b).ok()) {
                     self.roles
-                        .insert(key(&new), Arc::new(new.rules.unwrap_or_default()));
+                        .entry(new.metadata.namespace.unwrap_or_default())
+                        .or_default()
+                        .insert(
+                            new.metadata.name.unwrap_or_default(),
+                            Arc::new(new.rules.unwrap_or_default()),
+                        );
                 }
             }
             Kind::ClusterRole => {
@@ -158,15 +226,15 @@ impl Index {
                 if let Some(new) =
                     object.and_then(|b| serde_json::from_slice::<RoleBinding>(b).ok())
                 {
-                    self.insert_binding(Binding {
-                        id: BindingId {
+                    self.insert_binding(Binding::new(
+                        BindingId {
                             namespace: new.metadata.namespace.unwrap_or_default(),
                             name: new.metadata.name.unwrap_or_default(),
                         },
-                        cluster_role: new.role_ref.kind == "ClusterRole",
-                        role: new.role_ref.name,
-                        subjects: new.subjects.unwrap_or_default(),
-                    });
+                        new.role_ref.kind == "ClusterRole",
+                        new.role_ref.name,
+                        new.subjects.unwrap_or_default(),
+                    ));
                 }
             }
             Kind::ClusterRoleBinding => {
@@ -181,15 +249,15 @@ impl Index {
                 if let Some(new) =
                     object.and_then(|b| serde_json::from_slice::<ClusterRoleBinding>(b).ok())
                 {
-                    self.insert_binding(Binding {
-                        id: BindingId {
+                    self.insert_binding(Binding::new(
+                        BindingId {
                             namespace: String::new(),
                             name: new.metadata.name.unwrap_or_default(),
                         },
-                        cluster_role: true,
-                        role: new.role_ref.name,
-                        subjects: new.subjects.unwrap_or_default(),
-                    });
+                        true,
+                        new.role_ref.name,
+                        new.subjects.unwrap_or_default(),
+                    ));
                 }
             }
         }
@@ -217,58 +285,63 @@ impl Index {
 
     fn insert_binding(&mut self, binding: Binding) {
         self.remove_binding(&binding.id);
-        for subject in &binding.subjects {
-            let entry = if subject.kind == "Group" {
+        let binding = Arc::new(binding);
+        for (subject, user) in binding.subjects.iter().zip(&binding.users) {
+            let scoped = if subject.kind == "Group" {
                 self.by_group.entry(subject.name.clone())
-            } else if let Some(user) = binding.subject_user(subject) {
-                self.by_user.entry(user)
+            } else if let Some(user) = user {
+                self.by_user.entry(user.clone())
             } else {
                 continue;
             };
-            entry.or_default().insert(binding.id.clone());
+            scoped.or_default().insert(&binding);
         }
-        self.bindings.insert(binding.id.clone(), Arc::new(binding));
+        self.bindings.insert(binding.id.clone(), binding);
     }
 
     fn remove_binding(&mut self, id: &BindingId) {
         let Some(binding) = self.bindings.remove(id) else {
             return;
         };
-        for subject in &binding.subjects {
+        for (subject, user) in binding.subjects.iter().zip(&binding.users) {
             let (map, key) = if subject.kind == "Group" {
-                (&mut self.by_group, subject.name.clone())
-            } else if let Some(user) = binding.subject_user(subject) {
+                (&mut self.by_group, &subject.name)
+            } else if let Some(user) = user {
                 (&mut self.by_user, user)
             } else {
                 continue;
             };
-            if let Some(set) = map.get_mut(&key) {
-                set.remove(id);
-                if set.is_empty() {
-                    map.remove(&key);
-                }
+            if map.get_mut(key).is_some_and(|scoped| scoped.remove(id)) {
+                map.remove(key);
             }
         }
     }
 
     /// The bindings naming `user` (by name, ServiceAccount or group) that apply in `namespace`
-    /// (`""`: ClusterRoleBindings only), ClusterRoleBindings first.
+    /// (`""`: ClusterRoleBindings only): ClusterRoleBindings first, each binding once.
     fn bindings_of<'a>(&'a self, user: &User, namespace: &str) -> Vec<&'a Arc<Binding>> {
-        let mut ids: Vec<&BindingId> = Vec::new();
-        let sets = std::iter::once(self.by_user.get(&user.name))
+        let scopes: Vec<&Scoped> = std::iter::once(self.by_user.get(&user.name))
             .chain(user.groups.iter().map(|g| self.by_group.get(g)))
-            .flatten();
-        for set in sets {
-            ids.extend(
-                set.iter()
-                    .filter(|id| id.namespace.is_empty() || id.namespace == namespace),
-            );
+            .flatten()
+            .collect();
+        let mut out: Vec<&Arc<Binding>> = Vec::new();
+        let namespaces: &[&str] = if namespace.is_empty() {
+            &[""]
+        } else {
+            &["", namespace]
+        };
+        for ns in namespaces {
+            let start = out.len();
+            for scoped in &scopes {
+                for binding in scoped.get(ns) {
+                    // A binding reached through the user and a group, or two groups: once.
+                    if !out[start..].iter().any(|b| Arc::ptr_eq(b, binding)) {
+                        out.push(binding);
+                    }
+                }
+            }
         }
-        ids.sort_unstable();
-        ids.dedup();
-        ids.into_iter()
-            .filter_map(|id| self.bindings.get(id))
-            .collect()
+        out
     }
 
     /// The rules of the role `binding` refers to, or kube's "not found" error.
@@ -282,7 +355,8 @@ impl Index {
             })
         } else {
             self.roles
-                .get(&(binding.id.namespace.clone(), binding.role.clone()))
+                .get(&binding.id.namespace)
+                .and_then(|roles| roles.get(&binding.role))
                 .ok_or_else(|| {
                     format!(
                         "role.rbac.authorization.k8s.io {:?} not found",
@@ -307,6 +381,7 @@ impl Index {
             cluster_role: cluster,
             role: name.to_owned(),
             subjects: Vec::new(),
+            users: Vec::new(),
         };
         self.rules_of(&probe).map(|rules| rules.as_ref().clone())
     }
@@ -353,5 +428,113 @@ impl Index {
             }
         }
         (out, errors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn apply(index: &mut Index, kind: Kind, object: serde_json::Value) {
+        index.apply(kind, Some(object.to_string().as_bytes()), None);
+    }
+
+    fn delete(index: &mut Index, kind: Kind, object: serde_json::Value) {
+        index.apply(kind, None, Some(object.to_string().as_bytes()));
+    }
+
+    fn binding(name: &str, namespace: Option<&str>, role: (&str, &str)) -> serde_json::Value {
+        json!({
+            "metadata": {"name": name, "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role.0, "name": role.1},
+            "subjects": [
+                {"kind": "User", "name": "jane"},
+                {"kind": "Group", "name": "devs"},
+                {"kind": "ServiceAccount", "name": "robot"}
+            ],
+        })
+    }
+
+    fn names(index: &Index, user: &User, namespace: &str) -> Vec<String> {
+        index
+            .bindings_of(user, namespace)
+            .iter()
+            .map(|b| format!("{}/{}", b.id.namespace, b.id.name))
+            .collect()
+    }
+
+    #[test]
+    fn bindings_of_should_find_each_binding_once_cluster_wide_first_and_forget_deleted_ones() {
+        let mut index = Index::default();
+        apply(
+            &mut index,
+            Kind::ClusterRole,
+            json!({"metadata": {"name": "reader"},
+                   "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]}]}),
+        );
+        apply(
+            &mut index,
+            Kind::Role,
+            json!({"metadata": {"name": "writer", "namespace": "a"},
+                   "rules": [{"verbs": ["create"], "apiGroups": [""], "resources": ["pods"]}]}),
+        );
+        apply(
+            &mut index,
+            Kind::RoleBinding,
+            binding("z-writes", Some("a"), ("Role", "writer")),
+        );
+        apply(
+            &mut index,
+            Kind::RoleBinding,
+            binding("b-reads", Some("a"), ("ClusterRole", "reader")),
+        );
+        apply(
+            &mut index,
+            Kind::RoleBinding,
+            binding("elsewhere", Some("b"), ("ClusterRole", "reader")),
+        );
+        apply(
+            &mut index,
+            Kind::ClusterRoleBinding,
+            binding("everywhere", None, ("ClusterRole", "reader")),
+        );
+        // Named as a user and through a group: each binding once, cluster-wide first.
+        let jane = User::new("jane", ["devs".to_owned()]);
+        assert_eq!(
+            names(&index, &jane, "a"),
+            ["/everywhere", "a/b-reads", "a/z-writes"]
+        );
+        assert_eq!(names(&index, &jane, ""), ["/everywhere"]);
+        // A ServiceAccount subject stands for the user of the binding's namespace only.
+        let robot = User::new("system:serviceaccount:a:robot", []);
+        assert_eq!(names(&index, &robot, "a"), ["a/b-reads", "a/z-writes"]);
+        let create = Attributes::resource(&robot, "create", "", "pods", "a", "");
+        assert!(matches!(index.authorize(&create), Decision::Allow(_)));
+
+        delete(
+            &mut index,
+            Kind::Role,
+            json!({"metadata": {"name": "writer", "namespace": "a"}}),
+        );
+        match index.authorize(&create) {
+            Decision::NoOpinion(why) => assert!(why.contains("\"writer\" not found"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        delete(
+            &mut index,
+            Kind::RoleBinding,
+            binding("z-writes", Some("a"), ("Role", "writer")),
+        );
+        delete(
+            &mut index,
+            Kind::ClusterRoleBinding,
+            binding("everywhere", None, ("ClusterRole", "reader")),
+        );
+        assert_eq!(names(&index, &jane, "a"), ["a/b-reads"]);
+        index.clear(Kind::RoleBinding);
+        assert!(names(&index, &jane, "a").is_empty());
+        assert!(index.by_user.is_empty() && index.by_group.is_empty());
     }
 }
