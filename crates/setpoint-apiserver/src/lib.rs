@@ -137,6 +137,9 @@ impl Api {
         user: User,
         mut request: http::Request<bytes::Bytes>,
     ) -> http::Response<Body> {
+        if !server::impersonation::asks(request.headers()) {
+            return Handler::handle(self, request, user).await; // the loops' every request
+        }
         let acting = match Handler::impersonate(self, user.clone(), request.headers()) {
             Ok(acting) => acting,
             Err(failure) => {

@@ -208,6 +208,18 @@ pub struct SyncSpec {
     pub allow_empty_prune: bool,
 }
 
+impl Sync {
+    /// The namespace of the Sync's source (`sourceRef.namespace`, else the Sync's own).
+    pub fn source_namespace(&self) -> String {
+        self.spec
+            .source_ref
+            .namespace
+            .clone()
+            .or_else(|| self.metadata.namespace.clone())
+            .unwrap_or_default()
+    }
+}
+
 /// The source a Sync reads.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

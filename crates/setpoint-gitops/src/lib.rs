@@ -23,3 +23,19 @@ pub mod sync;
 pub use artifact::ArtifactStore;
 pub use context::GitopsContext;
 pub use kinds::{GitRepository, Sync};
+
+/// An error and its sources, `: `-joined into one line for a condition message (a source whose
+/// text the line already holds is not repeated).
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        let text = e.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = e.source();
+    }
+    message
+}

@@ -137,11 +137,7 @@ async fn diff(args: &DiffArgs) -> Result<bool> {
 /// The Sync's source files at the revision of its current artifact, cloned with `git`.
 async fn source_checkout(client: &Client, sync: &Sync) -> Result<tempfile::TempDir> {
     let reference = &sync.spec.source_ref;
-    let namespace = reference
-        .namespace
-        .clone()
-        .or_else(|| sync.metadata.namespace.clone())
-        .unwrap_or_default();
+    let namespace = sync.source_namespace();
     let repositories = kube::Api::<GitRepository>::namespaced(client.kube().clone(), &namespace);
     let repository = repositories
         .get(&reference.name)

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-pub use object::{join_api_version, split_api_version, ObjectId};
+pub use object::{split_api_version, ObjectId};
 pub(crate) use transform::{is_cluster_scoped_builtin, set_namespace};
 
 /// How deep kustomizations may include directories with their own kustomization.

@@ -100,15 +100,6 @@ pub fn split_api_version(api_version: &str) -> (&str, &str) {
     }
 }
 
-/// The `apiVersion` of a group and version.
-pub fn join_api_version(group: &str, version: &str) -> String {
-    if group.is_empty() {
-        version.to_owned()
-    } else {
-        format!("{group}/{version}")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,7 @@ use super::git::Git;
 use super::mirror::{self, mirror_dir};
 use super::resolve::{check_ref, resolve, Resolved};
 use super::{auth, DEFAULT_TIMEOUT};
+use crate::error_chain;
 use crate::kinds::{Artifact, GitRepository, GitRepositoryStatus, RECONCILE_REQUESTED_AT};
 use crate::{duration, ArtifactStore};
 
@@ -109,7 +110,7 @@ pub(crate) async fn reconcile(
     let mirror = mirror_dir(ctx.artifacts.root(), &namespace, &name);
     let url = &repo.spec.url;
     if let Err(e) = mirror::fetch(&git, &mirror, url).await {
-        return run.fail(GIT_OPERATION_FAILED, &chain(&e)).await;
+        return run.fail(GIT_OPERATION_FAILED, &error_chain(&e)).await;
     }
     let names_nothing = reference.is_none_or(|r| {
         r.branch.is_none() && r.tag.is_none() && r.semver.is_none() && r.commit.is_none()
@@ -117,7 +118,7 @@ pub(crate) async fn reconcile(
     let remote_head = if names_nothing {
         match mirror::remote_head(&git, url).await {
             Ok(head) => head,
-            Err(e) => return run.fail(GIT_OPERATION_FAILED, &chain(&e)).await,
+            Err(e) => return run.fail(GIT_OPERATION_FAILED, &error_chain(&e)).await,
         }
     } else {
         None
@@ -126,7 +127,7 @@ pub(crate) async fn reconcile(
     let in_mirror = git.in_repo(&mirror);
     let resolved = match resolve(&in_mirror, reference, range.as_ref(), remote_head).await {
         Ok(r) => r,
-        Err(e) => return run.fail(GIT_OPERATION_FAILED, &chain(&e)).await,
+        Err(e) => return run.fail(GIT_OPERATION_FAILED, &error_chain(&e)).await,
     };
 
     let ignore = repo.spec.ignore.as_deref();
@@ -150,7 +151,7 @@ pub(crate) async fn reconcile(
     .await
     {
         Ok(e) => e,
-        Err(e) => return run.fail(STORAGE_OPERATION_FAILED, &chain(&e)).await,
+        Err(e) => return run.fail(STORAGE_OPERATION_FAILED, &error_chain(&e)).await,
     };
     export::gc(&ctx.artifacts, &namespace, &name, &resolved.sha).await;
     run.stored(&resolved, path, &exported).await?;
@@ -194,21 +195,6 @@ pub(crate) fn check_url(url: &str) -> Result<(), String> {
             "is not an absolute path, a URL (https://, ssh://, git://, file://) or user@host:path",
         ),
     }
-}
-
-/// An error with its sources, as one line.
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        let text = e.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        source = e.source();
-    }
-    message
 }
 
 /// One reconcile's object and where it reports.

@@ -60,7 +60,7 @@ impl Discovery {
                 Ok(served)
             }
             Err(source) => Err(NotServed {
-                api_version: crate::manifests::join_api_version(group, version),
+                api_version: setpoint_core::api_version(group, version),
                 kind: kind.to_owned(),
                 source,
             }),

@@ -21,6 +21,7 @@ use super::prune;
 use super::source;
 use super::status::{self, reason, Outcome};
 use super::{Context, SyncError};
+use crate::error_chain;
 use crate::kinds::{Inventory, Sync, RECONCILE_REQUESTED_AT};
 use crate::manifests::{self, ObjectId};
 
@@ -407,16 +408,4 @@ fn is_gone(error: &StatusError) -> bool {
         }
         _ => false,
     }
-}
-
-/// An error and its sources, `: `-joined (a condition message tells the whole story).
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        message.push_str(": ");
-        message.push_str(&e.to_string());
-        source = e.source();
-    }
-    message
 }

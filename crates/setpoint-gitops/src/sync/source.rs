@@ -12,11 +12,7 @@ pub(crate) fn artifact(
     repositories: &ObjectCache<GitRepository>,
 ) -> Result<Artifact, String> {
     let reference = &sync.spec.source_ref;
-    let namespace = reference
-        .namespace
-        .clone()
-        .or_else(|| sync.metadata.namespace.clone())
-        .unwrap_or_default();
+    let namespace = sync.source_namespace();
     let name = format!("{}/{namespace}/{}", reference.kind, reference.name);
     if reference.kind != "GitRepository" {
         return Err(format!(
@@ -42,11 +38,7 @@ pub(crate) fn artifact(
 /// The current revision of a Sync's source, if it has an artifact.
 fn source_revision(sync: &Sync, repositories: &ObjectCache<GitRepository>) -> Option<String> {
     let reference = &sync.spec.source_ref;
-    let namespace = reference
-        .namespace
-        .clone()
-        .or_else(|| sync.metadata.namespace.clone())
-        .unwrap_or_default();
+    let namespace = sync.source_namespace();
     repositories
         .get(&ObjectKey::namespaced(namespace, &reference.name))?
         .status
