@@ -219,7 +219,10 @@ impl Handler for Api {
             Ok(admission) => admission,
             Err(refused) => return audit::finish(recording, refused).await,
         };
-        let response = Api::handle(self, request).await;
+        let response = match self.this.upgrade().filter(|_| admission.is_wide()) {
+            Some(api) => flowcontrol::execute_wide(api, request).await,
+            None => Api::handle(self, request).await,
+        };
         audit::finish(recording, admission.finish(response)).await
     }
 

@@ -7,9 +7,11 @@
 //! - The configuration (`config.rs`) is compiled from the FlowSchema and
 //!   PriorityLevelConfiguration watch caches whenever their revision moved; the default
 //!   objects (`defaults.rs`) are created at start and their status kept (`maintain.rs`).
-//! - Seats are held until the response's head is produced; a LIST takes one seat per 100
+//! - Seats are held until the response's body has been sent (or dropped), as kube-apiserver
+//!   holds them until its handler has written the response; a LIST takes one seat per 100
 //!   objects the watch cache holds for its resource (fewer with a `limit`), at most the level's
-//!   maximum (`width`). A watch takes one seat until its head (its initial events come from
+//!   maximum (`width`). A LIST of more than 100 objects is executed on the wide-request pool,
+//!   at a lower OS priority (`wide.rs`), so seats bind for the CPU a flood of them takes. A watch takes one seat until its head (its initial events come from
 //!   the cache snapshot taken before the head); exec, attach, port-forward, proxy and followed
 //!   logs are long-running and not limited, as kube-apiserver does.
 //! - A queued request waits at most a quarter of its request timeout (`?timeout=` or
@@ -27,6 +29,7 @@ mod metrics;
 mod queueset;
 mod rules;
 mod watches;
+mod wide;
 
 use std::any::Any;
 use std::hash::{Hash, Hasher};
@@ -242,15 +245,25 @@ fn current_config(api: &Api, fc: &FlowControl) -> Arc<Config> {
     config
 }
 
-/// A request let through: what its response needs (headers) and what it holds until then.
+/// A request let through: what its response needs (headers) and what it holds until its
+/// response's body has been sent or dropped.
 pub(crate) struct Admission {
     headers: Vec<(&'static str, HeaderValue)>,
-    /// Released when the response head is produced.
     seats: Option<Seats>,
     executing: Option<Gauge>,
     inflight: Option<tokio::sync::OwnedSemaphorePermit>,
-    /// Held for as long as the (watch) response body lives.
+    /// A watch counted against its user's cap.
     watch: Option<watches::OpenWatch>,
+    /// Whether the request is executed on the wide-request pool (`wide.rs`).
+    wide: bool,
+}
+
+/// What an admitted request holds while its response body lives.
+struct Held {
+    _seats: Option<Seats>,
+    _executing: Option<Gauge>,
+    _inflight: Option<tokio::sync::OwnedSemaphorePermit>,
+    _watch: Option<watches::OpenWatch>,
 }
 
 impl Admission {
@@ -261,29 +274,61 @@ impl Admission {
             executing: None,
             inflight: None,
             watch: None,
+            wide: false,
         }
     }
 
-    /// Gives the seats back and completes `response`: headers, and the watch counted while
-    /// its body lives.
+    /// Whether the request should be executed on the wide-request pool.
+    pub(crate) fn is_wide(&self) -> bool {
+        self.wide
+    }
+
+    /// Completes `response` (headers), holding the seats and the watch count until its body
+    /// has been sent or dropped. A watch's seats are given back at once: its initial events
+    /// come from the cache snapshot taken before the head, and the rest is long-running.
     pub(crate) fn finish(self, mut response: Response<Body>) -> Response<Body> {
-        drop(self.seats);
-        drop(self.executing);
-        drop(self.inflight);
         for (name, value) in self.headers {
             response.headers_mut().insert(name, value);
         }
-        match self.watch {
-            Some(watch) => response.map(|body| {
-                use http_body_util::BodyExt as _;
-                body.map_frame(move |frame| {
-                    let _counted_while_the_body_lives = &watch;
-                    frame
-                })
-                .boxed()
-            }),
-            None => response,
+        let held = if self.watch.is_some() {
+            drop((self.seats, self.executing, self.inflight));
+            Held {
+                _seats: None,
+                _executing: None,
+                _inflight: None,
+                _watch: self.watch,
+            }
+        } else {
+            Held {
+                _seats: self.seats,
+                _executing: self.executing,
+                _inflight: self.inflight,
+                _watch: None,
+            }
+        };
+        if held._seats.is_none() && held._inflight.is_none() && held._watch.is_none() {
+            return response;
         }
+        response.map(|body| {
+            use http_body_util::BodyExt as _;
+            body.map_frame(move |frame| {
+                let _held_while_the_body_lives = &held;
+                frame
+            })
+            .boxed()
+        })
+    }
+}
+
+/// Executes `request` on the wide-request pool (`wide.rs`) with `api`; where it is if the pool
+/// is unavailable.
+pub(crate) async fn execute_wide(api: Arc<Api>, request: Request<Bytes>) -> Response<Body> {
+    match wide::run(async move { Api::handle(&api, request).await }).await {
+        Some(response) => response,
+        None => response::error(&ApiError::new(
+            Reason::ServiceUnavailable,
+            "the server is shutting down",
+        )),
     }
 }
 
@@ -427,6 +472,7 @@ pub(crate) async fn admit(
     let settings = fc.settings.read().clone();
     let masters = user.in_group(MASTERS);
     let mut admission = Admission::unlimited();
+    admission.wide = kind.listed.is_some_and(|n| n > OBJECTS_PER_SEAT);
     if kind.watch && !masters {
         match fc.watches.open(&user.name, settings.max_watches_per_user) {
             Some(open) => admission.watch = Some(open),

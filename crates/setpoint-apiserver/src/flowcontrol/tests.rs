@@ -129,6 +129,8 @@ async fn a_flood_should_get_429_with_retry_after_while_another_flow_is_served() 
     let served = served.await.unwrap();
     assert_ne!(served.status(), StatusCode::TOO_MANY_REQUESTS);
     assert!(served.headers().contains_key(SCHEMA_HEADER));
+    // Its body holds the seat until it is gone.
+    drop(served);
     for f in flood {
         assert_ne!(f.await.unwrap(), StatusCode::TOO_MANY_REQUESTS);
     }
@@ -214,5 +216,70 @@ fn go_durations_should_parse_and_bound_the_wait() {
     assert_eq!(
         wait_limit(&get("/api/v1/pods"), Duration::ZERO),
         DEFAULT_WAIT
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seats_should_be_held_until_the_response_body_is_gone() {
+    let api = api().await;
+    let level = tight_level(&api).await;
+    // (Refused by RBAC: these users have no grants. A refusal's body holds the seat as well.)
+    let unread = as_user(&api, "victim-0", PODS).await;
+    assert_eq!(unread.status(), StatusCode::FORBIDDEN);
+    assert_eq!(level.figures(), (0, 1), "the unread body holds the seat");
+    let next = {
+        let api = api.clone();
+        tokio::spawn(async move { as_user(&api, "victim-1", PODS).await.status() })
+    };
+    until(|| level.figures() == (1, 1)).await;
+    drop(unread);
+    assert_eq!(next.await.unwrap(), StatusCode::FORBIDDEN);
+    until(|| level.figures() == (0, 0)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wide_work_should_run_on_the_low_priority_pool() {
+    let (name, nice) = wide::run(async {
+        let tid = rustix::thread::gettid();
+        (
+            std::thread::current().name().map(str::to_owned),
+            rustix::process::getpriority_process(Some(tid)).unwrap(),
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(name.as_deref(), Some("setpoint-wide"));
+    assert_eq!(nice, 10);
+    // A LIST of more than a seat's worth of objects is served through it, whole.
+    let api = api().await;
+    for i in 0..(OBJECTS_PER_SEAT + 20) {
+        admin_create(
+            &api,
+            PODS,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("cm-{i}")}}),
+        )
+        .await;
+    }
+    let response = as_user(&api, "reader", PODS).await;
+    assert_eq!(
+        response.status(),
+        StatusCode::FORBIDDEN,
+        "no RBAC grant: refused before the pool"
+    );
+    let response = Handler::handle(
+        &*api,
+        get(PODS),
+        User::new("setpoint-admin", ["system:masters".to_owned()]),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let body = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    let list: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        list["items"].as_array().unwrap().len(),
+        OBJECTS_PER_SEAT + 20
     );
 }
