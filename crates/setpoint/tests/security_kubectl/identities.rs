@@ -5,7 +5,8 @@
 //! completes, a StatefulSet gets its claim provisioned and bound, and deleting the Deployment
 //! has the garbage collector remove its ReplicaSet and pods — and no request of any of them
 //! was refused (`apiserver_request_total` has no `code="403"`): a rule missing from a
-//! component's role would show there.
+//! component's role would show there. The audit log then names, for each kind of write the
+//! scenario needs, the component that made it: each loop wrote as its own identity.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -206,4 +207,89 @@ fn workloads_should_converge_with_every_component_under_its_own_identity() {
         "requests refused:\n{}",
         refused.join("\n")
     );
+
+    // Who made each kind of write, by the audit log (written in batches a few ms apart).
+    let sa = |name: &str| format!("system:serviceaccount:kube-system:{name}");
+    let expected: Vec<(&str, &str, &str, String)> = vec![
+        ("create", "replicasets", "", sa("deployment-controller")),
+        ("create", "pods", "", sa("replicaset-controller")),
+        (
+            "create",
+            "pods",
+            "binding",
+            "system:kube-scheduler".to_owned(),
+        ),
+        (
+            "create",
+            "endpointslices",
+            "",
+            sa("endpointslice-controller"),
+        ),
+        ("create", "pods", "", sa("job-controller")),
+        ("create", "pods", "", sa("statefulset-controller")),
+        (
+            "create",
+            "persistentvolumeclaims",
+            "",
+            sa("statefulset-controller"),
+        ),
+        (
+            "create",
+            "persistentvolumes",
+            "",
+            sa("local-path-provisioner"),
+        ),
+        ("delete", "replicasets", "", sa("generic-garbage-collector")),
+        ("delete", "pods", "", sa("generic-garbage-collector")),
+    ];
+    let log = s.dir.join("audit").join("audit.log");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let events: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let made = |verb: &str, resource: &str, sub: &str, user: &str| {
+            events.iter().any(|e| {
+                e["verb"] == verb
+                    && e["objectRef"]["resource"] == resource
+                    && e["objectRef"]["subresource"].as_str().unwrap_or("") == sub
+                    && e["user"]["username"] == user
+                    && e["responseStatus"]["code"]
+                        .as_u64()
+                        .is_some_and(|c| (200..300).contains(&c))
+            })
+        };
+        let missing: Vec<String> = expected
+            .iter()
+            .filter(|(verb, resource, sub, user)| !made(verb, resource, sub, user))
+            .map(|(verb, resource, sub, user)| format!("{verb} {resource}/{sub} by {user}"))
+            .collect();
+        // Pods' status comes from the node agent as its node.
+        let by_node = events.iter().any(|e| {
+            e["objectRef"]["resource"] == "pods"
+                && e["objectRef"]["subresource"] == "status"
+                && e["user"]["username"] == "system:node:local"
+        });
+        // No component wrote as the admin: the admin's writes are the test's own kubectl's.
+        let admin_writes: Vec<String> = events
+            .iter()
+            .filter(|e| {
+                e["user"]["username"] == "setpoint-admin"
+                    && !matches!(e["verb"].as_str(), Some("get" | "list" | "watch"))
+                    && !e["userAgent"].as_str().unwrap_or("").starts_with("kubectl")
+            })
+            .map(|e| format!("{} {} by {}", e["verb"], e["objectRef"], e["userAgent"]))
+            .collect();
+        if missing.is_empty() && by_node && admin_writes.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "writes not made by their component: {missing:?}; pod status by the node: {by_node}; \
+             component writes as the admin: {admin_writes:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
