@@ -109,6 +109,7 @@ impl Strategy for Services {
     async fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<Cause> {
         let mut causes = object_meta(object);
         validate_spec(&object["spec"], &mut causes);
+        load_balancer_class(&object["spec"], old.map(|o| &o["spec"]), &mut causes);
         if let Some(old) = old {
             let (new_ip, old_ip) = (&object["spec"]["clusterIP"], &old["spec"]["clusterIP"]);
             if !old_ip.is_null() && new_ip != old_ip {
@@ -208,6 +209,66 @@ fn keep_cluster_ip(new: &mut Value, current: &Value) {
     }
 }
 
+/// `spec.loadBalancerClass`, as kube-apiserver checks it: only on a `LoadBalancer` Service, and
+/// fixed for as long as the Service stays one (a balancer controller chose it by its class).
+fn load_balancer_class(spec: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
+    let is_lb = |spec: &Value| spec["type"] == "LoadBalancer";
+    let class = &spec["loadBalancerClass"];
+    if let Some(old) = old {
+        if is_lb(old) && is_lb(spec) && old["loadBalancerClass"] != *class {
+            causes.push(Cause::invalid(
+                "spec.loadBalancerClass",
+                class,
+                "may not change once set",
+            ));
+        }
+    }
+    if class.is_null() {
+        return;
+    }
+    if !is_lb(spec) {
+        causes.push(Cause::forbidden(
+            "spec.loadBalancerClass",
+            "may only be used when `type` is 'LoadBalancer'",
+        ));
+    } else if !class.as_str().is_some_and(is_qualified_name) {
+        causes.push(Cause::invalid(
+            "spec.loadBalancerClass",
+            class,
+            "must be a qualified name: an optional DNS-subdomain prefix and '/', then at most 63 \
+             alphanumeric characters, '-', '_' or '.', starting and ending with an alphanumeric character",
+        ));
+    }
+}
+
+/// A Kubernetes qualified name (`[prefix/]name`, as label keys are).
+fn is_qualified_name(text: &str) -> bool {
+    let (prefix, name) = match text.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, text),
+    };
+    let name_ok = !name.is_empty()
+        && name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    let prefix_ok = prefix.is_none_or(|p| {
+        !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|label| {
+                !label.is_empty()
+                    && label.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                    && label.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                    && label
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            })
+    });
+    name_ok && prefix_ok
+}
+
 fn validate_spec(spec: &Value, causes: &mut Vec<Cause>) {
     let kind = spec["type"].as_str().unwrap_or("ClusterIP");
     let ports = spec["ports"]
@@ -231,5 +292,36 @@ fn validate_spec(spec: &Value, causes: &mut Vec<Cause>) {
     let types = ["ClusterIP", "NodePort", "LoadBalancer", "ExternalName"];
     if !types.contains(&kind) {
         causes.push(Cause::not_supported("spec.type", &spec["type"], &types));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn causes(spec: Value, old: Option<Value>) -> Vec<String> {
+        let mut causes = Vec::new();
+        load_balancer_class(&spec, old.as_ref(), &mut causes);
+        causes.into_iter().map(|c| c.message).collect()
+    }
+
+    #[test]
+    fn the_load_balancer_class_should_be_checked_as_kube_does() {
+        let lb = |class: Value| json!({"type": "LoadBalancer", "loadBalancerClass": class});
+        assert!(causes(lb(json!("setpoint.dev/service-lb")), None).is_empty());
+        assert!(causes(lb(Value::Null), None).is_empty());
+        assert_eq!(
+            causes(lb(json!("a/b")), Some(lb(json!("c/d")))),
+            ["spec.loadBalancerClass: Invalid value: \"a/b\": may not change once set"]
+        );
+        // Set when the Service becomes a LoadBalancer; cleared when it stops being one.
+        assert!(causes(lb(json!("a/b")), Some(json!({"type": "ClusterIP"}))).is_empty());
+        assert!(causes(json!({"type": "ClusterIP"}), Some(lb(json!("a/b")))).is_empty());
+        assert_eq!(
+            causes(json!({"type": "ClusterIP", "loadBalancerClass": "a/b"}), None),
+            ["spec.loadBalancerClass: Forbidden: may only be used when `type` is 'LoadBalancer'"]
+        );
+        assert_eq!(causes(lb(json!("Not Valid/x")), None).len(), 1);
+        assert_eq!(causes(lb(json!("-x")), None).len(), 1);
     }
 }
