@@ -127,3 +127,60 @@ async fn a_continue_token_from_another_collection_should_be_refused() {
     .await;
     expect(&got, 400, "BadRequest");
 }
+
+#[tokio::test]
+async fn pages_should_count_what_remains_and_end_with_the_last_object() {
+    let api = api().await;
+    let labelled = |i: usize| if i % 3 == 0 { "x" } else { "y" };
+    for i in 0..23 {
+        let body = format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"p{i:02}","labels":{{"tier":"{}"}}}}}}"#,
+            labelled(i)
+        );
+        assert_eq!(
+            call(&api, "POST", CM, JSON, &body).await.0,
+            StatusCode::CREATED
+        );
+    }
+    let mut names = Vec::new();
+    let mut remaining_seen = Vec::new();
+    let mut uri = format!("{CM}?limit=5");
+    loop {
+        let (status, page) = call(&api, "GET", &uri, JSON, "").await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        for item in page["items"].as_array().unwrap() {
+            names.push(item["metadata"]["name"].as_str().unwrap().to_owned());
+        }
+        remaining_seen.push(page["metadata"]["remainingItemCount"].as_u64());
+        match page["metadata"]["continue"].as_str() {
+            Some(token) => uri = format!("{CM}?limit=5&continue={token}"),
+            None => break,
+        }
+    }
+    let expected: Vec<String> = (0..23).map(|i| format!("p{i:02}")).collect();
+    assert_eq!(names, expected);
+    assert_eq!(
+        remaining_seen,
+        [Some(18), Some(13), Some(8), Some(3), None],
+        "remainingItemCount on each page"
+    );
+    // A filtered list pages by the selected objects and says nothing of what remains.
+    let mut names = Vec::new();
+    let mut uri = format!("{CM}?limit=3&labelSelector=tier%3Dx");
+    loop {
+        let (_, page) = call(&api, "GET", &uri, JSON, "").await;
+        assert!(page["metadata"]["remainingItemCount"].is_null());
+        for item in page["items"].as_array().unwrap() {
+            names.push(item["metadata"]["name"].as_str().unwrap().to_owned());
+        }
+        match page["metadata"]["continue"].as_str() {
+            Some(token) => uri = format!("{CM}?limit=3&labelSelector=tier%3Dx&continue={token}"),
+            None => break,
+        }
+    }
+    let expected: Vec<String> = (0..23)
+        .filter(|i| labelled(*i) == "x")
+        .map(|i| format!("p{i:02}"))
+        .collect();
+    assert_eq!(names, expected);
+}

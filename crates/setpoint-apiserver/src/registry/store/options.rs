@@ -42,17 +42,24 @@ pub(crate) struct ListOptions {
     pub(crate) continue_token: Option<Continue>,
 }
 
-/// Where a paged list continues: the snapshot revision and the key after which to go on.
+/// Where a paged list continues: the snapshot revision and the key after which to go on, and
+/// (for an unfiltered list) how many objects were left after the page that made the token —
+/// the next page's `remainingItemCount` is that less its own items, so no page but the first
+/// counts the rest of the collection.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Continue {
     pub(crate) revision: Revision,
     pub(crate) start: String,
+    pub(crate) remaining: Option<u64>,
 }
 
 impl Continue {
     pub(crate) fn encode(&self) -> String {
-        let raw =
+        let mut raw =
             json!({"v": "setpoint.continue/v1", "rv": self.revision.get(), "start": self.start});
+        if let Some(remaining) = self.remaining {
+            raw["rem"] = json!(remaining);
+        }
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw.to_string())
     }
 
@@ -68,6 +75,7 @@ impl Continue {
             (Some("setpoint.continue/v1"), Some(rv), Some(start)) => Ok(Continue {
                 revision: Revision(rv),
                 start: start.to_owned(),
+                remaining: v["rem"].as_u64(),
             }),
             _ => Err(invalid()),
         }
@@ -83,6 +91,7 @@ mod tests {
         let c = Continue {
             revision: Revision(42),
             start: "/registry/pods/a/b\u{0}".into(),
+            remaining: Some(7),
         };
         assert_eq!(Continue::decode(&c.encode()).unwrap(), c);
         assert!(Continue::decode("bm9wZQ").is_err());

@@ -157,22 +157,45 @@ impl RegistryStore {
         };
         let end = setpoint_store::prefix_end(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
         let limit = options.limit.unwrap_or(usize::MAX);
+        let unfiltered =
+            options.filter.labels.is_everything() && options.filter.fields.is_everything();
         let mut items: Vec<Arc<CachedObject>> = Vec::new();
-        let mut remaining = 0u64;
-        for (_, o) in objects.range((start, end)) {
+        // The page ends at the first selected object past `limit`: whether there is one decides
+        // the continue token. The rest of the range is walked only to count it for
+        // `remainingItemCount`, on the first page of an unfiltered list; later pages take the
+        // count from their token.
+        let mut more = false;
+        let mut walked = 0u64;
+        for (_, o) in objects.range((start.clone(), end.clone())) {
             // A list of many objects served from the cache never waits for anything: spend the
             // task's scheduling budget per object, so a flood of wide LISTs yields the worker
             // threads to other requests now and then instead of holding them for its whole run.
             tokio::task::consume_budget().await;
+            walked += 1;
             if !options.filter.matches(o) {
                 continue;
             }
             if items.len() < limit {
                 items.push(o.clone());
             } else {
-                remaining = remaining.saturating_add(1);
+                more = true;
+                break;
             }
         }
+        let remaining = match (more && unfiltered, &options.continue_token) {
+            (false, _) => None,
+            (
+                true,
+                Some(Continue {
+                    remaining: Some(left),
+                    ..
+                }),
+            ) => Some(left.saturating_sub(items.len() as u64)),
+            // The first page (or a token without a count): count what follows this page.
+            (true, _) => {
+                Some((objects.range((start, end)).count() as u64).saturating_sub(walked - 1))
+            }
+        };
         let items = super::served_objects(&self.def, items).await?;
         let mut page = ListPage {
             items,
@@ -180,14 +203,19 @@ impl RegistryStore {
             continue_token: None,
             remaining: None,
         };
-        if remaining > 0 {
+        if more {
             let last = page.items.last().map(|o| o.key.clone()).unwrap_or_default();
             let mut start = String::from_utf8_lossy(&last).into_owned();
             start.push('\0');
-            page.continue_token = Some(Continue { revision, start }.encode());
-            if options.filter.labels.is_everything() && options.filter.fields.is_everything() {
-                page.remaining = Some(remaining);
-            }
+            page.continue_token = Some(
+                Continue {
+                    revision,
+                    start,
+                    remaining,
+                }
+                .encode(),
+            );
+            page.remaining = remaining;
         }
         Ok(page)
     }
