@@ -184,3 +184,155 @@ async fn pages_should_count_what_remains_and_end_with_the_last_object() {
         .collect();
     assert_eq!(names, expected);
 }
+
+/// A store whose first list of the ConfigMaps (the watch cache loading) waits until the test
+/// opens the gate: the window between a start and the cache being loaded, held open.
+struct GatedStore {
+    inner: EmbeddedStore,
+    first: std::sync::atomic::AtomicBool,
+    gate: tokio::sync::Semaphore,
+}
+
+#[async_trait::async_trait]
+impl setpoint_store::Store for GatedStore {
+    async fn current_revision(&self) -> setpoint_store::Result<setpoint_core::Revision> {
+        self.inner.current_revision().await
+    }
+    async fn get(&self, key: &[u8]) -> setpoint_store::Result<Option<setpoint_store::KeyValue>> {
+        self.inner.get(key).await
+    }
+    async fn list(
+        &self,
+        request: setpoint_store::ListRequest,
+    ) -> setpoint_store::Result<setpoint_store::ListResult> {
+        if request.prefix.starts_with(b"/registry/configmaps/")
+            && !self.first.swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            let _open = self.gate.acquire().await;
+        }
+        self.inner.list(request).await
+    }
+    async fn count(&self, prefix: &[u8]) -> setpoint_store::Result<u64> {
+        self.inner.count(prefix).await
+    }
+    async fn create(
+        &self,
+        key: Bytes,
+        value: Bytes,
+    ) -> setpoint_store::Result<setpoint_store::KeyValue> {
+        self.inner.create(key, value).await
+    }
+    async fn update(
+        &self,
+        key: Bytes,
+        value: Bytes,
+        expected: Option<setpoint_core::Revision>,
+    ) -> setpoint_store::Result<setpoint_store::KeyValue> {
+        self.inner.update(key, value, expected).await
+    }
+    async fn delete(
+        &self,
+        key: Bytes,
+        expected: Option<setpoint_core::Revision>,
+    ) -> setpoint_store::Result<setpoint_store::Event> {
+        self.inner.delete(key, expected).await
+    }
+    async fn watch(
+        &self,
+        prefix: Bytes,
+        after: setpoint_core::Revision,
+    ) -> setpoint_store::Result<setpoint_store::WatchStream> {
+        self.inner.watch(prefix, after).await
+    }
+    async fn compact(&self, revision: setpoint_core::Revision) -> setpoint_store::Result<()> {
+        self.inner.compact(revision).await
+    }
+}
+
+/// A server started over a store that already holds objects (a restart), whose ConfigMap cache
+/// has not loaded yet: a list is served from the store (every object, `200`), a watch is told
+/// to come back (`429`, `Retry-After: 1`) — never a 5xx or a wait — and `/readyz` fails; once
+/// the cache has loaded, `/readyz` says ok and both are served from it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_should_serve_lists_from_the_store_until_the_cache_is_loaded() {
+    use setpoint_apiserver::Handler as _;
+    use setpoint_store::Store as _;
+    const N: usize = 500;
+    let store = Arc::new(GatedStore {
+        inner: EmbeddedStore::open(EmbeddedConfig::in_memory().without_auto_compaction()).unwrap(),
+        first: std::sync::atomic::AtomicBool::new(false),
+        gate: tokio::sync::Semaphore::new(0),
+    });
+    for i in 0..N {
+        let key = format!("/registry/configmaps/default/r{i:05}");
+        let value = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("r{i:05}"), "namespace": "default",
+                         "uid": format!("00000000-0000-0000-0000-{i:012}"),
+                         "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "data": {"k": "v"}});
+        store
+            .inner
+            .create(Bytes::from(key), Bytes::from(value.to_string()))
+            .await
+            .unwrap();
+    }
+    let api = Api::new(store.clone()).await.unwrap();
+    let readyz = |api: Arc<Api>| async move {
+        api.health_checks("readyz")
+            .await
+            .into_iter()
+            .filter_map(|(name, result)| result.err().map(|e| format!("{name}: {e}")))
+            .collect::<Vec<_>>()
+    };
+    let watch = |api: Arc<Api>| async move {
+        let request = Request::builder()
+            .uri(format!("{CM}?watch=1"))
+            .body(Bytes::new())
+            .unwrap();
+        let response = tokio::time::timeout(std::time::Duration::from_secs(5), api.handle(request))
+            .await
+            .expect("a watch answers at once");
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap().to_owned());
+        (response.status(), retry_after)
+    };
+    let list_all = |api: Arc<Api>| async move {
+        let (status, list) = call(&api, "GET", CM, JSON, "").await;
+        assert_eq!(status, StatusCode::OK, "{list}");
+        list["items"].as_array().map(Vec::len)
+    };
+
+    // The cache is loading (held at the gate).
+    let failing = readyz(api.clone()).await;
+    assert!(
+        failing.iter().any(|f| f.contains("configmaps")),
+        "/readyz while the ConfigMaps' cache loads: {failing:?}"
+    );
+    assert_eq!(
+        list_all(api.clone()).await,
+        Some(N),
+        "served from the store"
+    );
+    assert_eq!(
+        watch(api.clone()).await,
+        (StatusCode::TOO_MANY_REQUESTS, Some("1".to_owned()))
+    );
+    let (status, page) = call(&api, "GET", &format!("{CM}?limit=100"), JSON, "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(page["items"].as_array().map(Vec::len), Some(100));
+
+    // Loaded.
+    store.gate.add_permits(1);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !readyz(api.clone()).await.is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "/readyz never said ok"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(list_all(api.clone()).await, Some(N));
+    assert_eq!(watch(api.clone()).await.0, StatusCode::OK);
+}

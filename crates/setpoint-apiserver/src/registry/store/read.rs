@@ -12,6 +12,10 @@
 //! cannot answer progress requests (its `ConsistentListFromCache` fallback). Watches are
 //! unaffected: one from a revision ahead of the cache starts at once and skips the events up to
 //! that revision when they arrive.
+//!
+//! Until a cache has loaded (after a start or a restart), lists are read from the store
+//! itself, and a watch is answered `429` with `Retry-After: 1`, as kube-apiserver answers while
+//! its storage is initializing: clients retry, nothing waits for the cache or times out.
 
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -85,7 +89,9 @@ impl RegistryStore {
         &self,
         revision: Revision,
     ) -> Result<(Objects, Revision), ApiError> {
-        if self.store.watch_progress_is_prompt() || self.cache.has_reached(revision) {
+        if self.cache.is_ready()
+            && (self.store.watch_progress_is_prompt() || self.cache.has_reached(revision))
+        {
             self.cache.wait_for(revision, CACHE_CATCH_UP).await?;
             return Ok(self.cache.snapshot());
         }
@@ -104,7 +110,9 @@ impl RegistryStore {
     /// The objects exactly as they were at `revision`; `410` if that is older than the
     /// cache's window (or the store's history), `504` if the store has not reached it.
     pub(crate) async fn exactly_at(&self, revision: Revision) -> Result<Objects, ApiError> {
-        if self.store.watch_progress_is_prompt() || self.cache.has_reached(revision) {
+        if self.cache.is_ready()
+            && (self.store.watch_progress_is_prompt() || self.cache.has_reached(revision))
+        {
             self.cache.wait_for(revision, CACHE_CATCH_UP).await?;
             return self.cache.snapshot_at(revision);
         }
@@ -128,6 +136,11 @@ impl RegistryStore {
         }
         match options.rv {
             RvMatch::MostRecent => self.consistent().await,
+            RvMatch::Any if !self.cache.is_ready() => {
+                list_store(self.def.as_ref(), self.store.as_ref(), None)
+                    .await
+                    .map_err(store_error)
+            }
             RvMatch::Any => {
                 self.cache.wait_for(Revision::ZERO, CACHE_CATCH_UP).await?;
                 Ok(self.cache.snapshot())
@@ -228,6 +241,9 @@ impl RegistryStore {
         options: &ListOptions,
         send_initial: bool,
     ) -> Result<(VecDeque<Arc<CachedObject>>, Revision, Watcher), ApiError> {
+        if !self.cache.is_ready() {
+            return Err(initializing());
+        }
         let (initial, start) = match options.rv {
             RvMatch::MostRecent => initial_objects(&self.consistent().await?, options),
             RvMatch::Any => initial_objects(&self.cache.snapshot(), options),
@@ -239,6 +255,16 @@ impl RegistryStore {
         let watcher = self.cache.watch(start, options.filter.clone())?;
         Ok((initial, start, watcher))
     }
+}
+
+/// kube-apiserver's answer to a watch while its cache is (re)loading: `429`, retry in a second.
+fn initializing() -> ApiError {
+    let mut error = ApiError::new(Reason::TooManyRequests, "storage is (re)initializing");
+    error.details = Some(Box::new(setpoint_core::Details {
+        retry_after_seconds: Some(1),
+        ..Default::default()
+    }));
+    error
 }
 
 fn initial_objects(
