@@ -131,7 +131,7 @@ async fn a_continue_token_from_another_collection_should_be_refused() {
 #[tokio::test]
 async fn pages_should_count_what_remains_and_end_with_the_last_object() {
     let api = api().await;
-    let labelled = |i: usize| if i % 3 == 0 { "x" } else { "y" };
+    let labelled = |i: usize| if i.is_multiple_of(3) { "x" } else { "y" };
     for i in 0..23 {
         let body = format!(
             r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"p{i:02}","labels":{{"tier":"{}"}}}}}}"#,
