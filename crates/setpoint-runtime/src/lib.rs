@@ -25,12 +25,14 @@
 
 mod cache;
 mod client;
+mod clock;
 mod controller;
 mod crd;
 mod events;
 mod finalizer;
 mod informer;
 mod leader;
+pub mod managed;
 mod metrics;
 mod micro_time;
 mod object_key;
@@ -41,6 +43,7 @@ mod watcher;
 
 pub use cache::{CacheError, CacheForm, IndexFn, ObjectCache};
 pub use client::{Client, ClientError, InProcessService, Transport};
+pub use clock::Clock;
 pub use controller::{
     Action, Controller, ControllerError, ControllerHandle, ControllerMetrics, Drain, OnError,
     Predicate, Reconciler, TerminalWhen, UnsyncedInformer,
