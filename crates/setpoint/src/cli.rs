@@ -309,6 +309,32 @@ pub(crate) enum BenchCommand {
     /// the first full sync, a no-op reconcile (and its writes), commit → applied, drift →
     /// corrected.
     Gitops(GitopsBenchArgs),
+    /// Benchmark the providers of pattern 3 (API → outside world): load-balancer throughput
+    /// and added latency against a direct connection, Databases created and Ready, drift
+    /// reverted, Certificates issued.
+    Providers(ProvidersBenchArgs),
+}
+
+/// One benchmark of `setpoint bench providers`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ProvidersBench {
+    /// A LoadBalancer Service's balancer against a direct connection.
+    Lb,
+    /// PostgreSQL Databases created and Ready; drift reverted.
+    Postgres,
+    /// Certificates issued.
+    Certs,
+}
+
+/// Flags of `setpoint bench providers`.
+#[derive(Debug, Args)]
+pub(crate) struct ProvidersBenchArgs {
+    /// Run only these (repeat or comma-separate); all by default.
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) only: Vec<ProvidersBench>,
+    /// Smaller sizes: a check that the scenarios run, not a measurement.
+    #[arg(long)]
+    pub(crate) quick: bool,
 }
 
 /// Flags of `setpoint bench gitops`.

@@ -228,6 +228,9 @@ pub struct Observation {
     pub readiness: Readiness,
     /// Connection details to publish (merged over those of create/update).
     pub connection_details: ConnectionDetails,
+    /// Observe again no later than this (a certificate's renewal time); the poll interval
+    /// otherwise.
+    pub next_observation: Option<Duration>,
 }
 
 impl Observation {
@@ -241,6 +244,7 @@ impl Observation {
             status: None,
             readiness: Readiness::Unavailable("the external object does not exist".to_owned()),
             connection_details: ConnectionDetails::new(),
+            next_observation: None,
         }
     }
 
@@ -254,6 +258,7 @@ impl Observation {
             status: None,
             readiness: Readiness::Available,
             connection_details: ConnectionDetails::new(),
+            next_observation: None,
         }
     }
 }
