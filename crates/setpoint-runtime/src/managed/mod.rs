@@ -198,6 +198,44 @@ pub trait Managed:
     fn finalizer() -> &'static str {
         FINALIZER
     }
+
+    /// Whether this object wants an external object at all. A Service wants a balancer only
+    /// while it is of type `LoadBalancer` with a class this loop serves; when this turns false
+    /// the loop releases the external object as on deletion (honouring `deletionPolicy`) and
+    /// removes its finalizer, and never adds the finalizer to an object that does not want one.
+    fn wants_external(&self) -> bool {
+        true
+    }
+}
+
+/// The `loadBalancerClass` Setpoint's balancers serve (besides Services that name none).
+pub const SERVICE_LB_CLASS: &str = "setpoint.dev/service-lb";
+/// The finalizer kube's service controller puts on LoadBalancer Services.
+pub const SERVICE_LB_FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
+
+/// A Service is a managed object whose external object is its load balancer, when it is of
+/// type `LoadBalancer` and names no class or [`SERVICE_LB_CLASS`].
+impl Managed for k8s_openapi::api::core::v1::Service {
+    fn conditions(&self) -> Vec<Condition> {
+        self.status
+            .as_ref()
+            .and_then(|s| s.conditions.clone())
+            .unwrap_or_default()
+    }
+
+    fn finalizer() -> &'static str {
+        SERVICE_LB_FINALIZER
+    }
+
+    fn wants_external(&self) -> bool {
+        self.spec.as_ref().is_some_and(|spec| {
+            spec.type_.as_deref() == Some("LoadBalancer")
+                && spec
+                    .load_balancer_class
+                    .as_deref()
+                    .is_none_or(|class| class == SERVICE_LB_CLASS)
+        })
+    }
 }
 
 /// Whether the observed external object is ready for use.
