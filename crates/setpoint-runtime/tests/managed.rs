@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use chrono::Utc;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{CustomResource, CustomResourceExt, Resource, ResourceExt};
 use parking_lot::Mutex;
 use schemars::JsonSchema;
@@ -396,6 +397,24 @@ async fn managed_loop_should_create_observe_update_and_delete() {
         (owner.kind.as_str(), Some(&owner.uid)),
         ("Bucket", b.meta().uid.as_ref())
     );
+
+    eventually("a CreatedExternalResource event regards happy", || async {
+        let events = f
+            .client
+            .namespaced_api::<Event>(NS)
+            .list(&ListParams::default())
+            .await
+            .ok()?;
+        events
+            .items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("CreatedExternalResource")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("happy")
+            })
+            .then_some(())
+    })
+    .await;
 
     // A spec change is applied at once; drift behind the loop's back at the next observation.
     f.patch("happy", json!({"spec": {"forProvider": {"size": 4}}}))
