@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Secret, Service, ServicePort, ServiceSpec};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -762,4 +762,156 @@ async fn managed_loop_should_pause_and_release() {
     assert_eq!(f.world.get("global"), None);
 
     f.stop().await;
+}
+
+/// A fake balancer service for LoadBalancer Services: addresses by Service name.
+#[derive(Default)]
+struct Balancers(Mutex<BTreeMap<String, String>>);
+
+struct BalancerConnector(Arc<Balancers>);
+
+impl Connector<Service> for BalancerConnector {
+    type External = BalancerClient;
+
+    async fn connect(&self, _: &Service) -> Result<BalancerClient, ExternalError> {
+        Ok(BalancerClient(self.0.clone()))
+    }
+}
+
+struct BalancerClient(Arc<Balancers>);
+
+impl ExternalClient<Service> for BalancerClient {
+    async fn observe(&self, service: &Service) -> Result<Observation, ExternalError> {
+        Ok(match self.0 .0.lock().get(&service.name_any()) {
+            Some(ip) => Observation {
+                status: Some(json!({"loadBalancer": {"ingress": [{"ip": ip}]}})),
+                ..Observation::available()
+            },
+            None => Observation {
+                status: Some(json!({"loadBalancer": {"ingress": null}})),
+                ..Observation::missing()
+            },
+        })
+    }
+
+    async fn create(&self, service: &Service) -> Result<Creation, ExternalError> {
+        self.0
+             .0
+            .lock()
+            .insert(service.name_any(), "127.0.100.1".to_owned());
+        Ok(Creation::default())
+    }
+
+    async fn update(&self, _: &Service) -> Result<ConnectionDetails, ExternalError> {
+        Ok(ConnectionDetails::new())
+    }
+
+    async fn delete(&self, service: &Service) -> Result<(), ExternalError> {
+        self.0 .0.lock().remove(&service.name_any());
+        Ok(())
+    }
+}
+
+fn service(name: &str, type_: &str) -> Service {
+    Service {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(NS.into()),
+            ..Default::default()
+        },
+        spec: Some(ServiceSpec {
+            type_: Some(type_.into()),
+            ports: Some(vec![ServicePort {
+                port: 80,
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn ingress(s: &Service) -> Option<String> {
+    s.status
+        .as_ref()?
+        .load_balancer
+        .as_ref()?
+        .ingress
+        .as_ref()?
+        .first()?
+        .ip
+        .clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn managed_loop_should_serve_load_balancer_services() {
+    let env = TestEnv::start().await.expect("test env");
+    let client = env.client();
+    let balancers = Arc::new(Balancers::default());
+    let factory = InformerFactory::new(client.clone());
+    let reconciler = ManagedReconciler::new(
+        client.clone(),
+        BalancerConnector(balancers.clone()),
+        ManagedOptions {
+            poll_interval: POLL,
+            ..ManagedOptions::new("service-lb")
+        },
+    );
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(
+        Controller::<Service>::new(&factory)
+            .named("service-lb")
+            .predicate(managed::changes())
+            .run(reconciler, Arc::new(()), async {
+                let _ = stopped.await;
+            }),
+    );
+    let services = client.namespaced_api::<Service>(NS);
+    let create = |s: Service| {
+        let services = services.clone();
+        async move {
+            services
+                .create(&PostParams::default(), &s)
+                .await
+                .expect("create service");
+        }
+    };
+    create(service("plain", "ClusterIP")).await;
+    create(service("web", "LoadBalancer")).await;
+    let web = eventually("web has an ingress address and is ready", || async {
+        let s = services.get("web").await.ok()?;
+        (ingress(&s).is_some()
+            && is(&s, condition::READY, "True", condition::AVAILABLE)
+            && is(&s, condition::SYNCED, "True", condition::RECONCILE_SUCCESS))
+        .then_some(s)
+    })
+    .await;
+    assert_eq!(ingress(&web).as_deref(), Some("127.0.100.1"));
+    assert_eq!(web.finalizers(), [managed::SERVICE_LB_FINALIZER.to_owned()]);
+    let plain = services.get("plain").await.expect("plain");
+    assert!(
+        plain.finalizers().is_empty(),
+        "a ClusterIP Service is left alone"
+    );
+    assert!(balancers.0.lock().get("plain").is_none());
+
+    // Another class is not ours: released like a Service that stopped being a LoadBalancer.
+    services
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"loadBalancerClass": "example.com/other"}})),
+        )
+        .await
+        .expect("change class");
+    let web = eventually("web is released", || async {
+        let s = services.get("web").await.ok()?;
+        (s.finalizers().is_empty() && ingress(&s).is_none()).then_some(s)
+    })
+    .await;
+    assert_eq!(condition_of(&web, condition::READY), None);
+    assert!(balancers.0.lock().is_empty());
+
+    let _ = stop.send(());
+    task.await.expect("no panic").expect("clean shutdown");
 }
