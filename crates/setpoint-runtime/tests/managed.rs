@@ -499,6 +499,16 @@ async fn managed_loop_should_create_observe_update_and_delete() {
     })
     .await;
     assert!(f.world.count("update", "happy") >= 2);
+    let again = f
+        .client
+        .namespaced_api::<Secret>(NS)
+        .get("happy-conn")
+        .await
+        .expect("connection secret");
+    assert_eq!(
+        again.metadata.resource_version, secret.metadata.resource_version,
+        "an unchanged Secret is not written again"
+    );
 
     // External errors: Synced=False with the message, then recovery.
     f.world.fail("observe", "happy", true);
