@@ -58,6 +58,9 @@ pub const CONTROLLER_SERVICE_ACCOUNTS: &[&str] = &[
     "certificate-controller",
     "gitops-source",
     "gitops-sync",
+    "service-lb-controller",
+    "provider-postgresql",
+    "cert-manager",
 ];
 
 /// The user of the ServiceAccount `kube-system/<service_account>` a built-in loop writes as,

@@ -72,6 +72,9 @@ impl Loop {
             Loop::CsrSigning | Loop::CsrApproving | Loop::CsrCleaner => "certificate-controller",
             Loop::GitopsSource => "gitops-source",
             Loop::GitopsSync => "gitops-sync",
+            Loop::ServiceLb => "service-lb-controller",
+            Loop::ProviderPostgresql => "provider-postgresql",
+            Loop::CertManager => "cert-manager",
         }
     }
 }

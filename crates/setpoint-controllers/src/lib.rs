@@ -9,7 +9,7 @@
 //! name (`--controllers=*,-garbage-collector`, as kube-controller-manager's flag works).
 
 mod certificates;
-mod clock;
+
 mod cronjob;
 mod daemonset;
 mod deployment;
@@ -29,6 +29,7 @@ mod nodeipam;
 mod owned_pods;
 mod pid_autoscaler;
 mod pod_state;
+mod providers;
 mod replicaset;
 mod resourcequota;
 mod scheduler;
@@ -39,12 +40,12 @@ mod ttl_after_finished;
 mod volume;
 
 pub use certificates::{issue_client_certificate, IssueError, SigningCa};
-pub use clock::Clock;
 pub use identity::LoopClients;
 pub use loops::{run, Loop, LoopError, LoopSelection, UnknownLoop};
 pub use pid_autoscaler::{
     Gains, PIDAutoscaler, PidAutoscalerSpec, PidAutoscalerStatus, Terms as PidTerms,
 };
+pub use setpoint_runtime::Clock;
 pub use settings::LoopSettings;
 pub use volume::{
     DEFAULT_CLASS_ANNOTATION, LOCAL_PATH_CLEANUP, LOCAL_PATH_PROVISIONER, LOCAL_PATH_ROOT,

@@ -73,6 +73,15 @@ pub enum Loop {
     /// Applies each Sync's path of its source's artifact, prunes, checks health and corrects
     /// drift (installs the Sync CRD; `setpoint-gitops`).
     GitopsSync,
+    /// Runs a balancer process for each `LoadBalancer` Service, on an address from the pool,
+    /// forwarding to its ready endpoints (`setpoint-providers`).
+    ServiceLb,
+    /// Reconciles PostgreSQL Databases, Roles and Grants with the servers their ProviderConfigs
+    /// name (installs their CRDs; `setpoint-providers`).
+    ProviderPostgresql,
+    /// Issues Certificates from Issuers and ClusterIssuers into Secrets and files, and renews
+    /// them (installs cert-manager's CRDs; `setpoint-providers`).
+    CertManager,
 }
 
 impl Loop {
@@ -108,6 +117,9 @@ impl Loop {
         Loop::CsrCleaner,
         Loop::GitopsSource,
         Loop::GitopsSync,
+        Loop::ServiceLb,
+        Loop::ProviderPostgresql,
+        Loop::CertManager,
     ];
 
     /// The loop's name on the command line and in logs.
@@ -143,6 +155,9 @@ impl Loop {
             Loop::CsrCleaner => "csrcleaner",
             Loop::GitopsSource => "gitops-source",
             Loop::GitopsSync => "gitops-sync",
+            Loop::ServiceLb => "service-lb",
+            Loop::ProviderPostgresql => "provider-postgresql",
+            Loop::CertManager => "cert-manager",
         }
     }
 
@@ -190,6 +205,15 @@ impl Loop {
             }
             Loop::GitopsSync => {
                 setpoint_gitops::sync::run(crate::gitops::context(&ctx), shutdown).await
+            }
+            Loop::ServiceLb => {
+                setpoint_providers::lb::run(crate::providers::context(&ctx), shutdown).await
+            }
+            Loop::ProviderPostgresql => {
+                setpoint_providers::postgres::run(crate::providers::context(&ctx), shutdown).await
+            }
+            Loop::CertManager => {
+                setpoint_providers::certs::run(crate::providers::context(&ctx), shutdown).await
             }
         }
     }

@@ -30,6 +30,9 @@ pub struct LoopSettings {
     /// Where the GitOps loops keep their git mirrors and artifacts (`setpoint server`:
     /// `<data dir>/gitops`); `None`, a fresh directory under the system's temporary directory.
     pub gitops_dir: Option<PathBuf>,
+    /// The providers' tunables (`setpoint server`: their directory is
+    /// `<data dir>/providers`).
+    pub providers: setpoint_providers::ProviderSettings,
 }
 
 impl Default for LoopSettings {
@@ -44,6 +47,7 @@ impl Default for LoopSettings {
             signing_ca: None,
             cluster_signing_duration: Duration::from_secs(365 * 24 * 3600),
             gitops_dir: None,
+            providers: setpoint_providers::ProviderSettings::default(),
         }
     }
 }

@@ -19,18 +19,25 @@
 //!   status, finalizers, events — and [`install_crd`] installs its generated CRD and waits
 //!   until it is served. Dynamic (untyped) access goes through [`Client::dynamic_api`] and
 //!   [`InformerFactory::dynamic_informer`] with an `ApiResource`.
+//! - [`managed`]: the managed-resource loop (Crossplane's model) — a provider supplies a
+//!   `Connector` and an `ExternalClient` for the outside system, and
+//!   [`ManagedReconciler`](managed::ManagedReconciler) observes, creates, updates and deletes
+//!   through them, with external names, create guards, finalizers, `Ready`/`Synced` and
+//!   connection Secrets.
 //!
 //! Time comes from `tokio::time`, so tests drive delays, backoff and resync with paused time
 //! (`tokio::time::pause` and `advance`).
 
 mod cache;
 mod client;
+mod clock;
 mod controller;
 mod crd;
 mod events;
 mod finalizer;
 mod informer;
 mod leader;
+pub mod managed;
 mod metrics;
 mod micro_time;
 mod object_key;
@@ -41,6 +48,7 @@ mod watcher;
 
 pub use cache::{CacheError, CacheForm, IndexFn, ObjectCache};
 pub use client::{Client, ClientError, InProcessService, Transport};
+pub use clock::Clock;
 pub use controller::{
     Action, Controller, ControllerError, ControllerHandle, ControllerMetrics, Drain, OnError,
     Predicate, Reconciler, TerminalWhen, UnsyncedInformer,

@@ -134,6 +134,18 @@ pub(crate) struct ServerArgs {
     /// `--horizontal-pod-autoscaler-sync-period`): `15s`, `2s`.
     #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
     pub(crate) hpa_sync_period: std::time::Duration,
+    /// How often the providers (load balancers, PostgreSQL, certificates) observe each external
+    /// object when nothing changed (Crossplane's `--poll-interval`): `1m`, `2s`.
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = parse_duration)]
+    pub(crate) managed_poll_interval: std::time::Duration,
+    /// The addresses LoadBalancer Services get: `FIRST-LAST` or a CIDR. The default is on the
+    /// loopback interface, which needs no root and reaches no other machine.
+    #[arg(
+        long,
+        value_name = "RANGE",
+        default_value = "127.0.100.1-127.0.100.254"
+    )]
+    pub(crate) lb_address_pool: String,
     /// How often the availability of each APIService served by another server (an aggregated
     /// API) is checked; changes to APIServices, Services and endpoints are checked within a
     /// second anyway: `30s`, `2s`.
@@ -297,6 +309,32 @@ pub(crate) enum BenchCommand {
     /// the first full sync, a no-op reconcile (and its writes), commit → applied, drift →
     /// corrected.
     Gitops(GitopsBenchArgs),
+    /// Benchmark the providers of pattern 3 (API → outside world): load-balancer throughput
+    /// and added latency against a direct connection, Databases created and Ready, drift
+    /// reverted, Certificates issued.
+    Providers(ProvidersBenchArgs),
+}
+
+/// One benchmark of `setpoint bench providers`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ProvidersBench {
+    /// A LoadBalancer Service's balancer against a direct connection.
+    Lb,
+    /// PostgreSQL Databases created and Ready; drift reverted.
+    Postgres,
+    /// Certificates issued.
+    Certs,
+}
+
+/// Flags of `setpoint bench providers`.
+#[derive(Debug, Args)]
+pub(crate) struct ProvidersBenchArgs {
+    /// Run only these (repeat or comma-separate); all by default.
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) only: Vec<ProvidersBench>,
+    /// Smaller sizes: a check that the scenarios run, not a measurement.
+    #[arg(long)]
+    pub(crate) quick: bool,
 }
 
 /// Flags of `setpoint bench gitops`.

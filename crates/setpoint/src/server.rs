@@ -75,6 +75,13 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
             .unwrap_or(std::time::Duration::from_secs(365 * 86_400)),
         // The GitOps loops' mirrors and artifacts (made 0700 when a GitOps loop starts).
         gitops_dir: data_dir.as_ref().map(|d| d.join("gitops")),
+        // The providers' state on this machine (balancers' configurations and pid files).
+        providers: setpoint_providers::ProviderSettings {
+            poll_interval: args.managed_poll_interval,
+            dir: data_dir.as_ref().map(|d| d.join("providers")),
+            lb_address_pool: args.lb_address_pool.clone(),
+            lb_proxy_command: None,
+        },
         ..LoopSettings::default()
     };
     let loops = crate::roles::start_loops(

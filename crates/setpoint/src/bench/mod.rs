@@ -8,6 +8,7 @@ mod kubeconfig;
 mod latency;
 mod machine;
 mod pod_network;
+mod providers;
 mod report;
 mod server;
 mod services;
@@ -33,6 +34,7 @@ pub(crate) async fn bench(command: BenchCommand) -> Result<()> {
         BenchCommand::Streams(args) => streams::bench_streams(args).await,
         BenchCommand::Flood(args) => flood::bench_flood(args).await,
         BenchCommand::Gitops(args) => gitops::bench_gitops(args).await,
+        BenchCommand::Providers(args) => providers::bench_providers(args).await,
     }
 }
 

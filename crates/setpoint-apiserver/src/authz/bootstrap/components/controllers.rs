@@ -388,10 +388,79 @@ pub(super) fn controller_rules(service_account: &str) -> Vec<PolicyRule> {
             },
             rule(&["impersonate"], &[""], &["serviceaccounts"]),
         ],
+        // The balancers of LoadBalancer Services (setpoint-providers `lb`): the Services, their
+        // status and finalizer, the endpoints they forward to.
+        "service-lb-controller" => vec![
+            rule(
+                &["get", "list", "watch", "update", "patch"],
+                &[""],
+                &["services"],
+            ),
+            rule(&["update", "patch"], &[""], &["services/status"]),
+            rule(READ, &["discovery.k8s.io"], &["endpointslices"]),
+        ],
+        // The PostgreSQL provider: its CRDs, its objects and their status, the credentials and
+        // connection-details Secrets.
+        "provider-postgresql" => managed_provider(
+            "postgresql.sql.crossplane.io",
+            &["databases", "roles", "grants", "providerconfigs"],
+        ),
+        // Certificates (cert-manager's kinds): the CRDs, the objects and their status, the
+        // Secrets they are issued into.
+        "cert-manager" => managed_provider(
+            "cert-manager.io",
+            &[
+                "certificates",
+                "certificaterequests",
+                "issuers",
+                "clusterissuers",
+            ],
+        ),
         _ => Vec::new(),
     };
     rules.push(events());
     rules
+}
+
+/// The rules of a provider of the managed-resource loop whose kinds are `resources` of `group`:
+/// install and update their CRDs; read, write and finalize the objects and their status; keep
+/// Secrets (credentials read, connection details and certificates written).
+fn managed_provider(group: &str, resources: &[&str]) -> Vec<PolicyRule> {
+    let crds: Vec<String> = resources.iter().map(|r| format!("{r}.{group}")).collect();
+    let crds: Vec<&str> = crds.iter().map(String::as_str).collect();
+    let subresources: Vec<String> = resources
+        .iter()
+        .flat_map(|r| [format!("{r}/status"), format!("{r}/finalizers")])
+        .collect();
+    let subresources: Vec<&str> = subresources.iter().map(String::as_str).collect();
+    vec![
+        rule(
+            &["create"],
+            &["apiextensions.k8s.io"],
+            &["customresourcedefinitions"],
+        ),
+        named(
+            &["get", "update"],
+            &["apiextensions.k8s.io"],
+            &["customresourcedefinitions"],
+            &crds,
+        ),
+        rule(
+            &[
+                "get", "list", "watch", "create", "update", "patch", "delete",
+            ],
+            &[group],
+            resources,
+        ),
+        rule(&["update", "patch"], &[group], &subresources),
+        rule(
+            &[
+                "get", "list", "watch", "create", "update", "patch", "delete",
+            ],
+            &[""],
+            &["secrets"],
+        ),
+    ]
 }
 
 /// The rules of the ReplicaSet and ReplicationController loops, on `group`'s `resource`.

@@ -1,4 +1,4 @@
-//! [`Clock`]: where the time-driven loops (CronJob) read the time. The real clock by default;
+//! [`Clock`]: where the time-driven loops (CronJob, certificates) read the time. The real clock by default;
 //! a manual clock that tests set and advance, so schedules run in milliseconds.
 
 use std::fmt;
@@ -15,7 +15,7 @@ const MANUAL_POLL: Duration = Duration::from_millis(25);
 /// The time source of the time-driven loops. Cloning shares the clock.
 ///
 /// ```
-/// use setpoint_controllers::Clock;
+/// use setpoint_runtime::Clock;
 ///
 /// let clock = Clock::manual("2026-01-01T00:00:00Z".parse().expect("a time"));
 /// clock.advance(std::time::Duration::from_secs(90));
@@ -63,7 +63,7 @@ impl Clock {
 
     /// How long a loop should really wait for `wait` of this clock's time to pass: `wait` on the
     /// real clock, a short poll on a manual one.
-    pub(crate) fn sleep_for(&self, wait: Duration) -> Duration {
+    pub fn sleep_for(&self, wait: Duration) -> Duration {
         if self.manual.is_some() {
             wait.min(MANUAL_POLL)
         } else {

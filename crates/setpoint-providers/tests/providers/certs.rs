@@ -1,0 +1,1 @@
+//! CONTRACT SKELETON (providers-base): the helper `certs` writes these tests.

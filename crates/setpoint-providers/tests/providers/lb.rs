@@ -1,0 +1,1 @@
+//! CONTRACT SKELETON (providers-base): the helper `lb` writes these tests.
