@@ -8,8 +8,8 @@
 //!   `status.loadBalancer.ingress` (`ip`, `ipMode: VIP`, the ports), written once it listens.
 //! - create: an address from the pool, the configuration written, the process started.
 //! - update: the configuration rewritten (the process reloads it on SIGHUP).
-//! - delete: the process stopped, the address released, the ingress cleared (when the
-//!   Service stays, no longer a LoadBalancer of ours).
+//! - delete: the process stopped, the address released. A Service that stays (no longer a
+//!   LoadBalancer of ours) then observes as missing with its ingress cleared.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -17,13 +17,13 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Patch, PatchParams};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
+use setpoint_runtime::managed::Managed as _;
 use setpoint_runtime::managed::{
     ConnectionDetails, Connector, Creation, ExternalClient, ExternalError, Observation, Readiness,
 };
-use setpoint_runtime::{Client, ObjectCache, ObjectKey};
+use setpoint_runtime::{ObjectCache, ObjectKey};
 
 use crate::lb::config::{digest, state_path, BalancerConfig, ProxyState};
 use crate::lb::desired::{balancer, SERVICE_NAME_LABEL};
@@ -47,14 +47,10 @@ pub(crate) enum LbError {
     /// Its files or process could not be made.
     #[error("starting the balancer process")]
     Process(#[source] std::io::Error),
-    /// Clearing the Service's ingress failed.
-    #[error("clearing status.loadBalancer.ingress")]
-    Api(#[source] kube::Error),
 }
 
 /// What every reconcile of the loop shares: the pool, the processes, the caches.
 pub(crate) struct Balancers {
-    pub(crate) client: Client,
     pub(crate) services: ObjectCache<Service>,
     pub(crate) slices: ObjectCache<EndpointSlice>,
     /// The pool; `Err` when `--lb-address-pool` does not parse (every Service then shows it).
@@ -62,8 +58,6 @@ pub(crate) struct Balancers {
     /// Whether the pool has been seeded from the Services' status.
     pub(crate) seeded: Mutex<bool>,
     pub(crate) supervisor: Supervisor,
-    /// The field manager of the ingress-clearing write.
-    pub(crate) manager: String,
 }
 
 /// The connector (and client: a balancer needs no connection) of the loop.
@@ -141,7 +135,13 @@ impl ExternalClient<Service> for LbConnector {
         let lb = &self.0;
         let key = ObjectKey::of(service);
         let Some(pid) = lb.supervisor.running(&key) else {
-            return Ok(Observation::missing());
+            let mut missing = Observation::missing();
+            if !service.wants_external() {
+                // Released (no longer a LoadBalancer of ours): its address goes too. A
+                // Service that still wants one keeps it while its balancer is restarted.
+                missing.status = Some(json!({"loadBalancer": {"ingress": null}}));
+            }
+            return Ok(missing);
         };
         let path = lb.supervisor.config_path(&key);
         let on_file = std::fs::read(&path).unwrap_or_default();
@@ -213,28 +213,10 @@ impl ExternalClient<Service> for LbConnector {
     }
 
     async fn delete(&self, service: &Service) -> Result<(), ExternalError> {
-        let lb = &self.0;
         let key = ObjectKey::of(service);
-        lb.supervisor.stop(&key).await;
-        if let Ok(pool) = lb.pool() {
+        self.0.supervisor.stop(&key).await;
+        if let Ok(pool) = self.0.pool() {
             pool.lock().release(&key);
-        }
-        let deleting = service.metadata.deletion_timestamp.is_some();
-        if !deleting && ingress_ip(service).is_some() {
-            let api = lb
-                .client
-                .namespaced_api::<Service>(key.namespace.as_deref().unwrap_or("default"));
-            let patch = json!({"status": {"loadBalancer": {"ingress": null}}});
-            api.patch_status(
-                &key.name,
-                &PatchParams {
-                    field_manager: Some(lb.manager.clone()),
-                    ..PatchParams::default()
-                },
-                &Patch::Merge(&patch),
-            )
-            .await
-            .map_err(LbError::Api)?;
         }
         Ok(())
     }

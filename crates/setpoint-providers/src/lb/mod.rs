@@ -59,13 +59,11 @@ pub async fn run(ctx: ProviderContext, shutdown: CancellationToken) -> Result<()
     let slices = ctx.factory.informer::<EndpointSlice>();
     slices.add_index(BY_SERVICE, Arc::new(slice_service));
     let balancers = Arc::new(Balancers {
-        client: ctx.client.clone(),
         services: ctx.factory.informer::<Service>().store(),
         slices: slices.store(),
         pool: pool.map(Mutex::new),
         seeded: Mutex::new(false),
         supervisor: Supervisor::new(dir.join("lb"), command),
-        manager: LOOP_NAME.to_owned(),
     });
     let on_exit = Arc::clone(&balancers.supervisor.on_exit);
     let mut options = ManagedOptions::new(LOOP_NAME);
@@ -101,19 +99,14 @@ fn default_command() -> Vec<String> {
     vec![exe, "lb-proxy".to_owned()]
 }
 
-/// Which Service changes reconcile it: spec, labels, annotations, finalizers, deletion — not
-/// status-only writes (the loop's own). Services have no `generation` to go by.
+/// Which Service changes reconcile it: the managed loop's (labels, annotations, finalizers,
+/// deletion), and the spec — Services have no `generation` to go by. Not status-only writes
+/// (the loop's own).
 fn service_changes() -> Predicate<Service> {
     Predicate::new(|old: Option<&Service>, new: &Service| {
-        old.is_none_or(|old| {
-            let (a, b) = (&old.metadata, &new.metadata);
-            old.spec != new.spec
-                || a.labels != b.labels
-                || a.annotations != b.annotations
-                || a.finalizers != b.finalizers
-                || a.deletion_timestamp != b.deletion_timestamp
-        })
+        old.is_none_or(|old| old.spec != new.spec)
     })
+    .or(setpoint_runtime::managed::changes())
 }
 
 /// Enqueues a slice's Service (old and new, for an update).
