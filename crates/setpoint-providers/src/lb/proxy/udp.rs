@@ -3,6 +3,7 @@
 //! backend's answers come back from the port's own socket (so the client sees the address it
 //! sent to). A session idle in both directions for [`IDLE`] is closed.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,35 +64,36 @@ pub(super) async fn serve(
             },
         };
         let now = millis_since(started);
-        if !sessions.contains_key(&client) {
-            let current = group.read().clone();
-            let Some((upstream, guard)) = open(&current).await else {
-                tracing::debug!(%client, "no backend for a UDP session");
-                continue;
-            };
-            next_id += 1;
-            let session = Session {
-                id: next_id,
-                upstream: Arc::new(upstream),
-                last_sent: Arc::new(AtomicU64::new(now)),
-            };
-            tokio::spawn(answer(
-                Arc::clone(&socket),
-                Arc::clone(&session.upstream),
-                client,
-                Arc::clone(&session.last_sent),
-                started,
-                guard,
-                shutdown.clone(),
-                (ended_tx.clone(), next_id),
-            ));
-            sessions.insert(client, session);
-        }
-        if let Some(session) = sessions.get(&client) {
-            session.last_sent.store(now, Ordering::Relaxed);
-            if let Err(error) = session.upstream.send(&buffer[..len]).await {
-                tracing::debug!(%client, %error, "UDP send to a backend failed");
+        let session = match sessions.entry(client) {
+            Entry::Occupied(entry) => entry.into_mut(),
+            Entry::Vacant(entry) => {
+                let current = group.read().clone();
+                let Some((upstream, guard)) = open(&current).await else {
+                    tracing::debug!(%client, "no backend for a UDP session");
+                    continue;
+                };
+                next_id += 1;
+                let session = Session {
+                    id: next_id,
+                    upstream: Arc::new(upstream),
+                    last_sent: Arc::new(AtomicU64::new(now)),
+                };
+                tokio::spawn(answer(
+                    Arc::clone(&socket),
+                    Arc::clone(&session.upstream),
+                    client,
+                    Arc::clone(&session.last_sent),
+                    started,
+                    guard,
+                    shutdown.clone(),
+                    (ended_tx.clone(), next_id),
+                ));
+                entry.insert(session)
             }
+        };
+        session.last_sent.store(now, Ordering::Relaxed);
+        if let Err(error) = session.upstream.send(&buffer[..len]).await {
+            tracing::debug!(%client, %error, "UDP send to a backend failed");
         }
     }
 }
