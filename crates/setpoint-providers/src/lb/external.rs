@@ -111,11 +111,12 @@ impl Balancers {
     }
 
     /// Writes the configuration and starts the process if needed.
-    fn apply(&self, service: &Service) -> Result<(), LbError> {
+    async fn apply(&self, service: &Service) -> Result<(), LbError> {
         let address = self.allocate(service)?;
         let config = self.desired(service, address).to_bytes();
         self.supervisor
             .apply(&ObjectKey::of(service), &config)
+            .await
             .map_err(LbError::Process)?;
         Ok(())
     }
@@ -203,12 +204,12 @@ impl ExternalClient<Service> for LbConnector {
     }
 
     async fn create(&self, service: &Service) -> Result<Creation, ExternalError> {
-        self.0.apply(service)?;
+        self.0.apply(service).await?;
         Ok(Creation::default())
     }
 
     async fn update(&self, service: &Service) -> Result<ConnectionDetails, ExternalError> {
-        self.0.apply(service)?;
+        self.0.apply(service).await?;
         Ok(ConnectionDetails::new())
     }
 

@@ -16,7 +16,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use rustix::process::{kill_process, Pid, Signal};
+use rustix::process::{kill_process, kill_process_group, Pid, Signal};
 use setpoint_runtime::{Enqueuer, ObjectKey};
 
 use crate::lb::config::write_atomically;
@@ -71,7 +71,7 @@ impl Supervisor {
 
     /// Writes `key`'s configuration and makes its balancer re-read it now (SIGHUP); starts
     /// the balancer when none runs. Returns its pid.
-    pub(crate) fn apply(&self, key: &ObjectKey, config: &[u8]) -> std::io::Result<u32> {
+    pub(crate) async fn apply(&self, key: &ObjectKey, config: &[u8]) -> std::io::Result<u32> {
         let dir = self.dir(key);
         std::fs::create_dir_all(&dir)?;
         let path = dir.join("config.json");
@@ -80,7 +80,14 @@ impl Supervisor {
             signal(pid, Signal::HUP);
             return Ok(pid);
         }
-        self.spawn(key, &dir, &path)
+        let pid = self.spawn(key, &dir, &path)?;
+        // The parent resumes before the new program's arguments show in /proc/PID/cmdline:
+        // wait until they do, so the balancer is seen running from now on.
+        let deadline = Instant::now() + STOP_GRACE;
+        while !is_balancer(pid, &path) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        Ok(pid)
     }
 
     fn spawn(&self, key: &ObjectKey, dir: &Path, config: &Path) -> std::io::Result<u32> {
@@ -132,16 +139,16 @@ impl Supervisor {
 
     /// Stops `key`'s balancer (SIGTERM, SIGKILL after a grace period) and removes its files.
     pub(crate) async fn stop(&self, key: &ObjectKey) {
-        self.children.lock().remove(key);
-        if let Some(pid) = self.running(key) {
-            signal(pid, Signal::TERM);
+        let child = self.children.lock().remove(key);
+        if let Some(pid) = child.or_else(|| self.running(key)) {
+            signal_group(pid, Signal::TERM);
             let config = self.config_path(key);
             let deadline = Instant::now() + STOP_GRACE;
             while is_balancer(pid, &config) && Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             if is_balancer(pid, &config) {
-                signal(pid, Signal::KILL);
+                signal_group(pid, Signal::KILL);
             }
             tracing::info!(service = %key, pid, "balancer stopped");
         }
@@ -161,7 +168,7 @@ impl Supervisor {
                 .ok()
                 .and_then(|p| p.trim().parse::<u32>().ok());
             if let Some(pid) = pid.filter(|pid| is_balancer(*pid, &dir.join("config.json"))) {
-                signal(pid, Signal::TERM);
+                signal_group(pid, Signal::TERM);
                 let _ = std::fs::remove_file(dir.join("pid"));
             }
         }
@@ -189,5 +196,58 @@ fn is_balancer(pid: u32, config: &Path) -> bool {
 fn signal(pid: u32, signal: Signal) {
     if let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
         let _ = kill_process(pid, signal);
+    }
+}
+
+/// Signals the process group a balancer leads (it was started as its own group).
+fn signal_group(pid: u32, signal: Signal) {
+    if let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
+        let _ = kill_process_group(pid, signal);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use setpoint_runtime::WorkQueue;
+
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_killed_balancer_should_enqueue_its_service_and_a_stopped_one_be_gone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // A stand-in balancer: `sh -c 'sleep 30; :' lb-proxy --config FILE` holds FILE in its
+        // command line as the real one does (the `:` keeps sh from exec-ing sleep).
+        let command = ["sh", "-c", "sleep 30; :", "lb-proxy"]
+            .map(str::to_owned)
+            .to_vec();
+        let supervisor = Supervisor::new(dir.path().join("lb"), command);
+        let queue = WorkQueue::<ObjectKey>::new();
+        let _ = supervisor.on_exit.set(queue.enqueuer());
+        let key = ObjectKey::namespaced("default", "web");
+
+        assert_eq!(supervisor.running(&key), None);
+        let pid = supervisor.apply(&key, b"{}").await.expect("started");
+        assert_eq!(supervisor.running(&key), Some(pid));
+        assert_eq!(
+            supervisor.apply(&key, b"{}").await.expect("applied"),
+            pid,
+            "a running balancer is reloaded, not started again"
+        );
+
+        signal_group(pid, Signal::KILL);
+        let claim = tokio::time::timeout(Duration::from_secs(20), queue.next())
+            .await
+            .expect("enqueued when it died")
+            .expect("a key");
+        assert_eq!(claim.key(), &key);
+        claim.done();
+        assert_eq!(supervisor.running(&key), None, "a dead pid is not running");
+
+        let pid = supervisor.apply(&key, b"{}").await.expect("restarted");
+        supervisor.stop(&key).await;
+
+        assert_eq!(supervisor.running(&key), None);
+        assert!(!is_balancer(pid, &supervisor.config_path(&key)));
+        assert!(!supervisor.dir(&key).exists(), "its files are removed");
     }
 }
