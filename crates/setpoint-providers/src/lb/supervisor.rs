@@ -19,7 +19,7 @@ use parking_lot::Mutex;
 use rustix::process::{kill_process, kill_process_group, Pid, Signal};
 use setpoint_runtime::{Enqueuer, ObjectKey};
 
-use crate::lb::config::write_atomically;
+use crate::lb::config::{state_path, write_atomically, ProxyState};
 
 /// How long a stopped balancer gets to exit after SIGTERM before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(2);
@@ -77,7 +77,14 @@ impl Supervisor {
         let path = dir.join("config.json");
         write_atomically(&path, config)?;
         if let Some(pid) = self.running(key) {
-            signal(pid, Signal::HUP);
+            // Only a balancer that has reported its state listens for SIGHUP (before, the
+            // signal would end it); one still starting reads the file within 250 ms anyway.
+            let state: Option<ProxyState> = std::fs::read(state_path(&path))
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok());
+            if state.is_some_and(|s| s.pid == pid) {
+                signal(pid, Signal::HUP);
+            }
             return Ok(pid);
         }
         let pid = self.spawn(key, &dir, &path)?;

@@ -60,9 +60,30 @@ fn get(at: &str) -> Option<String> {
     text.split("\r\n\r\n").nth(1).map(|b| b.trim().to_owned())
 }
 
+/// What the Services, pods and balancers look like, for a failure's message.
+fn diagnose(s: &Server) -> String {
+    let objects = s.kubectl(&["get", "svc,pods,endpointslices", "-o", "wide"]);
+    let mut out = String::from_utf8_lossy(&objects.stdout).into_owned();
+    let services = s.kubectl(&["get", "svc", "-o", "jsonpath={range .items[*]}{.metadata.name} {.status} {.metadata.annotations}{\"\\n\"}{end}"]);
+    out.push_str(&String::from_utf8_lossy(&services.stdout));
+    let balancers = s.dir.join("providers/lb");
+    for entry in std::fs::read_dir(&balancers)
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        for file in ["pid", "config.json.state", "balancer.log"] {
+            let text = std::fs::read_to_string(entry.path().join(file)).unwrap_or_default();
+            let tail: String = text.lines().rev().take(10).collect::<Vec<_>>().join(" | ");
+            out.push_str(&format!("{}/{file}: {tail}\n", entry.path().display()));
+        }
+    }
+    out
+}
+
 /// Asks `at` until two different pods whose answers end with `version` have answered (90 s
 /// at most); returns them.
-fn two_answer(at: &str, version: &str) -> BTreeSet<String> {
+fn two_answer(s: &Server, at: &str, version: &str) -> BTreeSet<String> {
     let deadline = Instant::now() + Duration::from_secs(90);
     let mut seen = BTreeSet::new();
     loop {
@@ -76,7 +97,8 @@ fn two_answer(at: &str, version: &str) -> BTreeSet<String> {
         }
         assert!(
             Instant::now() < deadline,
-            "{at}: only {seen:?} answered with {version}"
+            "{at}: only {seen:?} answered with {version}\n{}",
+            diagnose(s)
         );
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -93,8 +115,9 @@ fn wait_kubectl(s: &Server, args: &[&str], check: impl Fn(&str) -> bool) -> Stri
         }
         assert!(
             Instant::now() < deadline,
-            "kubectl {args:?} printed {got:?}; stderr {}",
-            String::from_utf8_lossy(&out.stderr)
+            "kubectl {args:?} printed {got:?}; stderr {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            diagnose(s)
         );
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -116,10 +139,10 @@ fn balancer_pid(data: &Path, service: &str) -> Option<u32> {
         .then_some(pid)
 }
 
-fn wait_until(what: &str, check: impl Fn() -> bool) {
+fn wait_until(s: &Server, what: &str, check: impl Fn() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !check() {
-        assert!(Instant::now() < deadline, "never: {what}");
+        assert!(Instant::now() < deadline, "never: {what}\n{}", diagnose(s));
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -228,7 +251,7 @@ fn a_load_balancer_should_answer_follow_a_rollout_come_back_and_go_with_its_serv
         "{finalizers}"
     );
     let at = format!("{ip}:80");
-    let v1 = two_answer(&at, "v1");
+    let v1 = two_answer(&s, &at, "v1");
 
     // A Service of another class gets nothing from this loop.
     let other = s.ok(&[
@@ -245,7 +268,7 @@ fn a_load_balancer_should_answer_follow_a_rollout_come_back_and_go_with_its_serv
 
     // A rollout: the answers follow the new pods.
     s.ok(&["set", "env", "deployment/web", "VERSION=v2"]);
-    let v2 = two_answer(&at, "v2");
+    let v2 = two_answer(&s, &at, "v2");
     let pods = |answers: &BTreeSet<String>| -> BTreeSet<String> {
         answers
             .iter()
@@ -261,10 +284,10 @@ fn a_load_balancer_should_answer_follow_a_rollout_come_back_and_go_with_its_serv
         .status()
         .expect("kill");
     assert!(status.success());
-    wait_until("a new balancer", || {
+    wait_until(&s, "a new balancer", || {
         balancer_pid(&data, "web").is_some_and(|p| p != pid)
     });
-    two_answer(&at, "v2");
+    two_answer(&s, &at, "v2");
 
     // web2 turned ClusterIP: its balancer, ingress and finalizer go.
     let ip2 = wait_kubectl(
@@ -279,7 +302,7 @@ fn a_load_balancer_should_answer_follow_a_rollout_come_back_and_go_with_its_serv
         |o| o.starts_with(&format!("127.0.{block}.")),
     );
     assert_ne!(ip, ip2, "two Services, two addresses");
-    two_answer(&format!("{ip2}:8081"), "v2");
+    two_answer(&s, &format!("{ip2}:8081"), "v2");
     s.ok(&[
         "patch",
         "svc",
@@ -308,7 +331,7 @@ fn a_load_balancer_should_answer_follow_a_rollout_come_back_and_go_with_its_serv
     // Deleting the Service stops its balancer and lets it go.
     let pid = balancer_pid(&data, "web").expect("a balancer running");
     s.ok(&["delete", "svc", "web", "--timeout=60s"]);
-    wait_until("the balancer gone", || {
+    wait_until(&s, "the balancer gone", || {
         !Path::new(&format!("/proc/{pid}/cmdline")).exists()
     });
     assert!(s.fails(&["get", "svc", "web"]).contains("NotFound"));

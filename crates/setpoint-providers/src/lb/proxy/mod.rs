@@ -65,6 +65,8 @@ pub enum ProxyError {
 /// file cannot be read or parsed at start; later, a bad file is logged and the running
 /// configuration kept.
 pub async fn run(config: &Path, shutdown: impl Future<Output = ()>) -> Result<(), ProxyError> {
+    // First: SIGHUP must not end the process once its state file says it runs.
+    let mut hangup = hangup_signals();
     let bytes = std::fs::read(config).map_err(|source| ProxyError::Read {
         path: config.to_owned(),
         source,
@@ -77,7 +79,6 @@ pub async fn run(config: &Path, shutdown: impl Future<Output = ()>) -> Result<()
     let _stop_on_drop = stop.clone().drop_guard();
     let mut balancer = Balancer::new(config, stop.clone());
     balancer.apply(first, digest(&bytes));
-    let mut hangup = hangup_signals();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         tokio::select! {
