@@ -201,8 +201,10 @@ fn a_load_balancer_should_answer_follow_a_rollout_come_back_and_go_with_its_serv
     let tmp = tempfile::tempdir().expect("tempdir");
     let data = tmp.path().join("data");
     let _leftovers = Leftovers(data.clone());
-    // A pod range and an address block of this test's own.
-    let octet = 100 + std::process::id() % 50;
+    // A pod range and an address block of this test's own: the pod range outside the
+    // Service CIDR (10.96.0.0/12, which the agents route and guard), the default pod range
+    // (10.244) and the one of the pods_kubectl tests (10.150-199).
+    let octet = 200 + std::process::id() % 40;
     let block = 101 + std::process::id() % 99;
     let pool = format!("127.0.{block}.10-127.0.{block}.19");
     let s = Server::start_with(
