@@ -46,6 +46,10 @@ pub(crate) enum Command {
     /// (`reconcile`).
     #[command(subcommand)]
     Gitops(crate::gitops_cmd::GitopsCommand),
+    /// Run one load balancer (a LoadBalancer Service's, started by the `service-lb` loop):
+    /// listen where its configuration file says and forward to its backends, re-reading the
+    /// file when it changes (or on SIGHUP).
+    LbProxy(crate::lb_proxy_cmd::LbProxyArgs),
     /// The container shim the node agent starts for each container run; not for direct use.
     #[command(hide = true)]
     AgentShim {

@@ -17,6 +17,7 @@ mod gitops_cmd;
 mod identities;
 mod kubeconfig_cmd;
 mod kubernetes_service;
+mod lb_proxy_cmd;
 mod limits;
 mod metrics;
 mod migrate;
@@ -81,7 +82,7 @@ fn run() -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let default_level = match cli.command {
-        Command::Server(_) | Command::Agent(_) => "info",
+        Command::Server(_) | Command::Agent(_) | Command::LbProxy(_) => "info",
         _ => "warn",
     };
     tracing_subscriber::fmt()
@@ -103,6 +104,7 @@ fn run() -> Result<ExitCode> {
             Command::Debug(command) => debug::debug(command).await,
             // `gitops diff` exits 1 on differences, as `kubectl diff`.
             Command::Gitops(command) => return gitops_cmd::gitops(command).await,
+            Command::LbProxy(args) => lb_proxy_cmd::lb_proxy(args).await,
             Command::AgentShim { .. } | Command::Simulate(_) | Command::Kubeconfig(_) => Ok(()),
         };
         done.map(|()| ExitCode::SUCCESS)

@@ -2,6 +2,9 @@
 //! LoadBalancer Service's balancer (`lb.rs`), PostgreSQL Databases, Roles and Grants against a
 //! real server (`postgres.rs`), certificates (`certs.rs`). One binary (link time dominates CI).
 
+#[path = "../common/mod.rs"]
+mod common;
+
 mod certs;
 mod lb;
 mod postgres;
