@@ -905,15 +905,16 @@ async fn managed_loop_should_serve_load_balancer_services() {
     );
     assert!(balancers.0.lock().get("plain").is_none());
 
-    // Another class is not ours: released like a Service that stopped being a LoadBalancer.
+    // A Service that stops being a LoadBalancer is released (its class may not change while
+    // it is one: the API server refuses that, as kube-apiserver does).
     services
         .patch(
             "web",
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"loadBalancerClass": "example.com/other"}})),
+            &Patch::Merge(json!({"spec": {"type": "ClusterIP"}})),
         )
         .await
-        .expect("change class");
+        .expect("change type");
     let web = eventually("web is released", || async {
         let s = services.get("web").await.ok()?;
         (s.finalizers().is_empty() && ingress(&s).is_none()).then_some(s)
