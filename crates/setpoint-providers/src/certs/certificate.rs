@@ -253,6 +253,13 @@ impl Managed for Certificate {
             .and_then(|s| s.conditions.clone())
             .unwrap_or_default()
     }
+
+    /// Only Certificates of cert-manager's own issuer kinds: one naming an external issuer
+    /// (another group) is left to that issuer's controller.
+    fn wants_external(&self) -> bool {
+        self.spec.issuer_ref.group() == super::GROUP
+            && matches!(self.spec.issuer_ref.kind(), "Issuer" | "ClusterIssuer")
+    }
 }
 
 impl Certificate {

@@ -14,18 +14,29 @@
 //!   edited Secret or file is re-issued at the next observation.
 
 mod certificate;
+mod external;
 mod inspect;
 mod issuer;
+mod issuers;
+mod output;
 mod pki;
 #[cfg(test)]
 mod pki_tests;
 mod request;
+mod signer;
 mod timing;
 
-use setpoint_runtime::ControllerError;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::{CustomResourceExt as _, ResourceExt as _};
+use setpoint_runtime::managed::{ManagedOptions, ManagedReconciler};
+use setpoint_runtime::{install_crd, Controller, ControllerError, ObjectKey, Predicate};
 use tokio_util::sync::CancellationToken;
 
 use crate::ProviderContext;
+use external::CertificateConnector;
 
 pub use certificate::{
     Certificate, CertificatePrivateKey, CertificateSpec, CertificateStatus, IssuerReference,
@@ -44,9 +55,52 @@ pub const GROUP: &str = "cert-manager.io";
 /// namespace").
 pub const CLUSTER_RESOURCE_NAMESPACE: &str = "cert-manager";
 
-/// Runs this provider's loops until `shutdown` is cancelled.
+/// The loop's name: its field manager, and the prefix of its controllers' names.
+const NAME: &str = "cert-manager";
+/// How many Certificates are reconciled at once.
+const CONCURRENCY: usize = 8;
+const CRD_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Installs the CRDs, then runs this provider's loops (issuers, Certificates) until
+/// `shutdown` is cancelled. A CRD that cannot be installed is logged and nothing runs.
 pub async fn run(ctx: ProviderContext, shutdown: CancellationToken) -> Result<(), ControllerError> {
-    let _ = ctx;
-    shutdown.cancelled().await;
-    Ok(())
+    for crd in [
+        Issuer::crd(),
+        ClusterIssuer::crd(),
+        Certificate::crd(),
+        CertificateRequest::crd(),
+    ] {
+        if let Err(e) = install_crd(&ctx.client, &crd, CRD_TIMEOUT).await {
+            tracing::error!(crd = crd.name_any(), error = %e, "installing a CRD; the certificate loops do not run");
+            shutdown.cancelled().await;
+            return Ok(());
+        }
+    }
+    let issuers = issuers::run(&ctx, shutdown.clone());
+    let connector = CertificateConnector {
+        client: ctx.client.clone(),
+        clock: ctx.clock.clone(),
+    };
+    let mut options = ManagedOptions::new(NAME);
+    options.poll_interval = ctx.settings.poll_interval;
+    let certificates = Controller::<Certificate>::new(&ctx.factory)
+        .named("cert-manager-certificates")
+        .registered_in(&ctx.metrics)
+        .concurrency(CONCURRENCY)
+        .predicate(Predicate::generation_changed())
+        // A Secret deleted or edited behind the loop's back re-issues at once.
+        .watches::<Secret, _>(|secret: &Secret| {
+            secret
+                .annotations()
+                .get(output::CERTIFICATE_NAME)
+                .zip(secret.namespace())
+                .map(|(name, namespace)| ObjectKey::namespaced(namespace, name.clone()))
+        })
+        .run(
+            ManagedReconciler::new(ctx.client.clone(), connector, options),
+            Arc::new(()),
+            shutdown.cancelled_owned(),
+        );
+    let (a, b) = tokio::join!(issuers, certificates);
+    a.and(b)
 }

@@ -57,14 +57,14 @@ pub fn parse_duration(text: &str) -> Result<Duration, BadDuration> {
 }
 
 /// The lifetime `spec` asks for (default [`DEFAULT_DURATION`]).
-pub fn requested_duration(spec: &CertificateSpec) -> Result<Duration, BadDuration> {
+pub(crate) fn requested_duration(spec: &CertificateSpec) -> Result<Duration, BadDuration> {
     spec.duration
         .as_deref()
         .map_or(Ok(DEFAULT_DURATION), parse_duration)
 }
 
 /// When a certificate valid from `not_before` to `not_after` is renewed under `spec`.
-pub fn renewal_time(
+pub(crate) fn renewal_time(
     spec: &CertificateSpec,
     not_before: DateTime<Utc>,
     not_after: DateTime<Utc>,
@@ -82,6 +82,18 @@ pub fn renewal_time(
     };
     let at = not_after - chrono::Duration::from_std(before).unwrap_or_default();
     Ok(DateTime::from_timestamp(at.timestamp(), 0).unwrap_or(at))
+}
+
+/// `at` as the API's `Time` (whole seconds).
+pub(crate) fn api_time(at: DateTime<Utc>) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::from_second(at.timestamp()).unwrap_or_default(),
+    )
+}
+
+/// `at` as RFC 3339 text, whole seconds, `Z`.
+pub(crate) fn rfc3339(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 #[cfg(test)]
