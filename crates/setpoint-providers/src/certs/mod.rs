@@ -83,6 +83,8 @@ pub async fn run(ctx: ProviderContext, shutdown: CancellationToken) -> Result<()
     };
     let mut options = ManagedOptions::new(NAME);
     options.poll_interval = ctx.settings.poll_interval;
+    let certificates_of_issuers = ctx.factory.informer::<Certificate>().store();
+    let certificates_of_cluster_issuers = certificates_of_issuers.clone();
     let certificates = Controller::<Certificate>::new(&ctx.factory)
         .named("cert-manager-certificates")
         .registered_in(&ctx.metrics)
@@ -96,6 +98,20 @@ pub async fn run(ctx: ProviderContext, shutdown: CancellationToken) -> Result<()
                 .zip(secret.namespace())
                 .map(|(name, namespace)| ObjectKey::namespaced(namespace, name.clone()))
         })
+        // A Certificate waiting for its issuer is issued as soon as the issuer changes.
+        .watches::<Issuer, _>(move |issuer: &Issuer| {
+            let namespace = issuer.namespace().unwrap_or_default();
+            let name = issuer.name_any();
+            by_issuer(certificates_of_issuers.list_namespace(&namespace), |r| {
+                !r.is_cluster() && r.name == name
+            })
+        })
+        .watches::<ClusterIssuer, _>(move |issuer: &ClusterIssuer| {
+            let name = issuer.name_any();
+            by_issuer(certificates_of_cluster_issuers.list(), |r| {
+                r.is_cluster() && r.name == name
+            })
+        })
         .run(
             ManagedReconciler::new(ctx.client.clone(), connector, options),
             Arc::new(()),
@@ -103,4 +119,16 @@ pub async fn run(ctx: ProviderContext, shutdown: CancellationToken) -> Result<()
         );
     let (a, b) = tokio::join!(issuers, certificates);
     a.and(b)
+}
+
+/// The keys of the `certificates` whose issuer reference `names` accepts.
+fn by_issuer(
+    certificates: Vec<Arc<Certificate>>,
+    names: impl Fn(&IssuerReference) -> bool,
+) -> Vec<ObjectKey> {
+    certificates
+        .iter()
+        .filter(|c| names(&c.spec.issuer_ref))
+        .map(|c| ObjectKey::of(c.as_ref()))
+        .collect()
 }
