@@ -32,7 +32,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{CustomResourceExt as _, ResourceExt as _};
 use setpoint_runtime::managed::{ManagedOptions, ManagedReconciler};
-use setpoint_runtime::{install_crd, Controller, ControllerError, ObjectKey, Predicate};
+use setpoint_runtime::{install_crd, Controller, ControllerError, ObjectKey};
 use tokio_util::sync::CancellationToken;
 
 use crate::ProviderContext;
@@ -89,7 +89,7 @@ pub async fn run(ctx: ProviderContext, shutdown: CancellationToken) -> Result<()
         .named("cert-manager-certificates")
         .registered_in(&ctx.metrics)
         .concurrency(CONCURRENCY)
-        .predicate(Predicate::generation_changed())
+        .predicate(setpoint_runtime::managed::changes())
         // A Secret deleted or edited behind the loop's back re-issues at once.
         .watches::<Secret, _>(|secret: &Secret| {
             secret
