@@ -13,7 +13,9 @@ use x509_parser::extensions::GeneralName;
 use x509_parser::prelude::{FromDer as _, X509Certificate};
 
 use super::certificate::CertificateSpec;
-use super::pki::{distinguished_name, key_algorithm, pem_certificates, Signer};
+use super::pki::{
+    distinguished_name, key_algorithm, pem_certificates, usages as pki_usages, Signer,
+};
 use super::timing::{renewal_time, requested_duration};
 
 /// The key pair as the Secret (or the directory) holds it.
@@ -124,6 +126,9 @@ fn matches(
     if is_ca != spec.is_ca.unwrap_or(false) {
         return Err("isCA differs from the spec".to_owned());
     }
+    if usages(leaf) != expected_usages(spec)? {
+        return Err("the key usages differ from spec.usages".to_owned());
+    }
     let lifetime = leaf.validity().not_after.timestamp() - leaf.validity().not_before.timestamp();
     let wanted = requested_duration(spec).map_err(|e| e.to_string())?;
     if u64::try_from(lifetime).ok() != Some(wanted.as_secs()) {
@@ -196,6 +201,81 @@ fn expected_subject(spec: &CertificateSpec) -> BTreeSet<(String, String)> {
             (oid, text)
         })
         .collect()
+}
+
+/// The key usages and extended key usages a certificate carries, by name.
+fn usages(cert: &X509Certificate<'_>) -> BTreeSet<&'static str> {
+    let mut out = BTreeSet::new();
+    if let Ok(Some(ku)) = cert.key_usage() {
+        let ku = ku.value;
+        for (set, name) in [
+            (ku.digital_signature(), "digitalSignature"),
+            (ku.non_repudiation(), "contentCommitment"),
+            (ku.key_encipherment(), "keyEncipherment"),
+            (ku.data_encipherment(), "dataEncipherment"),
+            (ku.key_agreement(), "keyAgreement"),
+            (ku.key_cert_sign(), "keyCertSign"),
+            (ku.crl_sign(), "cRLSign"),
+            (ku.encipher_only(), "encipherOnly"),
+            (ku.decipher_only(), "decipherOnly"),
+        ] {
+            if set {
+                out.insert(name);
+            }
+        }
+    }
+    if let Ok(Some(eku)) = cert.extended_key_usage() {
+        let eku = eku.value;
+        for (set, name) in [
+            (eku.any, "any"),
+            (eku.server_auth, "serverAuth"),
+            (eku.client_auth, "clientAuth"),
+            (eku.code_signing, "codeSigning"),
+            (eku.email_protection, "emailProtection"),
+            (eku.time_stamping, "timeStamping"),
+            (eku.ocsp_signing, "OCSPSigning"),
+        ] {
+            if set {
+                out.insert(name);
+            }
+        }
+    }
+    out
+}
+
+fn expected_usages(spec: &CertificateSpec) -> Result<BTreeSet<&'static str>, String> {
+    use rcgen::{ExtendedKeyUsagePurpose as E, KeyUsagePurpose as K};
+    let (mut key, extended) = pki_usages(spec).map_err(|e| e.to_string())?;
+    if spec.is_ca.unwrap_or(false) && !key.contains(&K::KeyCertSign) {
+        key.push(K::KeyCertSign);
+    }
+    let mut out = BTreeSet::new();
+    for k in key {
+        out.insert(match k {
+            K::DigitalSignature => "digitalSignature",
+            K::ContentCommitment => "contentCommitment",
+            K::KeyEncipherment => "keyEncipherment",
+            K::DataEncipherment => "dataEncipherment",
+            K::KeyAgreement => "keyAgreement",
+            K::KeyCertSign => "keyCertSign",
+            K::CrlSign => "cRLSign",
+            K::EncipherOnly => "encipherOnly",
+            K::DecipherOnly => "decipherOnly",
+        });
+    }
+    for e in extended {
+        out.insert(match e {
+            E::Any => "any",
+            E::ServerAuth => "serverAuth",
+            E::ClientAuth => "clientAuth",
+            E::CodeSigning => "codeSigning",
+            E::EmailProtection => "emailProtection",
+            E::TimeStamping => "timeStamping",
+            E::OcspSigning => "OCSPSigning",
+            E::Other(_) => "other",
+        });
+    }
+    Ok(out)
 }
 
 /// A subject alternative name, comparable.

@@ -44,7 +44,7 @@ pub(crate) enum Signer {
     /// A `selfSigned` issuer.
     SelfSigned,
     /// A `ca` issuer's key pair.
-    Ca(CaKeyPair),
+    Ca(Box<CaKeyPair>),
 }
 
 /// A CA's certificate (with the chain above it, if any) and private key, read from a Secret.

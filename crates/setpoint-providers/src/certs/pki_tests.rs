@@ -86,7 +86,9 @@ fn a_self_signed_certificate_is_accepted_with_its_sans_and_dates() {
 #[test]
 fn a_ca_signed_chain_verifies_under_the_root_and_the_root_is_ca_crt() {
     let (_, ca) = root_ca();
-    let signer = Signer::Ca(CaKeyPair::from_pem(&ca.tls_crt, &ca.tls_key, &ca.ca_crt).unwrap());
+    let signer = Signer::Ca(Box::new(
+        CaKeyPair::from_pem(&ca.tls_crt, &ca.tls_key, &ca.ca_crt).unwrap(),
+    ));
     let spec = spec("api");
     let m = material(&spec, &signer, now());
     assert!(matches!(
@@ -102,8 +104,9 @@ fn a_ca_signed_chain_verifies_under_the_root_and_the_root_is_ca_crt() {
     assert_eq!(cert.issuer(), root.subject());
     // The same leaf is not accepted as signed by another CA.
     let (_, other) = root_ca();
-    let other =
-        Signer::Ca(CaKeyPair::from_pem(&other.tls_crt, &other.tls_key, &other.ca_crt).unwrap());
+    let other = Signer::Ca(Box::new(
+        CaKeyPair::from_pem(&other.tls_crt, &other.tls_key, &other.ca_crt).unwrap(),
+    ));
     assert!(matches!(
         inspect(&spec, &m, &other, now()),
         Verdict::Mismatch(..)
@@ -113,16 +116,18 @@ fn a_ca_signed_chain_verifies_under_the_root_and_the_root_is_ca_crt() {
 #[test]
 fn an_intermediate_ca_chain_goes_into_tls_crt_below_the_leaf() {
     let (_, root) = root_ca();
-    let root_signer =
-        Signer::Ca(CaKeyPair::from_pem(&root.tls_crt, &root.tls_key, &root.ca_crt).unwrap());
+    let root_signer = Signer::Ca(Box::new(
+        CaKeyPair::from_pem(&root.tls_crt, &root.tls_key, &root.ca_crt).unwrap(),
+    ));
     let inter_spec = CertificateSpec {
         common_name: Some("intermediate".to_owned()),
         is_ca: Some(true),
         ..CertificateSpec::default()
     };
     let inter = material(&inter_spec, &root_signer, now());
-    let signer =
-        Signer::Ca(CaKeyPair::from_pem(&inter.tls_crt, &inter.tls_key, &inter.ca_crt).unwrap());
+    let signer = Signer::Ca(Box::new(
+        CaKeyPair::from_pem(&inter.tls_crt, &inter.tls_key, &inter.ca_crt).unwrap(),
+    ));
     let spec = spec("svc");
     let m = material(&spec, &signer, now());
     assert_eq!(pem_certificates(&m.tls_crt).len(), 2, "leaf + intermediate");
@@ -264,6 +269,12 @@ fn every_edit_of_the_spec_or_the_material_is_a_mismatch() {
         ..Default::default()
     });
     assert!(mismatch(&org, &m), "subject");
+    let mut usages = spec.clone();
+    usages.usages = Some(vec![
+        "digital signature".to_owned(),
+        "client auth".to_owned(),
+    ]);
+    assert!(mismatch(&usages, &m), "usages");
     let other = material(&spec, &Signer::SelfSigned, now());
     let swapped = KeyMaterial {
         tls_key: other.tls_key.clone(),

@@ -87,7 +87,7 @@ pub(crate) async fn signer_of(
         })?;
     let text = |key: &str| secret_text(&secret, key);
     CaKeyPair::from_pem(&text("tls.crt"), &text("tls.key"), &text("ca.crt"))
-        .map(Signer::Ca)
+        .map(|ca| Signer::Ca(Box::new(ca)))
         .map_err(|e| SignerError::InvalidKeyPair {
             namespace: namespace.to_owned(),
             name: ca.secret_name.clone(),
