@@ -3,7 +3,8 @@
 //! Secret issues a leaf whose chain `openssl verify` accepts, also written to a directory;
 //! moving the clock past the renewal time renews it (new serial, revision + 1, one
 //! CertificateRequest kept by `revisionHistoryLimit`); a deleted file and an edited spec are
-//! re-issued; deleting the Certificate removes its Secret and files. One server, one loop.
+//! re-issued; deleting the Certificate removes its Secret and files. A ClusterIssuer signs
+//! with a CA Secret in the cluster resource namespace. One server, one loop.
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt as _;
@@ -11,11 +12,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Api;
 use serde_json::{json, Value};
-use setpoint_providers::certs::{self, Certificate, CertificateRequest, Issuer};
+use setpoint_providers::certs::{self, Certificate, CertificateRequest, ClusterIssuer, Issuer};
 use setpoint_providers::{ProviderContext, ProviderSettings};
 use setpoint_runtime::{Clock, InformerFactory, Metrics};
 use setpoint_testenv::{eventually, Running, TestEnv};
@@ -190,6 +191,45 @@ async fn certificates_are_issued_verified_renewed_and_reissued() {
         ready(issuer.pointer("/status/conditions")).then_some(())
     })
     .await;
+
+    // A ClusterIssuer signs with a CA Secret in the cluster resource namespace, `cert-manager`.
+    let namespaces: Api<Namespace> = client.api();
+    namespaces
+        .create(
+            &PostParams::default(),
+            &from_json(json!({"metadata": {"name": "cert-manager"}})),
+        )
+        .await
+        .expect("the cluster resource namespace");
+    let mut copy = root.clone();
+    copy.metadata = from_json(json!({"name": "cluster-root", "namespace": "cert-manager"}));
+    client
+        .namespaced_api::<Secret>("cert-manager")
+        .create(&PostParams::default(), &copy)
+        .await
+        .expect("the ClusterIssuer's CA Secret");
+    create(
+        &client.api::<ClusterIssuer>(),
+        json!({"apiVersion": "cert-manager.io/v1", "kind": "ClusterIssuer",
+               "metadata": {"name": "cluster-ca"}, "spec": {"ca": {"secretName": "cluster-root"}}}),
+    )
+    .await;
+    create(
+        &certificates,
+        json!({"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+               "metadata": {"name": "api"},
+               "spec": {"secretName": "api-tls", "dnsNames": ["api.example"],
+                        "privateKey": {"algorithm": "Ed25519"},
+                        "issuerRef": {"name": "cluster-ca", "kind": "ClusterIssuer",
+                                      "group": "cert-manager.io"}}}),
+    )
+    .await;
+    ready_at(&certificates, "api", 1).await;
+    let api_secret = secrets
+        .get("api-tls")
+        .await
+        .expect("the ClusterIssuer's leaf");
+    assert_eq!(key(&api_secret, "ca.crt"), key(&root, "tls.crt"));
 
     // A leaf, also written to a directory, one CertificateRequest kept.
     let web_dir = dir.path().join("web");
