@@ -32,7 +32,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{CustomResourceExt as _, ResourceExt as _};
 use setpoint_runtime::managed::{ManagedOptions, ManagedReconciler};
-use setpoint_runtime::{install_crd, Controller, ControllerError, ObjectKey};
+use setpoint_runtime::{
+    install_crd, Controller, ControllerError, EventRecorder, ObjectKey, Reporter,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::ProviderContext;
@@ -113,7 +115,9 @@ pub async fn run(ctx: ProviderContext, shutdown: CancellationToken) -> Result<()
             })
         })
         .run(
-            ManagedReconciler::new(ctx.client.clone(), connector, options),
+            ManagedReconciler::new(ctx.client.clone(), connector, options).with_events(
+                EventRecorder::new(ctx.client.clone(), Reporter::new(NAME, NAME)),
+            ),
             Arc::new(()),
             shutdown.cancelled_owned(),
         );

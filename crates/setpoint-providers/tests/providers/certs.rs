@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::events::v1::Event;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Api;
 use serde_json::{json, Value};
@@ -178,6 +179,23 @@ async fn certificates_are_issued_verified_renewed_and_reissued() {
     for k in ["tls.crt", "tls.key", "ca.crt"] {
         assert!(key(&root, k).contains("-----BEGIN"), "{k} of the root CA");
     }
+
+    eventually("an event says the root CA's Secret was created", || async {
+        let events = client
+            .namespaced_api::<Event>(NS)
+            .list(&ListParams::default())
+            .await
+            .expect("events");
+        events
+            .items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("CreatedExternalResource")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("root-ca")
+            })
+            .then_some(())
+    })
+    .await;
 
     // A CA issuer from that Secret.
     create(
