@@ -447,3 +447,123 @@ pub(crate) async fn delete_files(dir: PathBuf) -> Result<(), OutputError> {
     .await
     .unwrap_or(Ok(()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::certs::certificate::{CertificateSpec, IssuerReference, SecretTemplate};
+
+    fn cert() -> Certificate {
+        let mut cert = Certificate::new(
+            "web",
+            CertificateSpec {
+                secret_name: "web-tls".to_owned(),
+                issuer_ref: IssuerReference {
+                    name: "ca".to_owned(),
+                    ..IssuerReference::default()
+                },
+                dns_names: Some(vec!["a.example".to_owned(), "b.example".to_owned()]),
+                secret_template: Some(SecretTemplate {
+                    labels: BTreeMap::from([("team".to_owned(), "web".to_owned())]),
+                    annotations: BTreeMap::from([("note".to_owned(), "x".to_owned())]),
+                }),
+                ..CertificateSpec::default()
+            },
+        );
+        cert.metadata.namespace = Some("default".to_owned());
+        cert
+    }
+
+    #[test]
+    fn the_secret_carries_cert_managers_annotations_and_the_template() {
+        let cert = cert();
+        let secret = desired_secret(&cert, &KeyMaterial::default(), 3);
+        let annotations = secret.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(
+            annotations["cert-manager.io/alt-names"],
+            "a.example,b.example"
+        );
+        assert_eq!(annotations["cert-manager.io/issuer-name"], "ca");
+        assert_eq!(annotations["cert-manager.io/issuer-kind"], "Issuer");
+        assert_eq!(
+            annotations["cert-manager.io/issuer-group"],
+            "cert-manager.io"
+        );
+        assert_eq!(annotations[REVISION], "3");
+        assert_eq!(annotations["note"], "x");
+        assert_eq!(
+            secret.metadata.labels.clone().unwrap_or_default()["team"],
+            "web"
+        );
+        assert_eq!(secret.type_.as_deref(), Some(TLS_SECRET_TYPE));
+        assert!(secret_metadata_matches(&cert, &secret));
+    }
+
+    #[test]
+    fn a_secret_missing_the_template_or_of_another_type_does_not_match() {
+        let cert = cert();
+        let mut secret = desired_secret(&cert, &KeyMaterial::default(), 1);
+        secret.metadata.labels = None;
+        assert!(
+            !secret_metadata_matches(&cert, &secret),
+            "template label removed"
+        );
+        let mut secret = desired_secret(&cert, &KeyMaterial::default(), 1);
+        secret.type_ = Some("Opaque".to_owned());
+        assert!(!secret_metadata_matches(&cert, &secret), "another type");
+        let mut other = cert.clone();
+        other.spec.issuer_ref.name = "another".to_owned();
+        let secret = desired_secret(&cert, &KeyMaterial::default(), 1);
+        assert!(!secret_metadata_matches(&other, &secret), "another issuer");
+    }
+
+    #[test]
+    fn only_an_absolute_directory_is_accepted() {
+        let mut cert = cert();
+        assert!(directory(&cert).expect("none").is_none());
+        cert.spec.directory = Some("/var/lib/tls".to_owned());
+        assert_eq!(
+            directory(&cert).expect("absolute"),
+            Some(PathBuf::from("/var/lib/tls"))
+        );
+        cert.spec.directory = Some("tls".to_owned());
+        assert!(directory(&cert).is_err());
+    }
+
+    #[tokio::test]
+    async fn files_are_written_private_and_checked() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("certs");
+        let material = KeyMaterial {
+            tls_crt: "crt".to_owned(),
+            tls_key: "key".to_owned(),
+            ca_crt: "ca".to_owned(),
+        };
+        write_files(dir.clone(), material.clone())
+            .await
+            .expect("written");
+        assert_eq!(files_problem(dir.clone(), material.clone()).await, None);
+        let mode = std::fs::metadata(dir.join("tls.key"))
+            .expect("key")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        std::fs::write(dir.join("ca.crt"), "edited").expect("edit");
+        assert!(
+            files_problem(dir.clone(), material.clone()).await.is_some(),
+            "edited"
+        );
+        write_files(dir.clone(), material.clone())
+            .await
+            .expect("rewritten");
+        std::fs::set_permissions(dir.join("tls.key"), std::fs::Permissions::from_mode(0o644))
+            .expect("chmod");
+        assert!(
+            files_problem(dir.clone(), material.clone()).await.is_some(),
+            "readable key"
+        );
+        delete_files(dir.clone()).await.expect("deleted");
+        assert!(files_problem(dir, material).await.is_some(), "missing");
+    }
+}
