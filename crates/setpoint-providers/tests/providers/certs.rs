@@ -346,6 +346,32 @@ async fn certificates_are_issued_verified_renewed_and_reissued() {
         BTreeSet::from(["web.example".to_owned(), "www.example".to_owned()])
     );
 
+    // RSA keys cannot be generated here: said in Synced, not faked.
+    create(
+        &certificates,
+        json!({"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+               "metadata": {"name": "rsa"},
+               "spec": {"secretName": "rsa-tls", "commonName": "rsa",
+                        "privateKey": {"algorithm": "RSA", "size": 2048},
+                        "issuerRef": {"name": "selfsigned"}}}),
+    )
+    .await;
+    eventually("the RSA Certificate is Synced=False saying why", || async {
+        let cert = certificate(&certificates, "rsa").await;
+        cert.pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .any(|c| {
+                c["type"] == "Synced"
+                    && c["status"] == "False"
+                    && c["message"].as_str().is_some_and(|m| m.contains("RSA"))
+            })
+            .then_some(())
+    })
+    .await;
+    assert!(secrets.get_opt("rsa-tls").await.expect("get").is_none());
+
     // Deleted (deletionPolicy Delete, the default): the Secret and the files go with it.
     certificates
         .delete("web", &DeleteParams::default())
