@@ -2,9 +2,10 @@
 //! self-signed Issuer issues a root CA Certificate into a Secret; a CA Issuer made from that
 //! Secret issues a leaf whose chain `openssl verify` accepts, also written to a directory;
 //! moving the clock past the renewal time renews it (new serial, revision + 1, one
-//! CertificateRequest kept by `revisionHistoryLimit`); a deleted file and an edited spec are
-//! re-issued; deleting the Certificate removes its Secret and files. A ClusterIssuer signs
-//! with a CA Secret in the cluster resource namespace. One server, one loop.
+//! CertificateRequest kept by `revisionHistoryLimit`); a deleted file, an edited spec and a
+//! deleted Secret are re-issued; an RSA key is refused with the reason in `Synced`; deleting
+//! the Certificate removes its Secret and files. A ClusterIssuer signs with a CA Secret in
+//! the cluster resource namespace. One server, one loop.
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt as _;
@@ -345,6 +346,14 @@ async fn certificates_are_issued_verified_renewed_and_reissued() {
         names,
         BTreeSet::from(["web.example".to_owned(), "www.example".to_owned()])
     );
+
+    // A deleted Secret is re-issued (the loop watches Secrets).
+    secrets
+        .delete("web-tls", &DeleteParams::default())
+        .await
+        .expect("delete the Secret");
+    ready_at(&certificates, "web", 5).await;
+    assert!(secrets.get_opt("web-tls").await.expect("get").is_some());
 
     // RSA keys cannot be generated here: said in Synced, not faked.
     create(
