@@ -19,7 +19,16 @@
 //!
 //! `docs/patterns.md` is the guide to writing a provider with it.
 
+mod annotations;
+mod changes;
+mod conditions;
+mod connection;
+mod create;
+mod events;
+mod object;
 mod reconciler;
+mod release;
+mod run;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -30,6 +39,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use changes::changes;
+pub use connection::CONNECTION_SECRET_TYPE;
 pub use reconciler::{ManagedError, ManagedOptions, ManagedReconciler};
 
 /// Annotation naming the external object (Crossplane's). Set to the object's name before the

@@ -1,12 +1,28 @@
-//! [`ManagedReconciler`]: the managed-resource loop's reconcile, the same for every provider.
-//! CONTRACT SKELETON (providers-base): the helper `managed` writes the body; the public names
-//! and signatures here stay.
+//! [`ManagedReconciler`]: the managed-resource loop's reconcile, the same for every provider —
+//! the order of its steps (pause, release, initialise, create guard, connect, observe, then
+//! create, late-initialise, update or nothing) and what each step writes. The steps' writes
+//! live in [`Run`](super::run::Run); creation and release in their own files.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::managed::{Connector, Managed, DEFAULT_POLL_INTERVAL};
-use crate::{Action, Client, EventRecorder, Reconciler};
+use crate::managed::annotations::{self, CREATE_INCOMPLETE};
+use crate::managed::condition::{
+    AVAILABLE, CREATING, RECONCILE_ERROR, RECONCILE_PAUSED, RECONCILE_SUCCESS, UNAVAILABLE,
+};
+use crate::managed::conditions::{Mark, Verdict};
+use crate::managed::events::{
+    CANNOT_CONNECT, CANNOT_INITIALIZE, CANNOT_OBSERVE, CANNOT_PUBLISH, CANNOT_UPDATE,
+    CANNOT_UPDATE_MANAGED, RECONCILIATION_PAUSED, UPDATED,
+};
+use crate::managed::run::Run;
+use crate::managed::{
+    Connector, ExternalClient, Managed, ManagementAction, Readiness, DEFAULT_POLL_INTERVAL,
+};
+use crate::{Action, Client, EventDetails, EventRecorder, Reconciler};
+
+/// The `Synced` message of a paused object.
+const PAUSED_MESSAGE: &str = "reconciliation is paused by the crossplane.io/paused annotation";
 
 /// How a [`ManagedReconciler`] runs.
 #[derive(Clone, Debug)]
@@ -66,10 +82,10 @@ pub enum ManagedError {
 ///     .await
 /// ```
 pub struct ManagedReconciler<M, C> {
-    client: Client,
-    connector: C,
-    options: ManagedOptions,
-    recorder: Option<EventRecorder>,
+    pub(super) client: Client,
+    pub(super) connector: C,
+    pub(super) options: ManagedOptions,
+    pub(super) recorder: Option<EventRecorder>,
     _kind: std::marker::PhantomData<fn() -> M>,
 }
 
@@ -102,13 +118,131 @@ where
     type Error = ManagedError;
 
     async fn reconcile(&self, object: Arc<M>, _context: Arc<X>) -> Result<Action, ManagedError> {
-        let _ = (
-            &self.client,
-            &self.connector,
-            &self.options,
-            &self.recorder,
-            object,
-        );
-        Ok(Action::await_change())
+        let mut run = Run::new(self, (*object).clone());
+        // 1. Paused: say so, nothing else.
+        if annotations::paused(&run.object) {
+            run.event(
+                EventDetails::normal(RECONCILIATION_PAUSED, "Pause").with_note(PAUSED_MESSAGE),
+            );
+            run.write(Verdict::default().synced(Mark::no(RECONCILE_PAUSED, PAUSED_MESSAGE)))
+                .await?;
+            return Ok(Action::await_change());
+        }
+        // 2. Deleted, or no longer wanting an external object: release it.
+        if run.object.meta().deletion_timestamp.is_some() || !run.object.wants_external() {
+            return run.release().await;
+        }
+        // 3.–4. The finalizer and the external name, before anything is created.
+        if let Err(error) = run.initialize().await {
+            return run
+                .fail_with_event(CANNOT_INITIALIZE, "Initialize", Verdict::default(), error)
+                .await;
+        }
+        // 5. A create whose result is unknown: wait for a person.
+        if annotations::create_incomplete(&run.object) {
+            run.event(
+                EventDetails::warning(CANNOT_INITIALIZE, "Initialize").with_note(CREATE_INCOMPLETE),
+            );
+            run.write(
+                Verdict::default()
+                    .ready(Mark::no(CREATING, ""))
+                    .synced(Mark::no(RECONCILE_ERROR, CREATE_INCOMPLETE)),
+            )
+            .await?;
+            return Ok(Action::await_change());
+        }
+        // 6.–7. Connect and observe.
+        let external = match self.connector.connect(&run.object).await {
+            Ok(external) => external,
+            Err(source) => {
+                let error = ManagedError::External {
+                    what: "connect",
+                    source,
+                };
+                return run
+                    .fail_with_event(CANNOT_CONNECT, "Connect", Verdict::default(), error)
+                    .await;
+            }
+        };
+        let observation = match external.observe(&run.object).await {
+            Ok(observation) => observation,
+            Err(source) => {
+                let error = ManagedError::External {
+                    what: "observe",
+                    source,
+                };
+                return run
+                    .fail_with_event(CANNOT_OBSERVE, "Observe", Verdict::default(), error)
+                    .await;
+            }
+        };
+        // 8. Missing: create it.
+        if !observation.exists {
+            return run.create(&external).await;
+        }
+        // 9. Existing: late-initialise the spec, publish, report readiness.
+        if let Err(error) = run.late_initialize(&observation).await {
+            return run
+                .fail_with_event(
+                    CANNOT_UPDATE_MANAGED,
+                    "LateInitialize",
+                    Verdict::default(),
+                    error,
+                )
+                .await;
+        }
+        let ready = match &observation.readiness {
+            Readiness::Available => Mark::yes(AVAILABLE),
+            Readiness::Unavailable(why) => Mark::no(UNAVAILABLE, why.clone()),
+        };
+        let verdict = Verdict::default()
+            .ready(ready)
+            .observed(observation.status.clone());
+        if let Err(error) = run.publish(&observation.connection_details).await {
+            return run
+                .fail_with_event(CANNOT_PUBLISH, "Publish", verdict, error)
+                .await;
+        }
+        let poll = self.options.poll_interval;
+        // 10. Up to date.
+        if observation.up_to_date {
+            run.write(verdict.synced(Mark::yes(RECONCILE_SUCCESS)))
+                .await?;
+            let next = observation
+                .next_observation
+                .map_or(poll, |next| next.min(poll));
+            return Ok(Action::requeue(next));
+        }
+        // 11. Drifted: update it, when allowed.
+        if !run.policies().allows(ManagementAction::Update) {
+            run.write(verdict.synced(Mark::yes(RECONCILE_SUCCESS)))
+                .await?;
+            return Ok(Action::requeue(poll));
+        }
+        let details = match external.update(&run.object).await {
+            Ok(details) => details,
+            Err(source) => {
+                let error = ManagedError::External {
+                    what: "update",
+                    source,
+                };
+                return run
+                    .fail_with_event(CANNOT_UPDATE, "Update", verdict, error)
+                    .await;
+            }
+        };
+        let note = observation
+            .diff
+            .clone()
+            .unwrap_or_else(|| "the external resource differed from the spec".to_owned());
+        run.event(EventDetails::normal(UPDATED, "Update").with_note(note));
+        if let Err(error) = run.publish(&details).await {
+            return run
+                .fail_with_event(CANNOT_PUBLISH, "Publish", verdict, error)
+                .await;
+        }
+        run.write(verdict.synced(Mark::yes(RECONCILE_SUCCESS)))
+            .await?;
+        Ok(Action::requeue(self.options.after_create))
     }
 }

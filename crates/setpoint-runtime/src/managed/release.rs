@@ -1,0 +1,125 @@
+//! Step 2 of a reconcile: releasing the external object of a managed object that is being
+//! deleted or no longer wants one — deleting it (with `deletionPolicy: Delete` and `Delete`
+//! among the management policies) until an observation says it is gone, or leaving it
+//! (`Orphan`), then removing the finalizer. A connection Secret is left to the garbage
+//! collector (it is owned by the object). An object that is not being deleted also loses its
+//! `Ready` and `Synced` conditions, and takes the observation's status (a load balancer's
+//! address cleared, say).
+
+use serde_json::json;
+
+use crate::managed::condition::{DELETING, RECONCILE_SUCCESS};
+use crate::managed::conditions::{Mark, Verdict};
+use crate::managed::events::{CANNOT_CONNECT, CANNOT_DELETE, CANNOT_OBSERVE, DELETED};
+use crate::managed::run::Run;
+use crate::managed::{
+    Connector, DeletionPolicy, ExternalClient, Managed, ManagedError, ManagementAction,
+};
+use crate::{Action, EventDetails};
+
+impl<M: Managed, C: Connector<M>> Run<'_, M, C> {
+    /// Releases the external object, then the finalizer.
+    pub(super) async fn release(&mut self) -> Result<Action, ManagedError> {
+        let meta = self.object.meta();
+        let deleting = meta.deletion_timestamp.is_some();
+        let held = meta
+            .finalizers
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .any(|f| f == M::finalizer());
+        if !held {
+            return Ok(Action::await_change());
+        }
+        let orphan = self
+            .object
+            .resource_spec()
+            .is_some_and(|s| s.deletion_policy() == DeletionPolicy::Orphan);
+        if orphan || !self.policies().allows(ManagementAction::Delete) {
+            return self.let_go(deleting, Verdict::default()).await;
+        }
+        let external = match self.reconciler.connector.connect(&self.object).await {
+            Ok(external) => external,
+            Err(source) => {
+                let error = ManagedError::External {
+                    what: "connect",
+                    source,
+                };
+                return self
+                    .fail_with_event(CANNOT_CONNECT, "Connect", Verdict::default(), error)
+                    .await;
+            }
+        };
+        let observation = match external.observe(&self.object).await {
+            Ok(observation) => observation,
+            Err(source) => {
+                let error = ManagedError::External {
+                    what: "observe",
+                    source,
+                };
+                return self
+                    .fail_with_event(CANNOT_OBSERVE, "Observe", Verdict::default(), error)
+                    .await;
+            }
+        };
+        if !observation.exists {
+            let verdict = Verdict::default().observed(observation.status);
+            return self.let_go(deleting, verdict).await;
+        }
+        let verdict = Verdict::default().ready(Mark::no(DELETING, ""));
+        if let Err(source) = external.delete(&self.object).await {
+            let error = ManagedError::External {
+                what: "delete",
+                source,
+            };
+            return self
+                .fail_with_event(CANNOT_DELETE, "Delete", verdict, error)
+                .await;
+        }
+        self.event(
+            EventDetails::normal(DELETED, "Delete")
+                .with_note("Successfully requested deletion of external resource"),
+        );
+        self.write(verdict.synced(Mark::yes(RECONCILE_SUCCESS)))
+            .await?;
+        Ok(Action::requeue(self.reconciler.options.after_create))
+    }
+
+    /// Removes the finalizer (guarded by the object's version); an object that is not being
+    /// deleted first loses `Ready` and `Synced` and takes `verdict`'s observed status.
+    async fn let_go(&mut self, deleting: bool, verdict: Verdict) -> Result<Action, ManagedError> {
+        if !deleting {
+            self.write(Verdict {
+                forget: true,
+                ..verdict
+            })
+            .await?;
+        }
+        let finalizers: Vec<String> = self
+            .object
+            .meta()
+            .finalizers
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|f| f != M::finalizer())
+            .collect();
+        match self
+            .patch(
+                "removing the finalizer",
+                json!({"metadata": {"finalizers": finalizers}}),
+                true,
+            )
+            .await
+        {
+            Ok(()) => Ok(Action::await_change()),
+            // Removing the last finalizer of a deleted object deletes it: the write may find it
+            // gone.
+            Err(ManagedError::Api {
+                source: kube::Error::Api(status),
+                ..
+            }) if status.code == 404 => Ok(Action::await_change()),
+            Err(error) => Err(error),
+        }
+    }
+}
