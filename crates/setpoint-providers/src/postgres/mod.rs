@@ -25,9 +25,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::{CustomResourceExt, ResourceExt};
-use setpoint_runtime::managed::{external_name, ManagedOptions, ManagedReconciler};
+use setpoint_runtime::managed::{changes, external_name, ManagedOptions, ManagedReconciler};
 use setpoint_runtime::{
-    install_crd, Controller, ControllerError, ObjectCache, ObjectKey, Predicate,
+    install_crd, Controller, ControllerError, ObjectCache, ObjectKey,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -77,7 +77,7 @@ pub async fn run(ctx: ProviderContext, shutdown: CancellationToken) -> Result<()
         .named("postgresql-database")
         .registered_in(&ctx.metrics)
         .concurrency(CONCURRENCY)
-        .predicate(Predicate::generation_changed())
+        .predicate(changes())
         .run(
             ManagedReconciler::new(
                 ctx.client.clone(),
@@ -93,7 +93,7 @@ pub async fn run(ctx: ProviderContext, shutdown: CancellationToken) -> Result<()
         .named("postgresql-role")
         .registered_in(&ctx.metrics)
         .concurrency(CONCURRENCY)
-        .predicate(Predicate::generation_changed())
+        .predicate(changes())
         .watches(move |secret: &Secret| roles_using(&role_cache, secret))
         .run(
             ManagedReconciler::new(
@@ -111,7 +111,7 @@ pub async fn run(ctx: ProviderContext, shutdown: CancellationToken) -> Result<()
         .named("postgresql-grant")
         .registered_in(&ctx.metrics)
         .concurrency(CONCURRENCY)
-        .predicate(Predicate::generation_changed())
+        .predicate(changes())
         .watches(move |role: &Role| grants_naming(&grant_cache, &role.name_any(), &external_name(role)))
         .watches(move |db: &Database| {
             grants_naming(&grant_cache_2, &db.name_any(), &external_name(db))
