@@ -17,12 +17,9 @@
 //! Beside it, what the workspace's tests share: [`eventually`] (wait for a condition, with a
 //! deadline and a message naming it) and [`Running`] (a loop run in the background and stopped
 //! cleanly); with the `tls` feature, the `tls` module: a test CA and TLS client settings; with
-//! the `process` feature, the `process` module: a `setpoint server` process with kubectl; with
-//! the `postgres` feature, the `postgres` module: a real PostgreSQL server on a free port.
+//! the `process` feature, the `process` module: a `setpoint server` process with kubectl.
 
 mod eventually;
-#[cfg(feature = "postgres")]
-pub mod postgres;
 #[cfg(feature = "process")]
 pub mod process;
 mod running;

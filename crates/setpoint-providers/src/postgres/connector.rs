@@ -170,7 +170,9 @@ async fn server(api: &Client, name: &str) -> Result<Server, PostgresError> {
         port,
         user: required("username")?,
         password: required("password")?,
-        database: spec.default_database.unwrap_or_else(|| "postgres".to_owned()),
+        database: spec
+            .default_database
+            .unwrap_or_else(|| "postgres".to_owned()),
         ssl_mode,
     })
 }

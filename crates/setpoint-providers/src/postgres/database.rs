@@ -239,12 +239,8 @@ fn fixed_mismatch(spec: &DatabaseParameters, observed: &Observed) -> Option<Stri
                 .then(|| format!("{field} is {actual:?}, not {wanted:?}"))
         })
         .collect();
-    (!wrong.is_empty()).then(|| {
-        format!(
-            "{} (fixed when the database was created)",
-            wrong.join(", ")
-        )
-    })
+    (!wrong.is_empty())
+        .then(|| format!("{} (fixed when the database was created)", wrong.join(", ")))
 }
 
 /// `UTF8`, `utf-8` and `Utf8` are one encoding.
@@ -261,13 +257,21 @@ fn late_init(spec: &DatabaseParameters, observed: &Observed) -> Option<Value> {
         }
     };
     fill("owner", spec.owner.is_none(), json!(observed.owner));
-    fill("encoding", spec.encoding.is_none(), json!(observed.encoding));
+    fill(
+        "encoding",
+        spec.encoding.is_none(),
+        json!(observed.encoding),
+    );
     fill(
         "lcCollate",
         spec.lc_collate.is_none(),
         json!(observed.lc_collate),
     );
-    fill("lcCType", spec.lc_c_type.is_none(), json!(observed.lc_c_type));
+    fill(
+        "lcCType",
+        spec.lc_c_type.is_none(),
+        json!(observed.lc_c_type),
+    );
     fill(
         "tablespace",
         spec.tablespace.is_none(),

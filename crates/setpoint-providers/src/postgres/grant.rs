@@ -163,7 +163,11 @@ impl GrantClient {
                     "BEGIN; REVOKE ALL ON DATABASE {database} FROM {role}; \
                      GRANT {} ON DATABASE {database} TO {role}{}; COMMIT;",
                     privileges.join(", "),
-                    if *grant_option { " WITH GRANT OPTION" } else { "" }
+                    if *grant_option {
+                        " WITH GRANT OPTION"
+                    } else {
+                        ""
+                    }
                 )
             }
             Target::Member {
@@ -212,8 +216,12 @@ impl ExternalClient<Grant> for GrantClient {
                 let mut held = BTreeSet::new();
                 let mut grantable = true;
                 for row in &rows {
-                    let privilege: String = row.try_get(0).map_err(PostgresError::sql("reading privileges"))?;
-                    let is_grantable: bool = row.try_get(1).map_err(PostgresError::sql("reading privileges"))?;
+                    let privilege: String = row
+                        .try_get(0)
+                        .map_err(PostgresError::sql("reading privileges"))?;
+                    let is_grantable: bool = row
+                        .try_get(1)
+                        .map_err(PostgresError::sql("reading privileges"))?;
                     held.insert(privilege);
                     grantable &= is_grantable;
                 }
@@ -283,7 +291,11 @@ impl ExternalClient<Grant> for GrantClient {
     async fn delete(&self, _object: &Grant) -> Result<(), ExternalError> {
         let statement = match &self.target {
             Target::Database { role, database, .. } => {
-                format!("REVOKE ALL ON DATABASE {} FROM {}", ident(database), ident(role))
+                format!(
+                    "REVOKE ALL ON DATABASE {} FROM {}",
+                    ident(database),
+                    ident(role)
+                )
             }
             Target::Member { role, group, .. } => {
                 format!("REVOKE {} FROM {}", ident(group), ident(role))

@@ -16,6 +16,7 @@ mod connector;
 mod database;
 mod error;
 mod grant;
+mod local;
 mod resources;
 mod role;
 mod sql;
@@ -26,15 +27,14 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{CustomResourceExt, ResourceExt};
 use setpoint_runtime::managed::{changes, external_name, ManagedOptions, ManagedReconciler};
-use setpoint_runtime::{
-    install_crd, Controller, ControllerError, ObjectCache, ObjectKey,
-};
+use setpoint_runtime::{install_crd, Controller, ControllerError, ObjectCache, ObjectKey};
 use tokio_util::sync::CancellationToken;
 
 pub use connector::PostgresConnector;
 pub use database::DatabaseClient;
 pub use error::PostgresError;
 pub use grant::GrantClient;
+pub use local::{LocalPostgres, LocalPostgresError};
 pub use resources::{
     Database, DatabaseObservation, DatabaseParameters, DatabaseSpec, DatabaseStatus, Grant,
     GrantObservation, GrantOption, GrantParameters, GrantSpec, GrantStatus, ManagedStatus,
@@ -112,7 +112,9 @@ pub async fn run(ctx: ProviderContext, shutdown: CancellationToken) -> Result<()
         .registered_in(&ctx.metrics)
         .concurrency(CONCURRENCY)
         .predicate(changes())
-        .watches(move |role: &Role| grants_naming(&grant_cache, &role.name_any(), &external_name(role)))
+        .watches(move |role: &Role| {
+            grants_naming(&grant_cache, &role.name_any(), &external_name(role))
+        })
         .watches(move |db: &Database| {
             grants_naming(&grant_cache_2, &db.name_any(), &external_name(db))
         })

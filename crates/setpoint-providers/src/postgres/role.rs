@@ -142,7 +142,10 @@ impl RoleClient {
 
     /// The password last published in the connection Secret: `None` without a connection
     /// Secret reference, `Some(None)` when the Secret or its key is missing.
-    async fn published_password(&self, object: &Role) -> Result<Option<Option<String>>, PostgresError> {
+    async fn published_password(
+        &self,
+        object: &Role,
+    ) -> Result<Option<Option<String>>, PostgresError> {
         let Some(r) = &object.spec.resource.write_connection_secret_to_ref else {
             return Ok(None);
         };
@@ -293,12 +296,18 @@ impl ExternalClient<Role> for RoleClient {
         let spec = &object.spec.for_provider;
         let privileges = clauses(&spec.privileges);
         if !privileges.is_empty() {
-            self.execute(&name, &format!("ALTER ROLE {role} WITH {}", privileges.join(" ")))
-                .await?;
+            self.execute(
+                &name,
+                &format!("ALTER ROLE {role} WITH {}", privileges.join(" ")),
+            )
+            .await?;
         }
         if let Some(limit) = spec.connection_limit {
-            self.execute(&name, &format!("ALTER ROLE {role} CONNECTION LIMIT {limit}"))
-                .await?;
+            self.execute(
+                &name,
+                &format!("ALTER ROLE {role} CONNECTION LIMIT {limit}"),
+            )
+            .await?;
         }
         if let Some(wanted) = &spec.configuration_parameters {
             let observed = self.read(&name).await?.map(|o| o.configuration);
@@ -385,7 +394,10 @@ fn late_init(spec: &RolePrivilege, limit: Option<i32>, observed: &Observed) -> O
         fields.insert("privileges".to_owned(), Value::Object(privileges));
     }
     if limit.is_none() {
-        fields.insert("connectionLimit".to_owned(), json!(observed.connection_limit));
+        fields.insert(
+            "connectionLimit".to_owned(),
+            json!(observed.connection_limit),
+        );
     }
     (!fields.is_empty()).then(|| json!({"spec": {"forProvider": fields}}))
 }

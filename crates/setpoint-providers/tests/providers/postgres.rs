@@ -1,5 +1,5 @@
 //! The PostgreSQL provider against an in-process API server and a real PostgreSQL server
-//! (Debian's binaries, started by the test on a free loopback port: `setpoint_testenv::postgres`).
+//! (Debian's binaries, started by the test on a free loopback port: `postgres::LocalPostgres`).
 //!
 //! - `external_clients_*`: the provider's connector and external clients on their own — create,
 //!   observe, drift, update, delete, a server down and back — without the managed loop.
@@ -21,11 +21,12 @@ use k8s_openapi::ByteString;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::CustomResourceExt;
 use serde_json::json;
-use setpoint_providers::postgres::{Database, Grant, ProviderConfig, Role};
+use setpoint_providers::postgres::{
+    Database, Grant, LocalPostgres as Postgres, ProviderConfig, Role,
+};
 use setpoint_providers::{ProviderContext, ProviderSettings};
 use setpoint_runtime::managed::{Connector, ExternalClient, Managed};
 use setpoint_runtime::{install_crd, Client, Clock, ControllerError, InformerFactory, Metrics};
-use setpoint_testenv::postgres::Postgres;
 use setpoint_testenv::{eventually, Running, TestEnv};
 
 const NS: &str = "default";
@@ -121,17 +122,25 @@ async fn external_clients_should_create_observe_put_back_and_delete() {
     external.create(&db).await.expect("create");
     let seen = external.observe(&db).await.expect("observe");
     assert!(seen.exists && seen.up_to_date, "{seen:?}");
-    let late = seen.late_initialized.expect("server defaults to write back");
+    let late = seen
+        .late_initialized
+        .expect("server defaults to write back");
     assert_eq!(late["spec"]["forProvider"]["owner"], "postgres");
     assert!(late["spec"]["forProvider"].get("connectionLimit").is_none());
 
     sql(&pg, "ALTER DATABASE direct CONNECTION LIMIT 9");
     let seen = external.observe(&db).await.expect("observe");
     assert!(!seen.up_to_date, "drift not seen: {seen:?}");
-    assert!(seen.diff.unwrap_or_default().contains("connection limit is 9"));
+    assert!(seen
+        .diff
+        .unwrap_or_default()
+        .contains("connection limit is 9"));
     external.update(&db).await.expect("update");
     assert_eq!(
-        sql(&pg, "SELECT datconnlimit FROM pg_database WHERE datname = 'direct'"),
+        sql(
+            &pg,
+            "SELECT datconnlimit FROM pg_database WHERE datname = 'direct'"
+        ),
         "5"
     );
 
@@ -142,7 +151,10 @@ async fn external_clients_should_create_observe_put_back_and_delete() {
         "spec": {"forProvider": {}}
     }))
     .expect("Database");
-    external.create(&odd).await.expect("create a database with an odd name");
+    external
+        .create(&odd)
+        .await
+        .expect("create a database with an odd name");
     assert!(external.observe(&odd).await.expect("observe").exists);
     external.delete(&odd).await.expect("delete");
     assert!(!external.observe(&odd).await.expect("observe").exists);
@@ -316,7 +328,8 @@ async fn provider_should_reconcile_databases_roles_and_grants_with_a_real_server
                "template": "template0", "allowConnections": true, "isTemplate": false}),
     ))
     .await;
-    h.apply::<Database>(database("kept", "Orphan", json!({}))).await;
+    h.apply::<Database>(database("kept", "Orphan", json!({})))
+        .await;
     h.apply::<Database>(database("dropped", "Delete", json!({})))
         .await;
     for name in ["app", "kept", "dropped"] {
@@ -367,10 +380,16 @@ async fn provider_should_reconcile_databases_roles_and_grants_with_a_real_server
     })
     .await;
     let details = h.secret("app-user-conn").await;
-    assert_eq!(details.get("username").map(String::as_str), Some("app-user"));
+    assert_eq!(
+        details.get("username").map(String::as_str),
+        Some("app-user")
+    );
     assert_eq!(details.get("password").map(String::as_str), Some("first"));
     let port: u16 = details["port"].parse().expect("port");
-    assert_eq!((details["endpoint"].as_str(), port), (h.pg.host(), h.pg.port()));
+    assert_eq!(
+        (details["endpoint"].as_str(), port),
+        (h.pg.host(), h.pg.port())
+    );
     login(&h.pg, &details["username"], &details["password"], "app")
         .await
         .expect("the connection Secret's credentials log in");
@@ -385,7 +404,8 @@ async fn provider_should_reconcile_databases_roles_and_grants_with_a_real_server
     .await;
 
     // The password Secret changes: the new password logs in, the old one no longer does.
-    h.put_secret("app-user-password", "password", "second").await;
+    h.put_secret("app-user-password", "password", "second")
+        .await;
     eventually("the new password logs in", || async {
         login(&h.pg, "app-user", "second", "app").await
     })
@@ -393,8 +413,12 @@ async fn provider_should_reconcile_databases_roles_and_grants_with_a_real_server
     let old = login(&h.pg, "app-user", "first", "app").await;
     assert!(old.is_err(), "the old password still logs in");
     eventually("the connection Secret has the new password", || async {
-        (h.secret("app-user-conn").await.get("password").map(String::as_str) == Some("second"))
-            .then_some(())
+        (h.secret("app-user-conn")
+            .await
+            .get("password")
+            .map(String::as_str)
+            == Some("second"))
+        .then_some(())
     })
     .await;
 
@@ -406,7 +430,8 @@ async fn provider_should_reconcile_databases_roles_and_grants_with_a_real_server
             "roleRef": {"name": "app-user"}, "database": "app"}}
     }))
     .await;
-    h.condition::<Grant>("app-user-on-app", "Ready", "True").await;
+    h.condition::<Grant>("app-user-on-app", "Ready", "True")
+        .await;
     let can_create = "SELECT has_database_privilege('app-user', 'app', 'CREATE')";
     assert_eq!(h.sql(can_create), "t");
     h.sql("REVOKE CREATE ON DATABASE app FROM \"app-user\"");

@@ -1,4 +1,5 @@
-//! A real PostgreSQL server for a test or a benchmark: Debian's packaged binaries
+//! [`LocalPostgres`]: a throwaway PostgreSQL server for the provider's tests and benchmark (as
+//! `setpoint_store::LocalEtcd` is for etcd's) — Debian's packaged binaries
 //! (`/usr/lib/postgresql/<version>/bin/`, the newest; or the directory `SETPOINT_PG_BIN`
 //! names), a fresh cluster in a temporary directory, listening on 127.0.0.1 on a port that was
 //! free and on a Unix socket in that directory. TCP connections authenticate with a password
@@ -20,7 +21,7 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Why the server could not be started, stopped or queried.
 #[derive(Debug, thiserror::Error)]
-pub enum PostgresError {
+pub enum LocalPostgresError {
     /// No PostgreSQL binaries were found.
     #[error(
         "no PostgreSQL binaries in /usr/lib/postgresql/*/bin (apt-get install postgresql, or set SETPOINT_PG_BIN)"
@@ -39,8 +40,9 @@ pub enum PostgresError {
     Timeout(String),
 }
 
-/// A running (or stopped) PostgreSQL server on a free loopback port.
-pub struct Postgres {
+/// A running (or stopped) PostgreSQL server on a free loopback port, made for a test or a
+/// benchmark.
+pub struct LocalPostgres {
     bin: PathBuf,
     /// The cluster's directory (`data/`, the socket, the log); removed on drop.
     dir: tempfile::TempDir,
@@ -50,9 +52,9 @@ pub struct Postgres {
     child: Option<Child>,
 }
 
-impl Postgres {
+impl LocalPostgres {
     /// Makes a fresh cluster and starts it.
-    pub fn start() -> Result<Postgres, PostgresError> {
+    pub fn start() -> Result<LocalPostgres, LocalPostgresError> {
         let bin = binaries()?;
         let dir = tempfile::Builder::new()
             .prefix("setpoint-pg-")
@@ -71,7 +73,7 @@ impl Postgres {
                     .arg(dir.path()),
             )?;
         }
-        let mut pg = Postgres {
+        let mut pg = LocalPostgres {
             bin,
             port: free_port()?,
             password,
@@ -92,7 +94,7 @@ impl Postgres {
     }
 
     /// Starts the server (again) on its port and data; returns once it accepts connections.
-    pub fn start_again(&mut self) -> Result<(), PostgresError> {
+    pub fn start_again(&mut self) -> Result<(), LocalPostgresError> {
         if self.child.is_some() {
             return Ok(());
         }
@@ -135,14 +137,14 @@ impl Postgres {
             if let Some(child) = self.child.as_mut() {
                 if let Ok(Some(status)) = child.try_wait() {
                     self.child = None;
-                    return Err(PostgresError::Command {
+                    return Err(LocalPostgresError::Command {
                         what: "starting postgres".to_owned(),
                         detail: format!("it exited ({status}): {}", self.log_tail()),
                     });
                 }
             }
             if Instant::now() > deadline {
-                return Err(PostgresError::Timeout(format!(
+                return Err(LocalPostgresError::Timeout(format!(
                     "postgres did not accept connections within {TIMEOUT:?}: {}",
                     self.log_tail()
                 )));
@@ -153,7 +155,7 @@ impl Postgres {
 
     /// Stops the server (fast shutdown: clients are disconnected) and waits for it; the data
     /// stays for [`start_again`](Self::start_again).
-    pub fn stop(&mut self) -> Result<(), PostgresError> {
+    pub fn stop(&mut self) -> Result<(), LocalPostgresError> {
         let Some(mut child) = self.child.take() else {
             return Ok(());
         };
@@ -167,7 +169,7 @@ impl Postgres {
                 Ok(None) if Instant::now() > deadline => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    return Err(PostgresError::Timeout(format!(
+                    return Err(LocalPostgresError::Timeout(format!(
                         "postgres did not stop within {TIMEOUT:?}"
                     )));
                 }
@@ -207,21 +209,57 @@ impl Postgres {
 
     /// Runs `sql` with `psql` as the superuser over the Unix socket, in `database`; its
     /// unaligned, tuples-only output (`a|b` per row), trimmed.
-    pub fn psql(&self, database: &str, sql: &str) -> Result<String, PostgresError> {
+    pub fn psql(&self, database: &str, sql: &str) -> Result<String, LocalPostgresError> {
         let out = run(
             "psql",
             Command::new(self.bin.join("psql"))
                 .arg("-h")
                 .arg(self.dir.path())
-                .args(["-p", &self.port.to_string(), "-U", "postgres", "-d", database])
+                .args([
+                    "-p",
+                    &self.port.to_string(),
+                    "-U",
+                    "postgres",
+                    "-d",
+                    database,
+                ])
                 .args(["-v", "ON_ERROR_STOP=1", "-X", "-A", "-t", "-c", sql]),
+        )?;
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
+    /// Runs `sql` with `psql` as `user` with `password` over TCP (password authentication), in
+    /// `database`; its output as [`psql`](Self::psql)'s.
+    pub fn psql_as(
+        &self,
+        user: &str,
+        password: &str,
+        database: &str,
+        sql: &str,
+    ) -> Result<String, LocalPostgresError> {
+        let out = run(
+            "psql",
+            Command::new(self.bin.join("psql"))
+                .args([
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &self.port.to_string(),
+                    "-U",
+                    user,
+                    "-d",
+                ])
+                .arg(database)
+                .args(["-w", "-v", "ON_ERROR_STOP=1", "-X", "-A", "-t", "-c", sql])
+                .env("PGPASSWORD", password),
         )?;
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
     }
 
     /// The last lines of the server's log (for error messages).
     pub fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(self.dir.path().join("postgres.log")).unwrap_or_default();
+        let text =
+            std::fs::read_to_string(self.dir.path().join("postgres.log")).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(20)..].join("\n")
     }
@@ -252,20 +290,20 @@ impl Postgres {
     }
 }
 
-impl Drop for Postgres {
+impl Drop for LocalPostgres {
     fn drop(&mut self) {
         let _ = self.stop();
     }
 }
 
 /// The newest `/usr/lib/postgresql/<version>/bin`, or `SETPOINT_PG_BIN`.
-fn binaries() -> Result<PathBuf, PostgresError> {
+fn binaries() -> Result<PathBuf, LocalPostgresError> {
     if let Some(dir) = std::env::var_os("SETPOINT_PG_BIN") {
         return Ok(PathBuf::from(dir));
     }
     let root = Path::new("/usr/lib/postgresql");
     let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir(root)
-        .map_err(|_| PostgresError::NoBinaries)?
+        .map_err(|_| LocalPostgresError::NoBinaries)?
         .filter_map(Result::ok)
         .filter_map(|e| {
             let version = e.file_name().to_str()?.parse::<u32>().ok()?;
@@ -274,7 +312,10 @@ fn binaries() -> Result<PathBuf, PostgresError> {
         })
         .collect();
     versions.sort();
-    versions.pop().map(|(_, bin)| bin).ok_or(PostgresError::NoBinaries)
+    versions
+        .pop()
+        .map(|(_, bin)| bin)
+        .ok_or(LocalPostgresError::NoBinaries)
 }
 
 fn is_root() -> bool {
@@ -284,7 +325,7 @@ fn is_root() -> bool {
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
-fn free_port() -> Result<u16, PostgresError> {
+fn free_port() -> Result<u16, LocalPostgresError> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")
         .map_err(|e| command_error("finding a free port", e))?;
     listener
@@ -293,12 +334,12 @@ fn free_port() -> Result<u16, PostgresError> {
         .map_err(|e| command_error("finding a free port", e))
 }
 
-fn run(what: &str, command: &mut Command) -> Result<Output, PostgresError> {
+fn run(what: &str, command: &mut Command) -> Result<Output, LocalPostgresError> {
     let out = command.output().map_err(|e| command_error(what, e))?;
     if out.status.success() {
         Ok(out)
     } else {
-        Err(PostgresError::Command {
+        Err(LocalPostgresError::Command {
             what: what.to_owned(),
             detail: format!(
                 "{}: {}{}",
@@ -310,8 +351,8 @@ fn run(what: &str, command: &mut Command) -> Result<Output, PostgresError> {
     }
 }
 
-fn command_error(what: &str, e: impl std::fmt::Display) -> PostgresError {
-    PostgresError::Command {
+fn command_error(what: &str, e: impl std::fmt::Display) -> LocalPostgresError {
+    LocalPostgresError::Command {
         what: what.to_owned(),
         detail: e.to_string(),
     }
@@ -323,8 +364,14 @@ mod tests {
 
     #[test]
     fn postgres_should_serve_sql_stop_and_start_again() {
-        let mut pg = Postgres::start().unwrap_or_else(|e| panic!("{e}"));
+        let mut pg = LocalPostgres::start().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(pg.psql("postgres", "SELECT 1 + 1").unwrap(), "2");
+        let (user, password) = (pg.user(), pg.password().to_owned());
+        assert_eq!(
+            pg.psql_as(user, &password, "postgres", "SELECT 3").unwrap(),
+            "3"
+        );
+        assert!(pg.psql_as(user, "wrong", "postgres", "SELECT 3").is_err());
         pg.stop().unwrap();
         assert!(pg.psql("postgres", "SELECT 1").is_err());
         pg.start_again().unwrap();
