@@ -27,7 +27,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{CustomResourceExt, ResourceExt};
 use setpoint_runtime::managed::{changes, external_name, ManagedOptions, ManagedReconciler};
-use setpoint_runtime::{install_crd, Controller, ControllerError, ObjectCache, ObjectKey};
+use setpoint_runtime::{
+    install_crd, Controller, ControllerError, EventRecorder, ObjectCache, ObjectKey, Reporter,
+};
 use tokio_util::sync::CancellationToken;
 
 pub use connector::PostgresConnector;
@@ -48,6 +50,8 @@ use crate::ProviderContext;
 
 /// Reconciles of one kind that may run at once (the connection pool holds as many).
 const CONCURRENCY: usize = 4;
+/// The provider's name in events (as the reporting controller) and its loops' prefix.
+const NAME: &str = "provider-postgresql";
 /// How long installing a CRD may take.
 const CRD_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -72,6 +76,7 @@ pub async fn run(ctx: ProviderContext, shutdown: CancellationToken) -> Result<()
         options.poll_interval = ctx.settings.poll_interval;
         options
     };
+    let recorder = EventRecorder::new(ctx.client.clone(), Reporter::new(NAME, NAME));
 
     let databases = Controller::<Database>::new(&ctx.factory)
         .named("postgresql-database")
@@ -83,7 +88,8 @@ pub async fn run(ctx: ProviderContext, shutdown: CancellationToken) -> Result<()
                 ctx.client.clone(),
                 connector.clone(),
                 options("postgresql-database"),
-            ),
+            )
+            .with_events(recorder.clone()),
             Arc::new(()),
             shutdown.clone().cancelled_owned(),
         );
@@ -100,7 +106,8 @@ pub async fn run(ctx: ProviderContext, shutdown: CancellationToken) -> Result<()
                 ctx.client.clone(),
                 connector.clone(),
                 options("postgresql-role"),
-            ),
+            )
+            .with_events(recorder.clone()),
             Arc::new(()),
             shutdown.clone().cancelled_owned(),
         );
@@ -119,7 +126,8 @@ pub async fn run(ctx: ProviderContext, shutdown: CancellationToken) -> Result<()
             grants_naming(&grant_cache_2, &db.name_any(), &external_name(db))
         })
         .run(
-            ManagedReconciler::new(ctx.client.clone(), connector, options("postgresql-grant")),
+            ManagedReconciler::new(ctx.client.clone(), connector, options("postgresql-grant"))
+                .with_events(recorder),
             Arc::new(()),
             shutdown.cancelled_owned(),
         );

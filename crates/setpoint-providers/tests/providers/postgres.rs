@@ -7,7 +7,8 @@
 //!   end to end: a Database created with options and late-initialised; drift made behind the
 //!   loop's back (`ALTER DATABASE … CONNECTION LIMIT`, `DROP ROLE`, `REVOKE`) put back; a Role
 //!   whose password Secret changes (the new password logs in, the old one no longer does) and
-//!   whose connection Secret holds working credentials; a Grant on a database; the server
+//!   whose connection Secret holds working credentials, and one with a generated password; a
+//!   Grant on a database and a membership; the server
 //!   stopped (`Synced=False` with the error) and started again (`Synced=True`); both deletion
 //!   policies. One server and one API server for the whole scenario.
 //!
@@ -421,6 +422,50 @@ async fn provider_should_reconcile_databases_roles_and_grants_with_a_real_server
         .then_some(())
     })
     .await;
+
+    // A Role without a password Secret gets a generated password, in its connection Secret.
+    h.apply::<Role>(json!({
+        "apiVersion": "postgresql.sql.crossplane.io/v1alpha1", "kind": "Role",
+        "metadata": {"name": "generated"},
+        "spec": {"forProvider": {"privileges": {"login": true}},
+            "writeConnectionSecretToRef": {"namespace": NS, "name": "generated-conn"}}
+    }))
+    .await;
+    let generated = eventually("the generated password is published", || async {
+        let s = h
+            .client
+            .namespaced_api::<Secret>(NS)
+            .get_opt("generated-conn")
+            .await
+            .ok()??;
+        let password = s.data?.get("password")?.0.clone();
+        Some(String::from_utf8_lossy(&password).into_owned())
+    })
+    .await;
+    assert_eq!(generated.len(), 32, "{generated:?}");
+    login(&h.pg, "generated", &generated, "postgres")
+        .await
+        .expect("the generated password logs in");
+
+    // A membership: app-user becomes a member of a group role.
+    h.apply::<Role>(json!({
+        "apiVersion": "postgresql.sql.crossplane.io/v1alpha1", "kind": "Role",
+        "metadata": {"name": "readers"},
+        "spec": {"forProvider": {"privileges": {"login": false}}}
+    }))
+    .await;
+    h.apply::<Grant>(json!({
+        "apiVersion": "postgresql.sql.crossplane.io/v1alpha1", "kind": "Grant",
+        "metadata": {"name": "app-user-in-readers"},
+        "spec": {"forProvider": {"role": "app-user", "memberOfRef": {"name": "readers"}}}
+    }))
+    .await;
+    h.condition::<Grant>("app-user-in-readers", "Ready", "True")
+        .await;
+    assert_eq!(
+        h.sql("SELECT pg_has_role('app-user', 'readers', 'MEMBER')"),
+        "t"
+    );
 
     // A Grant on a database, by reference to the Role; a revoked privilege is granted again.
     h.apply::<Grant>(json!({
