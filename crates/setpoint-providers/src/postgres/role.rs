@@ -88,6 +88,28 @@ fn clauses(p: &RolePrivilege) -> Vec<String> {
         .collect()
 }
 
+/// The clauses for the privileges the spec sets and the role does not have.
+fn changed_clauses(wanted: &RolePrivilege, observed: &RolePrivilege) -> Vec<String> {
+    let differing = RolePrivilege {
+        super_user: wanted
+            .super_user
+            .filter(|w| Some(*w) != observed.super_user),
+        inherit: wanted.inherit.filter(|w| Some(*w) != observed.inherit),
+        create_db: wanted.create_db.filter(|w| Some(*w) != observed.create_db),
+        create_role: wanted
+            .create_role
+            .filter(|w| Some(*w) != observed.create_role),
+        login: wanted.login.filter(|w| Some(*w) != observed.login),
+        replication: wanted
+            .replication
+            .filter(|w| Some(*w) != observed.replication),
+        bypass_rls: wanted
+            .bypass_rls
+            .filter(|w| Some(*w) != observed.bypass_rls),
+    };
+    clauses(&differing)
+}
+
 impl RoleClient {
     async fn read(&self, name: &str) -> Result<Option<Observed>, PostgresError> {
         let what = || format!("reading role {name}");
@@ -294,15 +316,23 @@ impl ExternalClient<Role> for RoleClient {
         let name = external_name(object);
         let role = ident(&name);
         let spec = &object.spec.for_provider;
-        let privileges = clauses(&spec.privileges);
-        if !privileges.is_empty() {
+        let Some(observed) = self.read(&name).await? else {
+            return Err(PostgresError::Invalid(format!("role {name} vanished")).into());
+        };
+        // Only what differs: changing SUPERUSER, REPLICATION or BYPASSRLS at all needs a
+        // superuser, so a login with CREATEROLE can manage roles that leave them alone.
+        let changed = changed_clauses(&spec.privileges, &observed.privileges);
+        if !changed.is_empty() {
             self.execute(
                 &name,
-                &format!("ALTER ROLE {role} WITH {}", privileges.join(" ")),
+                &format!("ALTER ROLE {role} WITH {}", changed.join(" ")),
             )
             .await?;
         }
-        if let Some(limit) = spec.connection_limit {
+        if let Some(limit) = spec
+            .connection_limit
+            .filter(|l| *l != observed.connection_limit)
+        {
             self.execute(
                 &name,
                 &format!("ALTER ROLE {role} CONNECTION LIMIT {limit}"),
@@ -310,8 +340,7 @@ impl ExternalClient<Role> for RoleClient {
             .await?;
         }
         if let Some(wanted) = &spec.configuration_parameters {
-            let observed = self.read(&name).await?.map(|o| o.configuration);
-            if observed.is_none_or(|o| sorted(&o) != sorted(wanted)) {
+            if sorted(&observed.configuration) != sorted(wanted) {
                 self.configure(&name, wanted).await?;
             }
         }
@@ -415,6 +444,23 @@ mod tests {
         };
         assert_eq!(clauses(&p), ["NOSUPERUSER", "LOGIN"]);
         assert!(clauses(&RolePrivilege::default()).is_empty());
+    }
+
+    #[test]
+    fn changed_clauses_should_name_only_differing_privileges() {
+        let wanted = RolePrivilege {
+            login: Some(true),
+            super_user: Some(false),
+            create_db: Some(true),
+            ..RolePrivilege::default()
+        };
+        let observed = RolePrivilege {
+            login: Some(false),
+            super_user: Some(false),
+            create_db: Some(true),
+            ..RolePrivilege::default()
+        };
+        assert_eq!(changed_clauses(&wanted, &observed), ["LOGIN"]);
     }
 
     #[test]
