@@ -19,6 +19,11 @@
 //!   status, finalizers, events — and [`install_crd`] installs its generated CRD and waits
 //!   until it is served. Dynamic (untyped) access goes through [`Client::dynamic_api`] and
 //!   [`InformerFactory::dynamic_informer`] with an `ApiResource`.
+//! - [`managed`]: the managed-resource loop (Crossplane's model) — a provider supplies a
+//!   `Connector` and an `ExternalClient` for the outside system, and
+//!   [`ManagedReconciler`](managed::ManagedReconciler) observes, creates, updates and deletes
+//!   through them, with external names, create guards, finalizers, `Ready`/`Synced` and
+//!   connection Secrets.
 //!
 //! Time comes from `tokio::time`, so tests drive delays, backoff and resync with paused time
 //! (`tokio::time::pause` and `advance`).

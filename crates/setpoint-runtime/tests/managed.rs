@@ -11,9 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Secret, Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{CustomResource, CustomResourceExt, Resource, ResourceExt};
 use parking_lot::Mutex;
 use schemars::JsonSchema;
@@ -74,22 +75,68 @@ struct BucketObservation {
     size: i64,
 }
 
-impl Managed for Bucket {
-    fn resource_spec(&self) -> Option<&ResourceSpec> {
-        Some(&self.spec.resource)
-    }
+/// The same, cluster-scoped (its connection Secret's namespace must be named).
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "test.setpoint.dev",
+    version = "v1",
+    kind = "ClusterBucket",
+    status = "BucketStatus"
+)]
+struct ClusterBucketSpec {
+    #[serde(flatten)]
+    bucket: BucketSpec,
+}
 
-    fn conditions(&self) -> Vec<Condition> {
-        self.status
-            .as_ref()
-            .map(|s| s.conditions.clone())
-            .unwrap_or_default()
-    }
+/// Both kinds of bucket, for the one fake.
+trait AnyBucket: Managed {
+    fn bucket(&self) -> &BucketSpec;
+    fn bucket_status(&self) -> Option<&BucketStatus>;
+}
 
-    fn wants_external(&self) -> bool {
-        self.spec.external != Some(false)
+impl AnyBucket for Bucket {
+    fn bucket(&self) -> &BucketSpec {
+        &self.spec
+    }
+    fn bucket_status(&self) -> Option<&BucketStatus> {
+        self.status.as_ref()
     }
 }
+
+impl AnyBucket for ClusterBucket {
+    fn bucket(&self) -> &BucketSpec {
+        &self.spec.bucket
+    }
+    fn bucket_status(&self) -> Option<&BucketStatus> {
+        self.status.as_ref()
+    }
+}
+
+macro_rules! managed_bucket {
+    ($kind:ty) => {
+        impl Managed for $kind {
+            fn resource_spec(&self) -> Option<&ResourceSpec> {
+                Some(&self.bucket().resource)
+            }
+
+            fn conditions(&self) -> Vec<Condition> {
+                self.bucket_status()
+                    .map(|s| s.conditions.clone())
+                    .unwrap_or_default()
+            }
+
+            fn wants_external(&self) -> bool {
+                self.bucket().external != Some(false)
+            }
+        }
+    };
+}
+
+managed_bucket!(Bucket);
+managed_bucket!(ClusterBucket);
+
+/// Buckets with this annotation get a name the fake chooses at creation (`gen-<name>`).
+const GENERATE_NAME: &str = "test.setpoint.dev/generate-name";
 
 /// A bucket outside the API.
 #[derive(Clone, Debug, PartialEq)]
@@ -110,7 +157,7 @@ struct World {
 }
 
 impl World {
-    fn call(&self, op: &'static str, bucket: &Bucket) -> Result<(), ExternalError> {
+    fn call(&self, op: &'static str, bucket: &impl Resource) -> Result<(), ExternalError> {
         let name = bucket.name_any();
         self.calls.lock().push((op, name.clone()));
         if self.failing.lock().contains(&(op, name.clone())) {
@@ -143,10 +190,10 @@ impl World {
 
 struct Fake(Arc<World>);
 
-impl Connector<Bucket> for Fake {
+impl<K: AnyBucket> Connector<K> for Fake {
     type External = FakeClient;
 
-    async fn connect(&self, bucket: &Bucket) -> Result<FakeClient, ExternalError> {
+    async fn connect(&self, bucket: &K) -> Result<FakeClient, ExternalError> {
         self.0.call("connect", bucket)?;
         Ok(FakeClient(self.0.clone()))
     }
@@ -154,14 +201,14 @@ impl Connector<Bucket> for Fake {
 
 struct FakeClient(Arc<World>);
 
-impl ExternalClient<Bucket> for FakeClient {
-    async fn observe(&self, bucket: &Bucket) -> Result<Observation, ExternalError> {
+impl<K: AnyBucket> ExternalClient<K> for FakeClient {
+    async fn observe(&self, bucket: &K) -> Result<Observation, ExternalError> {
         self.0.call("observe", bucket)?;
         let name = external_name(bucket);
         let Some(remote) = self.0.get(&name) else {
             return Ok(Observation::missing());
         };
-        let wanted = &bucket.spec.for_provider;
+        let wanted = &bucket.bucket().for_provider;
         Ok(Observation {
             up_to_date: wanted.size == remote.size,
             diff: Some(format!("size {} → {}", remote.size, wanted.size)),
@@ -180,29 +227,34 @@ impl ExternalClient<Bucket> for FakeClient {
         })
     }
 
-    async fn create(&self, bucket: &Bucket) -> Result<Creation, ExternalError> {
+    async fn create(&self, bucket: &K) -> Result<Creation, ExternalError> {
         self.0.call("create", bucket)?;
-        let wanted = &bucket.spec.for_provider;
+        let wanted = &bucket.bucket().for_provider;
         let remote = Remote {
             size: wanted.size,
             region: wanted.region.clone().unwrap_or_else(|| "eu-1".into()),
         };
-        self.0.buckets.lock().insert(external_name(bucket), remote);
+        let generated = bucket
+            .annotations()
+            .contains_key(GENERATE_NAME)
+            .then(|| format!("gen-{}", bucket.name_any()));
+        let name = generated.clone().unwrap_or_else(|| external_name(bucket));
+        self.0.buckets.lock().insert(name, remote);
         Ok(Creation {
-            external_name: None,
+            external_name: generated,
             connection_details: [("password".to_owned(), b"s3cret".to_vec())].into(),
         })
     }
 
-    async fn update(&self, bucket: &Bucket) -> Result<ConnectionDetails, ExternalError> {
+    async fn update(&self, bucket: &K) -> Result<ConnectionDetails, ExternalError> {
         self.0.call("update", bucket)?;
         if let Some(remote) = self.0.buckets.lock().get_mut(&external_name(bucket)) {
-            remote.size = bucket.spec.for_provider.size;
+            remote.size = bucket.bucket().for_provider.size;
         }
         Ok(ConnectionDetails::new())
     }
 
-    async fn delete(&self, bucket: &Bucket) -> Result<(), ExternalError> {
+    async fn delete(&self, bucket: &K) -> Result<(), ExternalError> {
         self.0.call("delete", bucket)?;
         self.0.buckets.lock().remove(&external_name(bucket));
         Ok(())
@@ -223,7 +275,7 @@ fn bucket(name: &str, size: i64, resource: ResourceSpec) -> Bucket {
 }
 
 /// The bucket's condition `type_` as (status, reason, message).
-fn condition_of(b: &Bucket, type_: &str) -> Option<(String, String, String)> {
+fn condition_of(b: &impl Managed, type_: &str) -> Option<(String, String, String)> {
     b.conditions()
         .into_iter()
         .find(|c| c.type_ == type_)
@@ -236,8 +288,39 @@ struct Fixture {
     client: Client,
     world: Arc<World>,
     buckets: kube::Api<Bucket>,
-    stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<Result<(), setpoint_runtime::ControllerError>>,
+    loops: Vec<Loop>,
+}
+
+/// A running loop: how to stop it, and its task.
+type Loop = (
+    oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), setpoint_runtime::ControllerError>>,
+);
+
+/// Runs the managed-resource loop for buckets of kind `K` against `world`.
+fn spawn_loop<K: AnyBucket>(
+    client: &Client,
+    factory: &InformerFactory,
+    world: &Arc<World>,
+    name: &str,
+) -> Loop {
+    let options = ManagedOptions {
+        poll_interval: POLL,
+        after_create: Duration::from_millis(100),
+        ..ManagedOptions::new(name)
+    };
+    let reconciler =
+        ManagedReconciler::new(client.clone(), Fake(world.clone()), options).with_events(
+            EventRecorder::new(client.clone(), Reporter::new(name, format!("{name}-0"))),
+        );
+    let controller = Controller::<K>::new(factory)
+        .named(name)
+        .predicate(managed::changes());
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(controller.run(reconciler, Arc::new(()), async {
+        let _ = stopped.await;
+    }));
+    (stop, task)
 }
 
 impl Fixture {
@@ -247,32 +330,21 @@ impl Fixture {
         install_crd(&client, &Bucket::crd(), Duration::from_secs(30))
             .await
             .expect("CRD established");
+        install_crd(&client, &ClusterBucket::crd(), Duration::from_secs(30))
+            .await
+            .expect("CRD established");
         let world = Arc::new(World::default());
         let factory = InformerFactory::new(client.clone());
-        let options = ManagedOptions {
-            poll_interval: POLL,
-            after_create: Duration::from_millis(100),
-            ..ManagedOptions::new("bucket-loop")
-        };
-        let reconciler = ManagedReconciler::new(client.clone(), Fake(world.clone()), options)
-            .with_events(EventRecorder::new(
-                client.clone(),
-                Reporter::new("bucket-loop", "bucket-loop-0"),
-            ));
-        let controller = Controller::<Bucket>::new(&factory)
-            .named("bucket-loop")
-            .predicate(managed::changes());
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(controller.run(reconciler, Arc::new(()), async {
-            let _ = stopped.await;
-        }));
+        let loops = vec![
+            spawn_loop::<Bucket>(&client, &factory, &world, "bucket-loop"),
+            spawn_loop::<ClusterBucket>(&client, &factory, &world, "cluster-bucket-loop"),
+        ];
         Fixture {
             buckets: client.namespaced_api::<Bucket>(NS),
             _env: env,
             client,
             world,
-            stop: Some(stop),
-            task,
+            loops,
         }
     }
 
@@ -318,18 +390,15 @@ impl Fixture {
             .expect("delete bucket");
     }
 
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
+    async fn stop(self) {
+        for (stop, task) in self.loops {
             let _ = stop.send(());
+            task.await.expect("no panic").expect("clean shutdown");
         }
-        (&mut self.task)
-            .await
-            .expect("no panic")
-            .expect("clean shutdown");
     }
 }
 
-fn is(b: &Bucket, type_: &str, status: &str, reason: &str) -> bool {
+fn is(b: &impl Managed, type_: &str, status: &str, reason: &str) -> bool {
     condition_of(b, type_).is_some_and(|(s, r, _)| s == status && r == reason)
 }
 
@@ -397,6 +466,24 @@ async fn managed_loop_should_create_observe_update_and_delete() {
         ("Bucket", b.meta().uid.as_ref())
     );
 
+    eventually("a CreatedExternalResource event regards happy", || async {
+        let events = f
+            .client
+            .namespaced_api::<Event>(NS)
+            .list(&ListParams::default())
+            .await
+            .ok()?;
+        events
+            .items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("CreatedExternalResource")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("happy")
+            })
+            .then_some(())
+    })
+    .await;
+
     // A spec change is applied at once; drift behind the loop's back at the next observation.
     f.patch("happy", json!({"spec": {"forProvider": {"size": 4}}}))
         .await;
@@ -412,6 +499,16 @@ async fn managed_loop_should_create_observe_update_and_delete() {
     })
     .await;
     assert!(f.world.count("update", "happy") >= 2);
+    let again = f
+        .client
+        .namespaced_api::<Secret>(NS)
+        .get("happy-conn")
+        .await
+        .expect("connection secret");
+    assert_eq!(
+        again.metadata.resource_version, secret.metadata.resource_version,
+        "an unchanged Secret is not written again"
+    );
 
     // External errors: Synced=False with the message, then recovery.
     f.world.fail("observe", "happy", true);
@@ -449,6 +546,17 @@ async fn managed_loop_should_guard_creation_and_honour_policies() {
     f.until("named is ready", "named", ready_and_synced).await;
     assert!(f.world.get("remote-x").is_some());
     assert!(f.world.get("named").is_none());
+
+    // A name the outside world chose at creation is recorded.
+    let mut generated = bucket("generated", 2, ResourceSpec::default());
+    generated.metadata.annotations = Some([(GENERATE_NAME.to_owned(), "true".to_owned())].into());
+    f.create(&generated).await;
+    let b = f
+        .until("generated is ready", "generated", ready_and_synced)
+        .await;
+    assert_eq!(b.annotations()[managed::EXTERNAL_NAME], "gen-generated");
+    assert!(f.world.get("gen-generated").is_some());
+    assert_eq!(f.world.count("create", "generated"), 1);
 
     // A create pending without a result blocks creation until a person removes the mark.
     let mut stuck = bucket("stuck", 2, ResourceSpec::default());
@@ -617,5 +725,203 @@ async fn managed_loop_should_pause_and_release() {
     f.until_gone("calm").await;
     assert_eq!(f.world.count("delete", "calm"), 1);
 
+    // A cluster-scoped kind, its connection Secret in the namespace its reference names.
+    let clustered = kube::Api::<ClusterBucket>::all(f.client.kube().clone());
+    let mut spec = bucket("global", 1, ResourceSpec::default()).spec;
+    spec.resource.write_connection_secret_to_ref = Some(managed::SecretReference {
+        name: "global-conn".into(),
+        namespace: Some(NS.into()),
+    });
+    clustered
+        .create(
+            &PostParams::default(),
+            &ClusterBucket::new("global", ClusterBucketSpec { bucket: spec }),
+        )
+        .await
+        .expect("create cluster bucket");
+    let global = eventually("global is ready", || async {
+        let b = clustered.get_opt("global").await.ok()??;
+        (is(&b, condition::READY, "True", condition::AVAILABLE)
+            && is(&b, condition::SYNCED, "True", condition::RECONCILE_SUCCESS))
+        .then_some(b)
+    })
+    .await;
+    let secret = f
+        .client
+        .namespaced_api::<Secret>(NS)
+        .get("global-conn")
+        .await
+        .expect("connection secret");
+    assert_eq!(
+        secret.owner_references()[0].uid,
+        global.meta().uid.clone().unwrap_or_default()
+    );
+    clustered
+        .delete("global", &DeleteParams::default())
+        .await
+        .expect("delete cluster bucket");
+    eventually("global is gone", || async {
+        clustered
+            .get_opt("global")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert_eq!(f.world.get("global"), None);
+
     f.stop().await;
+}
+
+/// A fake balancer service for LoadBalancer Services: addresses by Service name.
+#[derive(Default)]
+struct Balancers(Mutex<BTreeMap<String, String>>);
+
+struct BalancerConnector(Arc<Balancers>);
+
+impl Connector<Service> for BalancerConnector {
+    type External = BalancerClient;
+
+    async fn connect(&self, _: &Service) -> Result<BalancerClient, ExternalError> {
+        Ok(BalancerClient(self.0.clone()))
+    }
+}
+
+struct BalancerClient(Arc<Balancers>);
+
+impl ExternalClient<Service> for BalancerClient {
+    async fn observe(&self, service: &Service) -> Result<Observation, ExternalError> {
+        Ok(match self.0 .0.lock().get(&service.name_any()) {
+            Some(ip) => Observation {
+                status: Some(json!({"loadBalancer": {"ingress": [{"ip": ip}]}})),
+                ..Observation::available()
+            },
+            None => Observation {
+                status: Some(json!({"loadBalancer": {"ingress": null}})),
+                ..Observation::missing()
+            },
+        })
+    }
+
+    async fn create(&self, service: &Service) -> Result<Creation, ExternalError> {
+        self.0
+             .0
+            .lock()
+            .insert(service.name_any(), "127.0.100.1".to_owned());
+        Ok(Creation::default())
+    }
+
+    async fn update(&self, _: &Service) -> Result<ConnectionDetails, ExternalError> {
+        Ok(ConnectionDetails::new())
+    }
+
+    async fn delete(&self, service: &Service) -> Result<(), ExternalError> {
+        self.0 .0.lock().remove(&service.name_any());
+        Ok(())
+    }
+}
+
+fn service(name: &str, type_: &str) -> Service {
+    Service {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(NS.into()),
+            ..Default::default()
+        },
+        spec: Some(ServiceSpec {
+            type_: Some(type_.into()),
+            ports: Some(vec![ServicePort {
+                port: 80,
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn ingress(s: &Service) -> Option<String> {
+    s.status
+        .as_ref()?
+        .load_balancer
+        .as_ref()?
+        .ingress
+        .as_ref()?
+        .first()?
+        .ip
+        .clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn managed_loop_should_serve_load_balancer_services() {
+    let env = TestEnv::start().await.expect("test env");
+    let client = env.client();
+    let balancers = Arc::new(Balancers::default());
+    let factory = InformerFactory::new(client.clone());
+    let reconciler = ManagedReconciler::new(
+        client.clone(),
+        BalancerConnector(balancers.clone()),
+        ManagedOptions {
+            poll_interval: POLL,
+            ..ManagedOptions::new("service-lb")
+        },
+    );
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(
+        Controller::<Service>::new(&factory)
+            .named("service-lb")
+            .predicate(managed::changes())
+            .run(reconciler, Arc::new(()), async {
+                let _ = stopped.await;
+            }),
+    );
+    let services = client.namespaced_api::<Service>(NS);
+    let create = |s: Service| {
+        let services = services.clone();
+        async move {
+            services
+                .create(&PostParams::default(), &s)
+                .await
+                .expect("create service");
+        }
+    };
+    create(service("plain", "ClusterIP")).await;
+    create(service("web", "LoadBalancer")).await;
+    let web = eventually("web has an ingress address and is ready", || async {
+        let s = services.get("web").await.ok()?;
+        (ingress(&s).is_some()
+            && is(&s, condition::READY, "True", condition::AVAILABLE)
+            && is(&s, condition::SYNCED, "True", condition::RECONCILE_SUCCESS))
+        .then_some(s)
+    })
+    .await;
+    assert_eq!(ingress(&web).as_deref(), Some("127.0.100.1"));
+    assert_eq!(web.finalizers(), [managed::SERVICE_LB_FINALIZER.to_owned()]);
+    let plain = services.get("plain").await.expect("plain");
+    assert!(
+        plain.finalizers().is_empty(),
+        "a ClusterIP Service is left alone"
+    );
+    assert!(balancers.0.lock().get("plain").is_none());
+
+    // Another class is not ours: released like a Service that stopped being a LoadBalancer.
+    services
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"loadBalancerClass": "example.com/other"}})),
+        )
+        .await
+        .expect("change class");
+    let web = eventually("web is released", || async {
+        let s = services.get("web").await.ok()?;
+        (s.finalizers().is_empty() && ingress(&s).is_none()).then_some(s)
+    })
+    .await;
+    assert_eq!(condition_of(&web, condition::READY), None);
+    assert!(balancers.0.lock().is_empty());
+
+    let _ = stop.send(());
+    task.await.expect("no panic").expect("clean shutdown");
 }

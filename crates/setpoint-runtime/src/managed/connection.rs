@@ -1,7 +1,8 @@
 //! Publishing connection details: the Secret a managed object's `writeConnectionSecretToRef`
 //! names (namespace defaulting to the object's), of type `connection.crossplane.io/v1alpha1`,
-//! controlled by the object (so the garbage collector removes it with the object). Keys are
-//! merged into it, and it is written only when a key is missing or different.
+//! controlled by the object (so the garbage collector removes it with the object). It is made
+//! with the first details; keys are merged into it, and it is written only when a key is
+//! missing or different. A Secret another object controls is not touched (an error).
 
 use std::collections::BTreeMap;
 

@@ -61,6 +61,17 @@ impl ObjectApi {
         typed(what, written)
     }
 
+    /// The object as the server has it now (not as a cache may still have it).
+    pub(super) async fn get<M: Managed>(&self) -> Result<M, ManagedError> {
+        let what = "reading the object";
+        let read = self
+            .api
+            .get(&self.name)
+            .await
+            .map_err(|source| api_error(what, source))?;
+        typed(what, read)
+    }
+
     /// Merge-patches the object's `status` subresource with `{"status": status}`. Returns the
     /// object written.
     pub(super) async fn patch_status<M: Managed>(&self, status: Value) -> Result<M, ManagedError> {

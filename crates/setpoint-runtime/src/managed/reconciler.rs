@@ -138,7 +138,11 @@ where
                 .fail_with_event(CANNOT_INITIALIZE, "Initialize", Verdict::default(), error)
                 .await;
         }
-        // 5. A create whose result is unknown: wait for a person.
+        // 5. A create whose result is unknown: wait for a person. The cache may not have the
+        // outcome this loop recorded a moment ago, so the server has the last word.
+        if annotations::create_incomplete(&run.object) {
+            run.refresh().await?;
+        }
         if annotations::create_incomplete(&run.object) {
             run.event(
                 EventDetails::warning(CANNOT_INITIALIZE, "Initialize").with_note(CREATE_INCOMPLETE),

@@ -85,6 +85,12 @@ impl<'a, M: Managed, C> Run<'a, M, C> {
         self.fail(verdict, error).await
     }
 
+    /// Reads the object afresh from the server.
+    pub(super) async fn refresh(&mut self) -> Result<(), ManagedError> {
+        self.object = self.api.get().await?;
+        Ok(())
+    }
+
     /// Publishes an event about the object, if events are recorded.
     pub(super) fn event(&self, details: EventDetails) {
         if let Some(recorder) = &self.reconciler.recorder {
