@@ -19,6 +19,7 @@ mod grant;
 mod local;
 mod resources;
 mod role;
+mod scram;
 mod sql;
 
 use std::sync::Arc;

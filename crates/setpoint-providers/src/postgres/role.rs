@@ -4,11 +4,13 @@
 //! are put back with `ALTER ROLE`; a role dropped behind the loop's back is created again.
 //!
 //! The password comes from `passwordSecretRef`, or is generated (32 random alphanumerics) when
-//! there is none. As in provider-sql, the password last set is the one in the connection Secret
-//! (`writeConnectionSecretToRef`, keys `username`, `password`, `endpoint`, `port`): when the
-//! password Secret's value differs from it (the loop watches those Secrets, so a change is seen
-//! at once), the role's password is changed and the new one published; a generated password
-//! is set again only when the connection Secret has lost it.
+//! there is none; it is published with `username`, `endpoint` and `port` to the connection
+//! Secret (`writeConnectionSecretToRef`). With a password Secret (the loop watches those, so a
+//! change is seen at once), the role's SCRAM verifier on the server says whether the role has
+//! that password (`scram.rs`; a password changed behind the provider's back is put back);
+//! when the provider's login cannot read verifiers, the password last published is compared
+//! instead, as provider-sql does. A generated password is set again only when the connection
+//! Secret has lost it.
 
 use k8s_openapi::api::core::v1::Secret;
 use rand::distributions::Alphanumeric;
@@ -22,6 +24,7 @@ use setpoint_runtime::managed::{
 use super::connector::{secret_data, PostgresConnector, Session};
 use super::error::PostgresError;
 use super::resources::{Role, RoleConfigurationParameter, RolePrivilege};
+use super::scram;
 use super::sql::{ident, literal};
 
 /// Observes, creates, alters and drops roles.
@@ -39,6 +42,16 @@ impl Connector<Role> for PostgresConnector {
 const DEFAULT_SECRET_NAMESPACE: &str = "default";
 /// The connection-details key of the password.
 const PASSWORD: &str = "password";
+
+/// What the role's password needs.
+enum Password {
+    /// Nothing, as far as can be told.
+    Unchanged,
+    /// Nothing: the server confirms it is this one (published with the connection details).
+    Verified(String),
+    /// To be set to this.
+    Change(String),
+}
 
 /// What `pg_roles` says about one role.
 #[derive(Clone, Debug, PartialEq)]
@@ -189,16 +202,42 @@ impl RoleClient {
         })))
     }
 
-    /// The password to set now, if it must change.
-    async fn password_change(&self, object: &Role) -> Result<Option<String>, PostgresError> {
+    /// The role's password verifier, when the provider's login may read it (a superuser).
+    async fn verifier(&self, name: &str) -> Option<String> {
+        let row = self
+            .0
+            .db
+            .query_opt(
+                "SELECT rolpassword FROM pg_catalog.pg_authid WHERE rolname = $1",
+                &[&name],
+            )
+            .await
+            .ok()??;
+        row.try_get::<_, Option<String>>(0).ok()?
+    }
+
+    /// Whether the role's password must change. With a password Secret, the server's verifier
+    /// says whether the role has that password (so a change behind the provider's back is
+    /// seen); when it cannot tell, the password last published in the connection Secret is
+    /// compared instead (provider-sql's rule). A generated password is set again only when the
+    /// connection Secret has lost it.
+    async fn check_password(&self, object: &Role) -> Result<Password, PostgresError> {
         let wanted = self.wanted_password(object).await?;
+        if let Some(wanted) = &wanted {
+            let verifier = self.verifier(&external_name(object)).await;
+            match verifier.and_then(|v| scram::matches(&v, wanted)) {
+                Some(true) => return Ok(Password::Verified(wanted.clone())),
+                Some(false) => return Ok(Password::Change(wanted.clone())),
+                None => {}
+            }
+        }
         let published = self.published_password(object).await?;
         Ok(match (wanted, published) {
-            (Some(wanted), Some(published)) => {
-                (published.as_deref() != Some(wanted.as_str())).then_some(wanted)
+            (Some(wanted), Some(published)) if published.as_deref() != Some(wanted.as_str()) => {
+                Password::Change(wanted)
             }
-            (None, Some(None)) => Some(generate_password()),
-            _ => None,
+            (None, Some(None)) => Password::Change(generate_password()),
+            _ => Password::Unchanged,
         })
     }
 
@@ -261,8 +300,13 @@ impl ExternalClient<Role> for RoleClient {
                 drift.push("configuration parameters differ".to_owned());
             }
         }
-        if self.password_change(object).await?.is_some() {
-            drift.push("the password changed".to_owned());
+        let mut details = self.0.server.details(&name, None);
+        match self.check_password(object).await? {
+            Password::Change(_) => drift.push("the password changed".to_owned()),
+            Password::Verified(password) => {
+                details = self.0.server.details(&name, Some(&password));
+            }
+            Password::Unchanged => {}
         }
         Ok(Observation {
             exists: true,
@@ -274,7 +318,7 @@ impl ExternalClient<Role> for RoleClient {
                 "configurationParameters": observed.configuration,
             }})),
             readiness: Readiness::Available,
-            connection_details: self.0.server.details(&name, None),
+            connection_details: details,
             next_observation: None,
         })
     }
@@ -344,8 +388,8 @@ impl ExternalClient<Role> for RoleClient {
                 self.configure(&name, wanted).await?;
             }
         }
-        match self.password_change(object).await? {
-            Some(password) => {
+        match self.check_password(object).await? {
+            Password::Change(password) => {
                 self.execute(
                     &name,
                     &format!("ALTER ROLE {role} WITH PASSWORD {}", literal(&password)),
@@ -353,7 +397,7 @@ impl ExternalClient<Role> for RoleClient {
                 .await?;
                 Ok(self.0.server.details(&name, Some(&password)))
             }
-            None => Ok(ConnectionDetails::new()),
+            Password::Verified(_) | Password::Unchanged => Ok(ConnectionDetails::new()),
         }
     }
 

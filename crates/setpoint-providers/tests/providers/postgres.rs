@@ -5,7 +5,8 @@
 //!   observe, drift, update, delete, a server down and back — without the managed loop.
 //! - `provider_*`: the provider's loops (`setpoint_providers::postgres::run`, poll interval 1 s)
 //!   end to end: a Database created with options and late-initialised; drift made behind the
-//!   loop's back (`ALTER DATABASE … CONNECTION LIMIT`, `DROP ROLE`, `REVOKE`) put back; a Role
+//!   loop's back (`ALTER DATABASE … CONNECTION LIMIT`, `DROP ROLE`, `ALTER ROLE … PASSWORD`,
+//!   `REVOKE`) put back; a Role
 //!   whose password Secret changes (the new password logs in, the old one no longer does) and
 //!   whose connection Secret holds working credentials, and one with a generated password; a
 //!   Grant on a database and a membership; the server
@@ -413,6 +414,15 @@ async fn provider_should_reconcile_databases_roles_and_grants_with_a_real_server
     .await;
     let old = login(&h.pg, "app-user", "first", "app").await;
     assert!(old.is_err(), "the old password still logs in");
+    // A password changed behind the loop's back is put back.
+    h.sql("ALTER ROLE \"app-user\" PASSWORD 'changed-by-hand'");
+    eventually("the password is put back", || async {
+        login(&h.pg, "app-user", "second", "app").await
+    })
+    .await;
+    assert!(login(&h.pg, "app-user", "changed-by-hand", "app")
+        .await
+        .is_err());
     eventually("the connection Secret has the new password", || async {
         (h.secret("app-user-conn")
             .await
