@@ -38,6 +38,12 @@ enum Target {
         group: String,
         admin_option: bool,
     },
+    /// The Grant is being deleted and an object it references is gone: it observes as missing.
+    Gone,
+}
+
+fn is_not_found(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 404)
 }
 
 /// Observes, grants and revokes one Grant's privileges or membership.
@@ -51,7 +57,17 @@ impl Connector<Grant> for PostgresConnector {
 
     async fn connect(&self, object: &Grant) -> Result<GrantClient, ExternalError> {
         let session = self.session(object).await?;
-        let target = resolve(&session.api, &object.spec.for_provider).await?;
+        let target = match resolve(&session.api, &object.spec.for_provider).await {
+            Ok(target) => target,
+            // Deleting a Grant whose role or database object is gone already: nothing is left
+            // to revoke.
+            Err(PostgresError::Read { source, .. })
+                if object.metadata.deletion_timestamp.is_some() && is_not_found(&source) =>
+            {
+                Target::Gone
+            }
+            Err(e) => return Err(e.into()),
+        };
         Ok(GrantClient { session, target })
     }
 }
@@ -139,6 +155,10 @@ where
     Ok(Some(setpoint_runtime::managed::external_name(&object)))
 }
 
+fn gone() -> PostgresError {
+    PostgresError::Invalid("the Grant is being deleted and names an object that is gone".to_owned())
+}
+
 impl GrantClient {
     async fn execute(&self, what: &str, statement: &str) -> Result<(), PostgresError> {
         self.session
@@ -148,9 +168,11 @@ impl GrantClient {
             .map_err(PostgresError::sql(what))
     }
 
-    /// The statement that makes the grant exactly what is asked for.
-    fn grant_statement(&self) -> String {
-        match &self.target {
+    /// The statements that make the grant exactly what is asked for: one simple query, which
+    /// the server runs as one implicit transaction. (Never `BEGIN` … `COMMIT`: connections are
+    /// shared, and a failed statement would leave one in an aborted transaction.)
+    fn grant_statement(&self) -> Result<String, PostgresError> {
+        Ok(match &self.target {
             Target::Database {
                 role,
                 database,
@@ -160,8 +182,8 @@ impl GrantClient {
                 let (role, database) = (ident(role), ident(database));
                 let privileges: Vec<&str> = privileges.iter().copied().collect();
                 format!(
-                    "BEGIN; REVOKE ALL ON DATABASE {database} FROM {role}; \
-                     GRANT {} ON DATABASE {database} TO {role}{}; COMMIT;",
+                    "REVOKE ALL ON DATABASE {database} FROM {role}; \
+                     GRANT {} ON DATABASE {database} TO {role}{}",
                     privileges.join(", "),
                     if *grant_option {
                         " WITH GRANT OPTION"
@@ -179,12 +201,11 @@ impl GrantClient {
                 if *admin_option {
                     format!("GRANT {group} TO {role} WITH ADMIN OPTION")
                 } else {
-                    format!(
-                        "BEGIN; GRANT {group} TO {role}; REVOKE ADMIN OPTION FOR {group} FROM {role}; COMMIT;"
-                    )
+                    format!("GRANT {group} TO {role}; REVOKE ADMIN OPTION FOR {group} FROM {role}")
                 }
             }
-        }
+            Target::Gone => return Err(gone()),
+        })
     }
 }
 
@@ -192,6 +213,7 @@ impl ExternalClient<Grant> for GrantClient {
     async fn observe(&self, _object: &Grant) -> Result<Observation, ExternalError> {
         let db = &self.session.db;
         match &self.target {
+            Target::Gone => Ok(Observation::missing()),
             Target::Database {
                 role,
                 database,
@@ -278,12 +300,12 @@ impl ExternalClient<Grant> for GrantClient {
     }
 
     async fn create(&self, _object: &Grant) -> Result<Creation, ExternalError> {
-        self.execute("granting", &self.grant_statement()).await?;
+        self.execute("granting", &self.grant_statement()?).await?;
         Ok(Creation::default())
     }
 
     async fn update(&self, _object: &Grant) -> Result<ConnectionDetails, ExternalError> {
-        self.execute("granting again", &self.grant_statement())
+        self.execute("granting again", &self.grant_statement()?)
             .await?;
         Ok(ConnectionDetails::new())
     }
@@ -300,6 +322,7 @@ impl ExternalClient<Grant> for GrantClient {
             Target::Member { role, group, .. } => {
                 format!("REVOKE {} FROM {}", ident(group), ident(role))
             }
+            Target::Gone => return Ok(()),
         };
         self.execute("revoking", &statement).await?;
         Ok(())

@@ -256,7 +256,8 @@ impl RoleClient {
         wanted: &[RoleConfigurationParameter],
     ) -> Result<(), PostgresError> {
         let role = ident(name);
-        let mut statement = format!("BEGIN; ALTER ROLE {role} RESET ALL;");
+        // One simple query: one implicit transaction (see `grant.rs` on why not BEGIN).
+        let mut statement = format!("ALTER ROLE {role} RESET ALL;");
         for p in wanted {
             statement.push_str(&format!(
                 " ALTER ROLE {role} SET {} = {};",
@@ -264,7 +265,6 @@ impl RoleClient {
                 literal(&p.value)
             ));
         }
-        statement.push_str(" COMMIT;");
         self.execute(name, &statement).await
     }
 }

@@ -365,12 +365,17 @@ async fn provider_should_reconcile_databases_roles_and_grants_with_a_real_server
         "metadata": {"name": "app-user"},
         "spec": {
             "forProvider": {"privileges": {"login": true}, "connectionLimit": 10,
+                "configurationParameters": [{"name": "statement_timeout", "value": "5s"}],
                 "passwordSecretRef": {"namespace": NS, "name": "app-user-password", "key": "password"}},
             "writeConnectionSecretToRef": {"namespace": NS, "name": "app-user-conn"}
         }
     }))
     .await;
     h.condition::<Role>("app-user", "Ready", "True").await;
+    assert_eq!(
+        h.sql("SELECT rolconfig FROM pg_roles WHERE rolname = 'app-user'"),
+        "{statement_timeout=5s}"
+    );
     eventually("the connection Secret is written", || async {
         let s = h
             .client
@@ -517,6 +522,29 @@ async fn provider_should_reconcile_databases_roles_and_grants_with_a_real_server
         })
         .await;
     }
+    // A Grant whose referenced Role object is gone already can still be deleted.
+    let roles = h.client.api::<Role>();
+    let grants = h.client.api::<Grant>();
+    roles
+        .delete("readers", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("Role readers is gone", || async {
+        matches!(roles.get_opt("readers").await, Ok(None))
+    })
+    .await;
+    grants
+        .delete("app-user-in-readers", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("Grant app-user-in-readers is gone", || async {
+        matches!(grants.get_opt("app-user-in-readers").await, Ok(None))
+    })
+    .await;
+    assert_eq!(
+        h.sql("SELECT count(*) FROM pg_roles WHERE rolname = 'readers'"),
+        "0"
+    );
     let exists = |name: &str| format!("SELECT count(*) FROM pg_database WHERE datname = '{name}'");
     assert_eq!(h.sql(&exists("kept")), "1", "Orphan dropped the database");
     assert_eq!(h.sql(&exists("dropped")), "0", "Delete left the database");
