@@ -78,7 +78,8 @@ pub(crate) struct Session {
     pub(crate) api: Client,
 }
 
-/// Opens [`Session`]s: the one connector of the provider's three loops.
+/// Opens sessions on servers (a ProviderConfig's server, a pooled connection): the one
+/// connector of the provider's three loops.
 #[derive(Clone)]
 pub struct PostgresConnector {
     api: Client,

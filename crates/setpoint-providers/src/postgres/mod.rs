@@ -6,11 +6,15 @@
 //! [`run`] installs the four CRDs, then runs one [`ManagedReconciler`] per managed kind with
 //! one [`PostgresConnector`] (the server and login come from the ProviderConfig and its
 //! credentials Secret at every connect; connections are pooled). Each kind's external client
-//! is in its own file: [`database`], [`role`], [`grant`]. Besides their own objects, the Role
-//! loop watches Secrets (a changed password Secret changes the role's password at once) and
-//! the Grant loop watches Roles and Databases (a grant waiting for its role is retried as
-//! soon as the role appears). Everything else — drift put back, a server down reported as
-//! `Synced=False` and recovered from — is the loop's periodic observation.
+//! is in its own file: `database.rs` ([`DatabaseClient`]), `role.rs` ([`RoleClient`]),
+//! `grant.rs` ([`GrantClient`]). Besides their own objects, the Role loop watches Secrets (a
+//! changed password Secret changes the role's password at once) and the Grant loop watches
+//! Roles and Databases (a grant waiting for its role is retried as soon as the role appears).
+//! Everything else — drift put back, a server down reported as `Synced=False` and recovered
+//! from — is the loop's periodic observation.
+//!
+//! [`LocalPostgres`] starts a throwaway server (Debian's binaries, a free loopback port) for
+//! the provider's tests and `setpoint bench providers`.
 
 mod connector;
 mod database;
