@@ -80,6 +80,8 @@ struct State {
     limit: usize,
     /// Seats taken by executing requests.
     in_use: usize,
+    /// Of those, the seats of wide requests (more than one seat each).
+    wide_in_use: usize,
     queues: Vec<Queue>,
     /// Where the round-robin tie-break starts.
     next: usize,
@@ -133,13 +135,44 @@ impl Drop for Seats {
 impl State {
     fn release(&mut self, queue: Option<usize>, seats: usize) {
         self.in_use = self.in_use.saturating_sub(seats);
+        if seats > 1 {
+            self.wide_in_use = self.wide_in_use.saturating_sub(seats);
+        }
         if let Some(q) = queue.and_then(|q| self.queues.get_mut(q)) {
             q.executing = q.executing.saturating_sub(seats);
         }
     }
 
+    /// Whether a request of `seats` may start now. Wide requests (more than one seat) may
+    /// not hold more than the limit less [`State::reserve`] seats between them: the rest are
+    /// kept for narrow requests,
+    /// so a get or a write arriving while wide LISTs fill the level starts at once instead of
+    /// waiting for one of them to end. Anything may start in an idle level.
     fn fits(&self, seats: usize) -> bool {
-        self.in_use == 0 || self.in_use + seats <= self.limit
+        if self.in_use == 0 {
+            return true;
+        }
+        self.in_use + seats <= self.limit
+            && (seats == 1 || self.wide_in_use + seats <= self.limit - self.reserve())
+    }
+
+    /// Counts `seats` as taken.
+    fn take(&mut self, seats: usize) {
+        self.in_use += seats;
+        if seats > 1 {
+            self.wide_in_use += seats;
+        }
+    }
+
+    /// The seats wide requests leave to narrow ones: the widest request's seats (15 % of the
+    /// limit, at most 10), when the limit holds at least twice that; none in a smaller level.
+    fn reserve(&self) -> usize {
+        let widest = max_seats(self.limit);
+        if self.limit >= 2 * widest {
+            widest
+        } else {
+            0
+        }
     }
 
     fn waiting(&self) -> usize {
@@ -165,7 +198,7 @@ impl State {
                 return;
             };
             self.next = (q + 1) % count;
-            self.in_use += seats;
+            self.take(seats);
             self.queues[q].executing += seats;
             let granted = Seats {
                 level: Some(level.clone()),
@@ -185,6 +218,11 @@ impl State {
         let queued: usize = self.queues.iter().map(|q| q.executing).sum();
         debug_assert!(queued <= self.in_use, "queues execute more than in use");
     }
+}
+
+/// The most seats one request may take in a level of `limit` seats.
+fn max_seats(limit: usize) -> usize {
+    limit.saturating_mul(15).div_ceil(100).clamp(1, 10)
 }
 
 /// The queue indexes a flow is dealt: `hand_size` distinct ones of `queues`, from its hash.
@@ -223,6 +261,7 @@ impl Level {
             state: Mutex::new(State {
                 limit: 1,
                 in_use: 0,
+                wide_in_use: 0,
                 queues: (0..queues).map(|_| Queue::default()).collect(),
                 next: 0,
                 next_id: 0,
@@ -248,7 +287,7 @@ impl Level {
     /// The most seats one request may take here: 15 % of the limit, at least 1, at most 10
     /// (kube-apiserver's bound on a request's width).
     pub(crate) fn max_seats(&self) -> usize {
-        self.limit().saturating_mul(15).div_ceil(100).clamp(1, 10)
+        max_seats(self.limit())
     }
 
     /// Requests waiting and seats in use now.
@@ -277,7 +316,7 @@ impl Level {
                 if !state.fits(seats) {
                     return Err(Refusal::ConcurrencyLimit);
                 }
-                state.in_use += seats;
+                state.take(seats);
                 return Ok(Seats {
                     level: Some(self.clone()),
                     queue: None,
@@ -292,7 +331,7 @@ impl Level {
                 return Err(Refusal::QueueFull);
             };
             if state.waiting() == 0 && state.fits(seats) {
-                state.in_use += seats;
+                state.take(seats);
                 state.queues[q].executing += seats;
                 return Ok(Seats {
                     level: Some(self.clone()),
@@ -377,6 +416,47 @@ mod tests {
         queue_length_limit: 2,
     };
     const WAIT: Duration = Duration::from_secs(30);
+
+    #[tokio::test]
+    async fn wide_requests_should_leave_the_widest_request_s_seats_to_narrow_ones() {
+        let queuing = Queuing {
+            queues: 64,
+            hand_size: 1,
+            queue_length_limit: 50,
+        };
+        let small = level(3, Some(queuing));
+        let level = level(10, Some(queuing));
+        assert_eq!(level.max_seats(), 2);
+        // Four wide requests take 8 seats; the fifth waits although 2 are free.
+        let mut wide = Vec::new();
+        for _ in 0..4 {
+            wide.push(level.acquire(1, 2, WAIT).await.unwrap());
+        }
+        let fifth = tokio::spawn({
+            let level = level.clone();
+            async move { level.acquire(1, 2, WAIT).await.map(drop) }
+        });
+        while level.figures().0 == 0 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(level.figures(), (1, 8));
+        // Narrow requests of another flow start at once in the reserve.
+        let flow = (2..1000)
+            .find(|f| deal(*f, 64, 1) != deal(1, 64, 1))
+            .unwrap();
+        let narrow = level
+            .acquire(flow, 1, Duration::from_millis(1))
+            .await
+            .unwrap();
+        assert_eq!(level.figures(), (1, 9));
+        // A wide request ending lets the waiting one in.
+        drop(wide.pop());
+        fifth.await.unwrap().unwrap();
+        drop(narrow);
+        // In a level too small to keep a reserve, wide requests may fill it.
+        let _a = small.acquire(1, 2, WAIT).await.unwrap();
+        assert_eq!(small.figures(), (0, 2));
+    }
 
     #[test]
     fn a_hand_should_hold_distinct_queues() {

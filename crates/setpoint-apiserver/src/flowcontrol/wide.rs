@@ -62,7 +62,11 @@ where
     let Some(pool) = pool() else {
         return Some(work.await);
     };
-    let mut task = AbortOnDrop(pool.spawn(work));
+    // Unconstrained: on the pool a LIST runs to its end once started (the cache walk's
+    // budget yields are for the runtime's workers), so the pool finishes its LISTs one after
+    // another and gives their seats back as early as it can, instead of finishing all of them
+    // late together.
+    let mut task = AbortOnDrop(pool.spawn(tokio::task::unconstrained(work)));
     match (&mut task.0).await {
         Ok(output) => Some(output),
         // The work panicked: so does the request, as it would have here (the transport

@@ -15,6 +15,10 @@
 //! its job, not a cost of the locks. A third server, every lock on with the default seats, shows
 //! that cap as its own row. [`CLIENTS`](super::load::CLIENTS) clients `POST` 1 KiB Secrets over
 //! HTTP/1.1; reports creates per second of each and the ratio (goal: on ≥ 80 % of off).
+//!
+//! The two servers of the comparison run side by side and take turns, [`ROUNDS`] rounds of a
+//! third of the creates each (on, off; off, on; on, off), so that other work on the machine
+//! weighs on both alike; each row sums its rounds.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -39,6 +43,11 @@ const USER: &str = "bench-editor";
 /// How long the server may take to honour the token just added to its token file.
 const TOKEN_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How many turns each server of the comparison takes.
+const ROUNDS: u64 = 3;
+/// The Secrets' names of each round (a round's creates must not collide with the last's).
+const ROUND_PREFIXES: [&str; ROUNDS as usize] = ["round1", "round2", "round3"];
+
 /// kube-apiserver's default seats, for both servers of the comparison.
 const KUBE_SEATS: [&str; 2] = [
     "--max-requests-inflight=400",
@@ -54,8 +63,7 @@ enum Locks {
 
 /// Runs the creates against a server with every lock on, then one with them off.
 pub(super) async fn bench_locks(harness: &Harness, root: &Path) -> Result<Vec<Row>> {
-    let on = with_server(&root.join("locks-on"), Locks::On, true, harness.sizes).await?;
-    let off = with_server(&root.join("locks-off"), Locks::Off, true, harness.sizes).await?;
+    let (on, off) = side_by_side(root, harness.sizes).await?;
     let default_seats = with_server(
         &root.join("locks-on-default-seats"),
         Locks::On,
@@ -99,6 +107,45 @@ pub(super) async fn bench_locks(harness: &Harness, root: &Path) -> Result<Vec<Ro
     ])
 }
 
+/// The comparison: both servers (kube-apiserver's seats) started, then the creates in turns;
+/// each side's creates and time summed over its rounds.
+async fn side_by_side(
+    root: &Path,
+    sizes: load::Sizes,
+) -> Result<((u64, Duration), (u64, Duration))> {
+    let (on_server, on) = start(&root.join("locks-on"), Locks::On, true).await?;
+    let off_started = start(&root.join("locks-off"), Locks::Off, true).await;
+    let (off_server, off) = match off_started {
+        Ok(started) => started,
+        Err(error) => {
+            on_server.stop().await?;
+            return Err(error);
+        }
+    };
+    let round = load::Sizes {
+        creates: sizes.creates.div_ceil(ROUNDS),
+        ..sizes
+    };
+    let ran = async {
+        let mut totals = [(0_u64, Duration::ZERO); 2];
+        for (i, prefix) in ROUND_PREFIXES.iter().enumerate() {
+            let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
+            for side in order {
+                let client = if side == 0 { &on } else { &off };
+                let (ops, elapsed) = super::secrets::creates_named(client, round, prefix).await?;
+                totals[side].0 += ops;
+                totals[side].1 += elapsed;
+            }
+        }
+        Ok::<_, anyhow::Error>((totals[0], totals[1]))
+    }
+    .await
+    .with_context(|| format!("{}\n{}", on_server.log_tail(), off_server.log_tail()));
+    on_server.stop().await?;
+    off_server.stop().await?;
+    ran
+}
+
 /// Starts a server in `root` with `locks` (and kube-apiserver's seats when `kube_seats`), runs
 /// the creates against it and stops it.
 async fn with_server(
@@ -107,6 +154,17 @@ async fn with_server(
     kube_seats: bool,
     sizes: load::Sizes,
 ) -> Result<(u64, Duration)> {
+    let (server, client) = start(root, locks, kube_seats).await?;
+    let ran = creates(&client, sizes)
+        .await
+        .with_context(|| server.log_tail());
+    server.stop().await?;
+    ran
+}
+
+/// Starts a server in `root` with `locks` (and kube-apiserver's seats when `kube_seats`); it and
+/// the client of its side (the admin, or the `edit` user), once the server answers.
+async fn start(root: &Path, locks: Locks, kube_seats: bool) -> Result<(ServerProcess, Client)> {
     std::fs::create_dir_all(root).with_context(|| format!("creating {}", root.display()))?;
     let mut args = vec!["--no-agent".to_owned(), "--controllers=".to_owned()];
     if kube_seats {
@@ -128,19 +186,23 @@ async fn with_server(
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (server, endpoint) = ServerProcess::start(root, &args).await?;
-    let ran = async {
+    let ready = async {
         let admin = Client::new(endpoint)?;
         super::wait_ready(&admin).await?;
-        let client = match locks {
-            Locks::Off => admin,
-            Locks::On => editor(root, &admin).await?,
-        };
-        creates(&client, sizes).await
+        match locks {
+            Locks::Off => Ok(admin),
+            Locks::On => editor(root, &admin).await,
+        }
     }
     .await
     .with_context(|| server.log_tail());
-    server.stop().await?;
-    ran
+    match ready {
+        Ok(client) => Ok((server, client)),
+        Err(error) => {
+            server.stop().await?;
+            Err(error)
+        }
+    }
 }
 
 /// A client for [`USER`]: a token issued with `setpoint kubeconfig user --token`, bound to

@@ -93,11 +93,20 @@ pub(super) async fn creates(
     client: &Client,
     sizes: load::Sizes,
 ) -> Result<(u64, std::time::Duration)> {
+    creates_named(client, sizes, "secret").await
+}
+
+/// [`creates`], the Secrets named `<prefix>-<i>` (runs against one server need their own).
+pub(super) async fn creates_named(
+    client: &Client,
+    sizes: load::Sizes,
+    prefix: &'static str,
+) -> Result<(u64, std::time::Duration)> {
     let connections = load::clients(client, Protocol::Http1, CLIENTS).await?;
     let make: MakeCall = Arc::new(move |i| {
         Call::post_json(
             "/api/v1/namespaces/default/secrets",
-            secret(&load::name("secret", i)),
+            secret(&load::name(prefix, i)),
         )
     });
     let ran = load::run(
