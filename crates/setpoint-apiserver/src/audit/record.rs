@@ -110,7 +110,12 @@ pub(crate) fn start(auditor: &Arc<Auditor>, request: &mut Request<Bytes>) -> Opt
     event.user_agent = user_agent(request.headers());
     event.object_ref = resource.map(object_ref);
     if let Some(r) = resource {
-        record_request_body(&mut event, r, request.body(), decision);
+        let protobuf = request
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with(crate::protobuf::MEDIA_TYPE));
+        record_request_body(&mut event, r, request.body(), protobuf, decision);
     }
     if given_id.is_none() {
         request.extensions_mut().insert(audit_id);
@@ -417,15 +422,42 @@ fn fill_object_ref(object_ref: &mut ObjectRef, metadata: &Value) {
 }
 
 /// The request body's part of the event: the object's identity for a create or update, and
-/// at `Request` and above the body itself.
-fn record_request_body(event: &mut Event, r: &ResourceRequest, body: &Bytes, decision: Decision) {
+/// at `Request` and above the body itself. A protobuf body (kubectl sends built-in kinds so) is
+/// decoded to the JSON form the event records.
+fn record_request_body(
+    event: &mut Event,
+    r: &ResourceRequest,
+    body: &Bytes,
+    protobuf: bool,
+    decision: Decision,
+) {
     let writes_object = matches!(r.verb, Verb::Create | Verb::Update);
     let wants_body = decision.level >= Level::Request
         && matches!(
             r.verb,
             Verb::Create | Verb::Update | Verb::Patch | Verb::Delete | Verb::DeleteCollection
         );
-    if !(writes_object || wants_body) || !body.trim_ascii_start().starts_with(b"{") {
+    if !(writes_object || wants_body) {
+        return;
+    }
+    if protobuf {
+        let Ok(mut object) = crate::protobuf::decode(body) else {
+            return;
+        };
+        if writes_object {
+            if let Some(object_ref) = event.object_ref.as_mut() {
+                fill_object_ref(object_ref, &object["metadata"]);
+            }
+        }
+        if wants_body {
+            if decision.omit_managed_fields {
+                strip_managed_fields(&mut object);
+            }
+            event.request_object = Some(object);
+        }
+        return;
+    }
+    if !body.trim_ascii_start().starts_with(b"{") {
         return;
     }
     if !wants_body {

@@ -179,7 +179,10 @@ impl State {
         self.queues.iter().map(|q| q.waiters.len()).sum()
     }
 
-    /// Grants seats to waiting requests while the next one fits.
+    /// Grants seats to waiting requests while the next one fits. The next is the head of the
+    /// non-empty queue with the fewest seats executing; when that head does not fit, a narrow
+    /// head (one seat) of another queue that fits goes instead — the seats kept from wide
+    /// requests are for exactly those.
     fn dispatch(&mut self, level: &Arc<Level>) {
         loop {
             let count = self.queues.len();
@@ -187,12 +190,27 @@ impl State {
                 .map(|i| (self.next + i) % count)
                 .filter(|&q| !self.queues[q].waiters.is_empty())
                 .min_by_key(|&q| self.queues[q].executing);
-            let Some(q) = chosen else { return };
-            let Some(seats) = self.queues[q].waiters.front().map(|w| w.seats) else {
+            let Some(mut q) = chosen else { return };
+            let Some(mut seats) = self.queues[q].waiters.front().map(|w| w.seats) else {
                 return;
             };
             if !self.fits(seats) {
-                return;
+                let narrow = (0..count)
+                    .map(|i| (self.next + i) % count)
+                    .filter(|&other| {
+                        self.queues[other]
+                            .waiters
+                            .front()
+                            .is_some_and(|w| w.seats == 1)
+                    })
+                    .min_by_key(|&other| self.queues[other].executing);
+                match narrow {
+                    Some(other) if self.fits(1) => {
+                        q = other;
+                        seats = 1;
+                    }
+                    _ => return,
+                }
             }
             let Some(waiter) = self.queues[q].waiters.pop_front() else {
                 return;
@@ -449,6 +467,17 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(level.figures(), (1, 9));
+        // A narrow request arriving while the blocked wide one waits first in line starts at
+        // once too (the wide head does not fit; the narrow one does).
+        let other = (flow + 1..2000)
+            .find(|f| deal(*f, 64, 1) != deal(1, 64, 1) && deal(*f, 64, 1) != deal(flow, 64, 1))
+            .unwrap();
+        let narrow2 = level
+            .acquire(other, 1, Duration::from_millis(1))
+            .await
+            .unwrap();
+        assert_eq!(level.figures(), (1, 10));
+        drop(narrow2);
         // A wide request ending lets the waiting one in.
         drop(wide.pop());
         fifth.await.unwrap().unwrap();

@@ -78,9 +78,11 @@ async fn tight_level(api: &Arc<Api>) -> Arc<queueset::Level> {
     .await;
     let fc = state(api);
     let mut level = None;
+    // Both compiled: the level and the schema sending requests to it.
     until(|| {
-        level = current_config(api, &fc).levels.get("tight").cloned();
-        level.is_some()
+        let config = current_config(api, &fc);
+        level = config.levels.get("tight").cloned();
+        level.is_some() && config.schemas.iter().any(|s| s.name == "flooders")
     })
     .await;
     level.unwrap()
