@@ -223,7 +223,9 @@ impl Handler for Api {
             Some(api) => flowcontrol::execute_wide(api, request).await,
             None => Api::handle(self, request).await,
         };
-        audit::finish(recording, admission.finish(response)).await
+        // The audit log reads a body it needs (an error's Status, a RequestResponse object)
+        // before the seats are tied to it: tied, its size is no longer known in advance.
+        admission.finish(audit::finish(recording, response).await)
     }
 
     fn refused_by_transport(
