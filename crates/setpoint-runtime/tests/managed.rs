@@ -906,12 +906,14 @@ async fn managed_loop_should_serve_load_balancer_services() {
     assert!(balancers.0.lock().get("plain").is_none());
 
     // A Service that stops being a LoadBalancer is released (its class may not change while
-    // it is one: the API server refuses that, as kube-apiserver does).
+    // it is one: the API server refuses that, as kube-apiserver does). Its ports are given
+    // again without the node port it had (Setpoint does not yet drop it on a type change as
+    // kube-apiserver does).
     services
         .patch(
             "web",
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"type": "ClusterIP"}})),
+            &Patch::Merge(json!({"spec": {"type": "ClusterIP", "ports": [{"port": 80}]}})),
         )
         .await
         .expect("change type");
