@@ -219,7 +219,8 @@ impl Handler for Api {
             Ok(admission) => admission,
             Err(refused) => return audit::finish(recording, refused).await,
         };
-        let response = match self.this.upgrade().filter(|_| admission.is_wide()) {
+        let wide = admission.is_wide().then(|| self.this.upgrade()).flatten();
+        let response = match wide {
             Some(api) => flowcontrol::execute_wide(api, request).await,
             None => Api::handle(self, request).await,
         };
