@@ -199,10 +199,18 @@ fn deployment_pods_should_run_as_processes_and_leave_none_behind() {
     s.ok(&["delete", "deployment", "loop"]);
     wait_pods(&s, "no pods", BTreeMap::is_empty);
     wait_processes(&marker, &[]);
+    // The agent removes a pod's directory once the pod is gone from the API, which kubectl
+    // may see first: wait for it (a SIGKILL'd server would leave it for `agent cleanup`).
+    let agent_root = s.dir.join("agent");
+    let pods_dir = agent_root.join("pods");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !pods_dir.read_dir().is_ok_and(|mut d| d.next().is_none()) {
+        assert!(Instant::now() < deadline, "pod directories left behind");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 
     // Stop the server: nothing of the agent's survives.
     s.kill();
-    let agent_root = s.dir.join("agent");
     let shims: Vec<i32> = processes_with("agent-shim")
         .into_iter()
         .filter(|&pid| {
@@ -214,11 +222,8 @@ fn deployment_pods_should_run_as_processes_and_leave_none_behind() {
     assert!(shims.is_empty(), "shims left running: {shims:?}");
     assert!(processes_with(&marker).is_empty());
     assert!(
-        Path::new(&agent_root)
-            .join("pods")
-            .read_dir()
-            .is_ok_and(|mut d| d.next().is_none()),
-        "pod directories left behind"
+        pods_dir.read_dir().is_ok_and(|mut d| d.next().is_none()),
+        "pod directories came back"
     );
 }
 
