@@ -537,10 +537,19 @@ async fn provider_should_reconcile_databases_roles_and_grants_with_a_real_server
         .delete("app-user-in-readers", &DeleteParams::default())
         .await
         .expect("delete");
-    eventually("Grant app-user-in-readers is gone", || async {
-        matches!(grants.get_opt("app-user-in-readers").await, Ok(None))
-    })
-    .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match grants.get_opt("app-user-in-readers").await {
+            Ok(None) => break,
+            left => assert!(
+                std::time::Instant::now() < deadline,
+                "Grant app-user-in-readers is not gone: {}",
+                serde_json::to_string_pretty(&left.ok().flatten().map(|g| g.status))
+                    .unwrap_or_default()
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert_eq!(
         h.sql("SELECT count(*) FROM pg_roles WHERE rolname = 'readers'"),
         "0"

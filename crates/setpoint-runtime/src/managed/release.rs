@@ -17,6 +17,20 @@ use crate::managed::{
 };
 use crate::{Action, EventDetails};
 
+/// How many times removing the finalizer is tried when the object changed since it was read.
+const FINALIZER_ATTEMPTS: u32 = 3;
+
+/// The HTTP status of an API error.
+fn api_code(error: &ManagedError) -> Option<u16> {
+    match error {
+        ManagedError::Api {
+            source: kube::Error::Api(status),
+            ..
+        } => Some(status.code),
+        _ => None,
+    }
+}
+
 impl<M: Managed, C: Connector<M>> Run<'_, M, C> {
     /// Releases the external object, then the finalizer.
     pub(super) async fn release(&mut self) -> Result<Action, ManagedError> {
@@ -95,31 +109,63 @@ impl<M: Managed, C: Connector<M>> Run<'_, M, C> {
             })
             .await?;
         }
-        let finalizers: Vec<String> = self
-            .object
-            .meta()
-            .finalizers
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|f| f != M::finalizer())
-            .collect();
-        match self
-            .patch(
-                "removing the finalizer",
-                json!({"metadata": {"finalizers": finalizers}}),
-                true,
-            )
-            .await
-        {
-            Ok(()) => Ok(Action::await_change()),
-            // Removing the last finalizer of a deleted object deletes it: the write may find it
-            // gone.
-            Err(ManagedError::Api {
-                source: kube::Error::Api(status),
-                ..
-            }) if status.code == 404 => Ok(Action::await_change()),
-            Err(error) => Err(error),
+        // Guarded by the version read; a conflict (the cache behind the server, or another
+        // writer) re-reads the object and tries again, rather than waiting out the key's
+        // back-off, which earlier failures of the external system may have made long.
+        let mut attempt = 1;
+        loop {
+            let finalizers: Vec<String> = self
+                .object
+                .meta()
+                .finalizers
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|f| f != M::finalizer())
+                .collect();
+            let error = match self
+                .patch(
+                    "removing the finalizer",
+                    json!({"metadata": {"finalizers": finalizers}}),
+                    true,
+                )
+                .await
+            {
+                Ok(()) => return Ok(Action::await_change()),
+                Err(error) => error,
+            };
+            match api_code(&error) {
+                // Removing the last finalizer of a deleted object deletes it: the write may
+                // find it gone.
+                Some(404) => return Ok(Action::await_change()),
+                Some(409) if attempt < FINALIZER_ATTEMPTS => {
+                    attempt += 1;
+                    match self.refresh().await {
+                        Ok(()) => {}
+                        Err(error) if api_code(&error) == Some(404) => {
+                            return Ok(Action::await_change())
+                        }
+                        Err(error) => return Err(error),
+                    }
+                    let meta = self.object.meta();
+                    let still = meta.deletion_timestamp.is_some() == deleting
+                        && (deleting || !self.object.wants_external());
+                    let held = meta
+                        .finalizers
+                        .as_deref()
+                        .unwrap_or_default()
+                        .iter()
+                        .any(|f| f == M::finalizer());
+                    if !held {
+                        return Ok(Action::await_change());
+                    }
+                    if !still {
+                        // Changed under us in a way that matters: decide afresh.
+                        return Ok(Action::requeue(std::time::Duration::ZERO));
+                    }
+                }
+                _ => return Err(error),
+            }
         }
     }
 }
