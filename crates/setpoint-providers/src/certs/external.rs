@@ -85,7 +85,10 @@ impl CertificateExternal {
             .max(existing.as_ref().map_or(0, revision_of))
             + 1;
         let now = self.clock.now();
-        let key = pki::private_key(&cert.spec, Some(material.tls_key.as_str()))?;
+        // Off the runtime: an RSA key takes a while to generate.
+        let (spec, existing_key) = (cert.spec.clone(), material.tls_key.clone());
+        let key = tokio::task::spawn_blocking(move || pki::private_key(&spec, Some(&existing_key)))
+            .await??;
         let issued = pki::issue(&cert.spec, &key, signer, now)?;
         let directory = output::directory(cert)?;
         output::record_request(&self.client, cert, revision, &issued, now).await?;

@@ -8,14 +8,12 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use chrono::{DateTime, Utc};
-use rcgen::KeyPair;
 use x509_parser::extensions::GeneralName;
 use x509_parser::prelude::{FromDer as _, X509Certificate};
 
 use super::certificate::CertificateSpec;
-use super::pki::{
-    distinguished_name, key_algorithm, pem_certificates, usages as pki_usages, Signer,
-};
+use super::keys;
+use super::pki::{distinguished_name, pem_certificates, usages as pki_usages, Signer};
 use super::timing::{renewal_time, requested_duration};
 
 /// The key pair as the Secret (or the directory) holds it.
@@ -101,13 +99,12 @@ fn matches(
     signer: &Signer,
     leaf: &X509Certificate<'_>,
 ) -> Result<(), String> {
-    let key = KeyPair::from_pem(&material.tls_key)
-        .map_err(|_| "tls.key is not a PKCS#8 private key".to_owned())?;
+    let key = keys::parse(&material.tls_key).map_err(|e| format!("tls.key: {e}"))?;
     if leaf.public_key().subject_public_key.data.as_ref() != key.public_key_raw() {
         return Err("tls.key is not the key of tls.crt".to_owned());
     }
-    let algorithm = key_algorithm(spec).map_err(|e| e.to_string())?;
-    if key.algorithm() != algorithm {
+    let wanted = keys::wanted(spec).map_err(|e| e.to_string())?;
+    if !keys::fits(&key, &wanted) {
         return Err(
             "the private key is not of the algorithm and size the spec asks for".to_owned(),
         );

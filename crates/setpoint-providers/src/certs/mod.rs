@@ -18,6 +18,7 @@ mod external;
 mod inspect;
 mod issuer;
 mod issuers;
+mod keys;
 mod output;
 mod pki;
 #[cfg(test)]

@@ -1,9 +1,9 @@
 //! Issuing a Certificate with `rcgen`, as pure functions of its spec, a key, a signer and the
-//! time: the private key (ECDSA P-256 or P-384, or Ed25519), the certificate's parameters
+//! time: the private key (`keys.rs`: ECDSA, Ed25519 or RSA), the certificate's parameters
 //! (subject, subject alternative names, usages, `isCA`, validity from `now` for the requested
 //! duration, a random 128-bit serial), the CSR recorded in the CertificateRequest, and the
 //! signed result as the Secret holds it: `tls.crt` (the leaf, then the issuing chain below the
-//! root), `tls.key` (PKCS#8 PEM) and `ca.crt` (the root).
+//! root), `tls.key` (PKCS#8 PEM, or PKCS#1 for RSA) and `ca.crt` (the root).
 
 use std::net::IpAddr;
 
@@ -11,13 +11,14 @@ use chrono::{DateTime, Utc};
 use rcgen::string::Ia5String;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose, SanType, SerialNumber, SignatureAlgorithm,
+    Issuer, KeyPair, KeyUsagePurpose, SanType, SerialNumber,
 };
 use ring::rand::SecureRandom as _;
 use time::OffsetDateTime;
 use x509_parser::prelude::{FromDer as _, X509Certificate};
 
-use super::certificate::{CertificateSpec, KeyAlgorithm, RotationPolicy};
+use super::certificate::{CertificateSpec, RotationPolicy};
+use super::keys;
 use super::timing::{requested_duration, BadDuration};
 
 /// Why a certificate could not be issued (or a CA key pair not used).
@@ -77,11 +78,7 @@ impl CaKeyPair {
                 "the certificate in tls.crt is not a CA (basicConstraints CA:FALSE)".to_owned(),
             ));
         }
-        let key = KeyPair::from_pem(tls_key).map_err(|e| {
-            PkiError::Ca(format!(
-                "tls.key is not a PKCS#8 ECDSA, Ed25519 or RSA key: {e}"
-            ))
-        })?;
+        let key = keys::parse(tls_key).map_err(|e| PkiError::Ca(format!("tls.key: {e}")))?;
         if cert.public_key().subject_public_key.data.as_ref() != key.public_key_raw() {
             return Err(PkiError::Ca(
                 "tls.key is not the key of the certificate in tls.crt".to_owned(),
@@ -125,7 +122,7 @@ impl CaKeyPair {
 pub(crate) struct Issued {
     /// `tls.crt`: the leaf, then the chain below the root.
     pub chain_pem: String,
-    /// `tls.key`: the private key, PKCS#8 PEM.
+    /// `tls.key`: the private key, PKCS#8 PEM (PKCS#1 for RSA unless asked otherwise).
     pub key_pem: String,
     /// `ca.crt`: the root (the certificate itself when self-signed).
     pub ca_pem: String,
@@ -133,38 +130,22 @@ pub(crate) struct Issued {
     pub csr_pem: String,
 }
 
-/// The signature algorithm of the key `spec` asks for (default ECDSA P-256).
-pub(crate) fn key_algorithm(spec: &CertificateSpec) -> Result<&'static SignatureAlgorithm> {
-    let key = spec.private_key.clone().unwrap_or_default();
-    match (key.algorithm.unwrap_or(KeyAlgorithm::Ecdsa), key.size) {
-        (KeyAlgorithm::Ecdsa, None | Some(0 | 256)) => Ok(&rcgen::PKCS_ECDSA_P256_SHA256),
-        (KeyAlgorithm::Ecdsa, Some(384)) => Ok(&rcgen::PKCS_ECDSA_P384_SHA384),
-        (KeyAlgorithm::Ecdsa, Some(size)) => Err(PkiError::Spec(format!(
-            "ECDSA keys of size {size} are not supported (256 or 384)"
-        ))),
-        (KeyAlgorithm::Ed25519, _) => Ok(&rcgen::PKCS_ED25519),
-        (KeyAlgorithm::Rsa, _) => Err(PkiError::Spec(
-            "RSA keys cannot be generated here; use privateKey.algorithm ECDSA or Ed25519"
-                .to_owned(),
-        )),
-    }
-}
-
 /// The key to issue with: with `rotationPolicy: Never`, `existing` (the Secret's `tls.key`)
-/// when it is of the algorithm the spec asks for; else a new one.
+/// when it is of the algorithm and size the spec asks for; else a new one (for RSA, slow: call
+/// it off the async runtime).
 pub(crate) fn private_key(spec: &CertificateSpec, existing: Option<&str>) -> Result<KeyPair> {
-    let algorithm = key_algorithm(spec)?;
+    let wanted = keys::wanted(spec)?;
     let never =
         spec.private_key.as_ref().and_then(|k| k.rotation_policy) == Some(RotationPolicy::Never);
     if never {
         if let Some(key) = existing
-            .and_then(|pem| KeyPair::from_pem(pem).ok())
-            .filter(|key| key.algorithm() == algorithm)
+            .and_then(|pem| keys::parse(pem).ok())
+            .filter(|key| keys::fits(key, &wanted))
         {
             return Ok(key);
         }
     }
-    Ok(KeyPair::generate_for(algorithm)?)
+    keys::generate(&wanted)
 }
 
 /// Issues `spec` with `key`, signed by `signer`, valid from `now` for the requested duration.
@@ -198,7 +179,7 @@ pub(crate) fn issue(
     };
     Ok(Issued {
         chain_pem,
-        key_pem: key.serialize_pem(),
+        key_pem: keys::encode(key, &keys::wanted(spec)?)?,
         ca_pem,
         csr_pem,
     })

@@ -4,7 +4,9 @@
 use chrono::{DateTime, Duration, Utc};
 use x509_parser::prelude::{FromDer as _, X509Certificate};
 
-use super::certificate::{CertificatePrivateKey, CertificateSpec, KeyAlgorithm, RotationPolicy};
+use super::certificate::{
+    CertificatePrivateKey, CertificateSpec, KeyAlgorithm, KeyEncoding, RotationPolicy,
+};
 use super::inspect::{inspect, KeyMaterial, Verdict};
 use super::pki::{issue, pem_certificates, private_key, CaKeyPair, Signer};
 
@@ -197,15 +199,106 @@ fn key_algorithms_and_sizes_are_as_asked() {
             Verdict::Mismatch(..)
         ));
     }
-    let mut rsa = spec("rsa");
-    rsa.private_key = Some(CertificatePrivateKey {
+}
+
+/// The RSA spec of `size` bits (None: the default) and `encoding`.
+fn rsa_spec(size: Option<i32>, encoding: Option<KeyEncoding>) -> CertificateSpec {
+    let mut spec = spec("rsa");
+    spec.private_key = Some(CertificatePrivateKey {
         algorithm: Some(KeyAlgorithm::Rsa),
+        size,
+        encoding,
         ..CertificatePrivateKey::default()
     });
+    spec
+}
+
+#[test]
+fn rsa_keys_are_generated_of_the_size_asked_and_written_pkcs1_unless_pkcs8() {
+    // The default: 2048 bits, PKCS#1, SHA-256 with RSA.
+    let rsa = rsa_spec(None, None);
+    let m = material(&rsa, &Signer::SelfSigned, now());
     assert!(
-        private_key(&rsa, None).is_err(),
-        "RSA generation is refused, not faked"
+        m.tls_key.starts_with("-----BEGIN RSA PRIVATE KEY-----"),
+        "{}",
+        &m.tls_key[..40]
     );
+    let der = leaf(&m.tls_crt);
+    let (_, cert) = X509Certificate::from_der(&der).unwrap();
+    assert_eq!(
+        cert.public_key().algorithm.algorithm.to_id_string(),
+        "1.2.840.113549.1.1.1",
+        "rsaEncryption"
+    );
+    let Ok(x509_parser::public_key::PublicKey::RSA(key)) = cert.public_key().parsed() else {
+        panic!("an RSA public key");
+    };
+    assert_eq!(key.key_size(), 2048);
+    assert_eq!(
+        cert.signature_algorithm.algorithm.to_id_string(),
+        "1.2.840.113549.1.1.11",
+        "sha256WithRSAEncryption"
+    );
+    cert.verify_signature(None)
+        .expect("self-signed with its RSA key");
+    assert!(matches!(
+        inspect(&rsa, &m, &Signer::SelfSigned, now()),
+        Verdict::Valid { .. }
+    ));
+
+    // PKCS#8 when asked; the key is still what the spec wants.
+    let pkcs8 = rsa_spec(Some(2048), Some(KeyEncoding::Pkcs8));
+    let m8 = material(&pkcs8, &Signer::SelfSigned, now());
+    assert!(m8.tls_key.starts_with("-----BEGIN PRIVATE KEY-----"));
+    assert!(matches!(
+        inspect(&pkcs8, &m8, &Signer::SelfSigned, now()),
+        Verdict::Valid { .. }
+    ));
+
+    // A 2048-bit key under a spec asking for 4096 bits, or for ECDSA, is a mismatch; a size
+    // outside 2048..=8192 is refused.
+    assert!(matches!(
+        inspect(&rsa_spec(Some(4096), None), &m, &Signer::SelfSigned, now()),
+        Verdict::Mismatch(..)
+    ));
+    assert!(matches!(
+        inspect(&spec("rsa"), &m, &Signer::SelfSigned, now()),
+        Verdict::Mismatch(..)
+    ));
+    assert!(private_key(&rsa_spec(Some(1024), None), None).is_err());
+
+    // rotationPolicy Never keeps a PKCS#1 key across issuances.
+    let mut never = rsa_spec(None, None);
+    never.private_key.as_mut().unwrap().rotation_policy = Some(RotationPolicy::Never);
+    let kept = private_key(&never, Some(&m.tls_key)).unwrap();
+    let again = issue(&never, &kept, &Signer::SelfSigned, now()).unwrap();
+    assert_eq!(again.key_pem, m.tls_key);
+}
+
+#[test]
+fn an_rsa_ca_signs_leaves_that_verify() {
+    let ca_spec = CertificateSpec {
+        common_name: Some("rsa-root".to_owned()),
+        is_ca: Some(true),
+        ..rsa_spec(None, None)
+    };
+    let ca = material(&ca_spec, &Signer::SelfSigned, now());
+    // The CA Secret's PKCS#1 key is read back.
+    let signer = Signer::Ca(Box::new(
+        CaKeyPair::from_pem(&ca.tls_crt, &ca.tls_key, &ca.ca_crt).unwrap(),
+    ));
+    let spec = spec("leaf");
+    let m = material(&spec, &signer, now());
+    let ca_der = leaf(&ca.tls_crt);
+    let (_, ca_cert) = X509Certificate::from_der(&ca_der).unwrap();
+    let der = leaf(&m.tls_crt);
+    let (_, cert) = X509Certificate::from_der(&der).unwrap();
+    cert.verify_signature(Some(ca_cert.public_key()))
+        .expect("the leaf verifies against the RSA CA");
+    assert!(matches!(
+        inspect(&spec, &m, &signer, now()),
+        Verdict::Valid { .. }
+    ));
 }
 
 #[test]

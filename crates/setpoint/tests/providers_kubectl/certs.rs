@@ -1,6 +1,7 @@
 //! Certificates end to end: `setpoint server` (its `cert-manager` loop) and the real kubectl
 //! apply `examples/certificates/` (a self-signed Issuer and root CA, a CA Issuer, a serving
-//! Certificate); `kubectl wait --for=condition=Ready` on the Certificate; a pod (a real
+//! Certificate and an RSA client Certificate); `kubectl wait --for=condition=Ready` on them;
+//! the client key is PKCS#1; a pod (a real
 //! process) mounting the Secret as a volume prints `tls.crt`, which is the Secret's.
 
 use std::path::PathBuf;
@@ -89,6 +90,7 @@ fn the_example_certificates_become_ready_and_a_pod_reads_the_secret() {
         "wait",
         "--for=condition=Ready",
         "certificate/web",
+        "certificate/client",
         "certificate/example-root-ca",
         "issuer/example-ca",
         "--timeout=90s",
@@ -109,6 +111,25 @@ fn the_example_certificates_become_ready_and_a_pod_reads_the_secret() {
         "jsonpath={.status.revision}",
     ]);
     assert_eq!(revision, "1");
+    // The client certificate's key is RSA, PKCS#1, as it asks.
+    let key = s.ok(&[
+        "get",
+        "secret",
+        "client-tls",
+        "-o",
+        r"jsonpath={.data.tls\.key}",
+    ]);
+    let key = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD
+            .decode(key)
+            .expect("base64")
+    };
+    assert!(
+        key.starts_with(b"-----BEGIN RSA PRIVATE KEY-----"),
+        "{}",
+        String::from_utf8_lossy(&key)
+    );
     let requests = s.ok(&["get", "certificaterequests", "-o", "name"]);
     assert!(
         requests.contains("certificaterequest.cert-manager.io/web-1"),

@@ -12,6 +12,8 @@
 
 mod backends;
 mod health;
+#[cfg(target_os = "linux")]
+mod splice;
 mod tcp;
 mod udp;
 
