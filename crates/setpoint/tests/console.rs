@@ -99,7 +99,7 @@ fn console_url(s: &Server, args: &[&str]) -> String {
         .arg(&s.dir)
         .args(args)
         .output()
-        .unwrap();
+        .expect("run setpoint console-url");
     let stdout = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     assert!(
         out.status.success()
