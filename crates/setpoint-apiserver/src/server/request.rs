@@ -112,13 +112,24 @@ async fn answer(
     let Some(user) = user else {
         return answer_refused(&context, request, None, &ApiError::unauthorized());
     };
-    if certificate_user.is_none() && !csrf_safe(request.method(), request.headers()) {
-        let failure = ApiError::forbidden(format!(
-            "a {} request authenticated by the console's session cookie must carry the header \
-             {CSRF_HEADER}: 1",
-            request.method()
-        ));
-        return answer_refused(&context, request, Some(&user), &failure);
+    if certificate_user.is_none() && auth::console::by_cookie_only(request.headers()) {
+        let refusal = if !same_origin(request.uri(), request.headers()) {
+            Some(ApiError::forbidden(
+                "a request authenticated by the console's session cookie must come from the \
+                 console's own origin (its Origin header names another site)",
+            ))
+        } else if !csrf_safe(request.method(), request.headers()) {
+            Some(ApiError::forbidden(format!(
+                "a {} request authenticated by the console's session cookie must carry the \
+                 header {CSRF_HEADER}: 1",
+                request.method()
+            )))
+        } else {
+            None
+        };
+        if let Some(failure) = refusal {
+            return answer_refused(&context, request, Some(&user), &failure);
+        }
     }
     let user = match context.handler.impersonate(user.clone(), request.headers()) {
         Ok(acting) if acting == user => acting,
@@ -172,6 +183,26 @@ fn csrf_safe(method: &http::Method, headers: &http::HeaderMap) -> bool {
         || headers
             .get(CSRF_HEADER)
             .is_some_and(|v| v.as_bytes() == b"1")
+}
+
+/// Whether a request's `Origin` header, if any, is this server's own (`https://` and the
+/// request's authority or `Host`): a cookie-authenticated request a page of another site
+/// started — a WebSocket to `pods/exec`, say, which cannot carry [`CSRF_HEADER`] — is refused.
+fn same_origin(uri: &http::Uri, headers: &http::HeaderMap) -> bool {
+    let Some(origin) = headers.get(http::header::ORIGIN) else {
+        return true;
+    };
+    let host = uri.authority().map(|a| a.as_str()).or_else(|| {
+        headers
+            .get(http::header::HOST)
+            .and_then(|h| h.to_str().ok())
+    });
+    host.is_some_and(|host| {
+        origin
+            .as_bytes()
+            .strip_prefix(b"https://")
+            .is_some_and(|rest| rest.eq_ignore_ascii_case(host.as_bytes()))
+    })
 }
 
 /// Answers `request` with `failure` (its body drained), telling the handler first.
@@ -301,5 +332,34 @@ mod tests {
             &headers(&[cookie, ("authorization", "Bearer t")])
         ));
         assert!(csrf_safe(&post, &headers(&[("cookie", "other=1")])));
+    }
+
+    #[test]
+    fn same_origin_should_accept_no_origin_or_the_servers_own_only() {
+        let h2: http::Uri = "https://127.0.0.1:6443/api".parse().unwrap();
+        let h1: http::Uri = "/api".parse().unwrap();
+        let host = ("host", "127.0.0.1:6443");
+        assert!(same_origin(&h1, &headers(&[host])));
+        assert!(same_origin(
+            &h2,
+            &headers(&[("origin", "https://127.0.0.1:6443")])
+        ));
+        assert!(same_origin(
+            &h1,
+            &headers(&[host, ("origin", "https://127.0.0.1:6443")])
+        ));
+        assert!(!same_origin(
+            &h1,
+            &headers(&[host, ("origin", "https://evil.example")])
+        ));
+        assert!(!same_origin(
+            &h1,
+            &headers(&[host, ("origin", "http://127.0.0.1:6443")])
+        ));
+        assert!(!same_origin(&h1, &headers(&[host, ("origin", "null")])));
+        assert!(!same_origin(
+            &h1,
+            &headers(&[("origin", "https://127.0.0.1:6443")])
+        ));
     }
 }
