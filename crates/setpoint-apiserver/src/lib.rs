@@ -68,6 +68,7 @@ mod api;
 mod audit;
 mod auth;
 mod authz;
+mod console;
 mod crd;
 pub mod encryption;
 mod flowcontrol;
@@ -236,6 +237,15 @@ impl Handler for Api {
         failure: &setpoint_core::ApiError,
     ) {
         audit::refused(self, request, user, failure);
+    }
+
+    fn public(
+        &self,
+        method: &http::Method,
+        uri: &http::Uri,
+        headers: &http::HeaderMap,
+    ) -> Option<http::Response<Body>> {
+        console::public(self, method, uri, headers)
     }
 
     async fn authenticate(

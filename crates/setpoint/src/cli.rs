@@ -32,6 +32,9 @@ pub(crate) enum Command {
     /// cluster's credentials in a server's data directory.
     #[command(subcommand)]
     Kubeconfig(crate::kubeconfig_cmd::KubeconfigCommand),
+    /// Print a login URL for the web console (https://ADDR/ui/) carrying a one-time token
+    /// (good once, for 5 minutes) minted by the server for the admin or --user.
+    ConsoleUrl(crate::console_url::ConsoleUrlArgs),
     /// Copy every object between the embedded store and etcd (servers stopped), to move a
     /// cluster from one to the other.
     Migrate(MigrateArgs),

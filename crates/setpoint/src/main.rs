@@ -11,6 +11,7 @@ mod audit_args;
 mod authn_args;
 mod bench;
 mod cli;
+mod console_url;
 mod debug;
 mod encryption;
 mod gitops_cmd;
@@ -105,6 +106,7 @@ fn run() -> Result<ExitCode> {
             // `gitops diff` exits 1 on differences, as `kubectl diff`.
             Command::Gitops(command) => return gitops_cmd::gitops(command).await,
             Command::LbProxy(args) => lb_proxy_cmd::lb_proxy(args).await,
+            Command::ConsoleUrl(args) => console_url::console_url(args).await,
             Command::AgentShim { .. } | Command::Simulate(_) | Command::Kubeconfig(_) => Ok(()),
         };
         done.map(|()| ExitCode::SUCCESS)

@@ -93,7 +93,15 @@ impl Api {
         certificate_user: Option<&User>,
         headers: &http::HeaderMap,
     ) -> Option<User> {
-        self.authenticator()?
-            .authenticate_request(certificate_user, headers)
+        let by_token = self
+            .authenticator()
+            .and_then(|chain| chain.authenticate_request(certificate_user, headers));
+        // Last in the chain: the web console's session cookie, alone.
+        by_token.or_else(|| {
+            certificate_user
+                .is_none()
+                .then(|| self.console_sessions.authenticate(headers))
+                .flatten()
+        })
     }
 }

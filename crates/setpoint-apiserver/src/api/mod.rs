@@ -109,6 +109,8 @@ pub struct Api {
     pub(crate) token_authenticator: std::sync::OnceLock<crate::auth::TokenAuthenticator>,
     /// How to authenticate ([`Api::set_authentication`]); defaults when unset.
     pub(crate) authn_config: std::sync::OnceLock<crate::auth::AuthenticationConfig>,
+    /// The web console's one-time login tokens and sessions (`auth/console.rs`).
+    pub(crate) console_sessions: crate::auth::console::ConsoleSessions,
     /// Requests, watches and store calls counted for `/metrics`.
     pub(crate) telemetry: Arc<Telemetry>,
     /// Renders `/metrics`; unset (404) until the embedding process provides it.
@@ -179,6 +181,7 @@ impl Api {
             node_client: std::sync::OnceLock::new(),
             token_authenticator: std::sync::OnceLock::new(),
             authn_config: std::sync::OnceLock::new(),
+            console_sessions: crate::auth::console::ConsoleSessions::default(),
             component_checks: parking_lot::RwLock::new(BTreeMap::new()),
             telemetry,
             metrics_renderer: std::sync::OnceLock::new(),

@@ -4,13 +4,15 @@
 //! chain (`chain.rs`): the admin token (compared in constant time), the static token file
 //! (`static_tokens.rs`), bootstrap tokens (`bootstrap.rs`), and ServiceAccount JWTs
 //! (`service_account.rs`, signed and verified by `jwt.rs`, signatures cached by `cache.rs`).
-//! Every authenticated user is also in `system:authenticated`. Anything else is anonymous,
+//! A request with none of these but the web console's session cookie is its session's user
+//! (`console.rs`). Every authenticated user is also in `system:authenticated`. Anything else is anonymous,
 //! which the server answers with 401 except on the health endpoints.
 //! `docs/design/authentication.md` says more.
 
 mod bootstrap;
 mod cache;
 mod chain;
+pub(crate) mod console;
 pub(crate) mod jwt;
 pub(crate) mod service_account;
 mod static_tokens;

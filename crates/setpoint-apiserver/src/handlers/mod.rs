@@ -66,6 +66,10 @@ impl Api {
     }
 
     async fn route(&self, request: Request<Bytes>) -> Result<Response<Body>, ApiError> {
+        // The web console's own endpoints authorize what they do themselves.
+        if crate::console::owns(request.uri().path()) {
+            return crate::console::serve(self, &request);
+        }
         let query = request_info::parse_query(request.uri().query());
         let target = request_info::resolve(request.method(), request.uri().path(), &query)?;
         // Who may do this, before anything is read, written or proxied.

@@ -31,6 +31,19 @@ pub trait Handler: Send + Sync + 'static {
     /// Dropped when the client goes away or the server shuts down, so it must be cancel-safe.
     async fn handle(&self, request: http::Request<Bytes>, user: User) -> http::Response<Body>;
 
+    /// The answer to a request that needs no credentials — the web console's pages and its
+    /// login, which a browser without a session must reach — given before authentication;
+    /// `None` (the default) for every other request, which is then authenticated.
+    fn public(
+        &self,
+        method: &http::Method,
+        uri: &http::Uri,
+        headers: &http::HeaderMap,
+    ) -> Option<http::Response<Body>> {
+        let _ = (method, uri, headers);
+        None
+    }
+
     /// Who sends a request whose connection's client certificate (verified against the cluster
     /// CA) stands for `certificate_user`, from its headers (a bearer token); `None` when this
     /// handler does not know. The transport then tries its own credentials (the certificate's

@@ -1,6 +1,8 @@
 //! One request's way through the transport: the health endpoints are answered at once; other
-//! requests are authenticated (by the [`Handler`], else by the transport's own credentials;
-//! 401 if anonymous), refused if they ask to impersonate (403),
+//! requests (but the [`Handler`]'s public ones: the console's pages) are authenticated (by the
+//! [`Handler`], else by the transport's own credentials; 401 if anonymous), refused if they
+//! change something on the console's session cookie without its CSRF header or ask to
+//! impersonate without the right (403),
 //! have their body read up to the limit (413 beyond it, without buffering more than the limit)
 //! and are passed to the [`Handler`], whose panics are answered with 500. Reading the body and
 //! producing the answer's head must fit in the request timeout (else 504, as kube-apiserver's
@@ -87,6 +89,14 @@ async fn answer(
         drain_in_background(request.into_body());
         return response;
     }
+    if let Some(response) =
+        context
+            .handler
+            .public(request.method(), request.uri(), request.headers())
+    {
+        drain_in_background(request.into_body());
+        return response;
+    }
     let user = match context
         .handler
         .authenticate(certificate_user.as_ref(), request.headers())
@@ -102,6 +112,25 @@ async fn answer(
     let Some(user) = user else {
         return answer_refused(&context, request, None, &ApiError::unauthorized());
     };
+    if certificate_user.is_none() && auth::console::by_cookie_only(request.headers()) {
+        let refusal = if !same_origin(request.uri(), request.headers()) {
+            Some(ApiError::forbidden(
+                "a request authenticated by the console's session cookie must come from the \
+                 console's own origin (its Origin header names another site)",
+            ))
+        } else if !csrf_safe(request.method(), request.headers()) {
+            Some(ApiError::forbidden(format!(
+                "a {} request authenticated by the console's session cookie must carry the \
+                 header {CSRF_HEADER}: 1",
+                request.method()
+            )))
+        } else {
+            None
+        };
+        if let Some(failure) = refusal {
+            return answer_refused(&context, request, Some(&user), &failure);
+        }
+    }
     let user = match context.handler.impersonate(user.clone(), request.headers()) {
         Ok(acting) if acting == user => acting,
         Ok(acting) => {
@@ -136,6 +165,44 @@ async fn answer(
             response
         }
     }
+}
+
+/// The header the web console sends with every request that changes something: a page of
+/// another site can make a browser send the session cookie, not this header.
+pub(crate) const CSRF_HEADER: &str = "x-setpoint-console";
+
+/// Whether a request may go on as far as cross-site request forgery goes: one authenticated by
+/// the console's session cookie alone (no client certificate, no `Authorization`) with an
+/// unsafe method must carry [`CSRF_HEADER`]` = 1`.
+fn csrf_safe(method: &http::Method, headers: &http::HeaderMap) -> bool {
+    let safe = matches!(
+        *method,
+        http::Method::GET | http::Method::HEAD | http::Method::OPTIONS
+    );
+    safe || !auth::console::by_cookie_only(headers)
+        || headers
+            .get(CSRF_HEADER)
+            .is_some_and(|v| v.as_bytes() == b"1")
+}
+
+/// Whether a request's `Origin` header, if any, is this server's own (`https://` and the
+/// request's authority or `Host`): a cookie-authenticated request a page of another site
+/// started — a WebSocket to `pods/exec`, say, which cannot carry [`CSRF_HEADER`] — is refused.
+fn same_origin(uri: &http::Uri, headers: &http::HeaderMap) -> bool {
+    let Some(origin) = headers.get(http::header::ORIGIN) else {
+        return true;
+    };
+    let host = uri.authority().map(|a| a.as_str()).or_else(|| {
+        headers
+            .get(http::header::HOST)
+            .and_then(|h| h.to_str().ok())
+    });
+    host.is_some_and(|host| {
+        origin
+            .as_bytes()
+            .strip_prefix(b"https://")
+            .is_some_and(|rest| rest.eq_ignore_ascii_case(host.as_bytes()))
+    })
 }
 
 /// Answers `request` with `failure` (its body drained), telling the handler first.
@@ -234,4 +301,65 @@ fn panic_message(panic: &(dyn Any + Send)) -> &str {
         .copied()
         .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("<non-string panic payload>")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> http::HeaderMap {
+        let mut headers = http::HeaderMap::new();
+        for (name, value) in pairs {
+            headers.append(*name, value.parse().unwrap());
+        }
+        headers
+    }
+
+    #[test]
+    fn csrf_safe_should_want_the_header_on_unsafe_cookie_requests_only() {
+        let cookie = ("cookie", "setpoint-session=abc");
+        let post = http::Method::POST;
+        assert!(csrf_safe(&http::Method::GET, &headers(&[cookie])));
+        assert!(!csrf_safe(&post, &headers(&[cookie])));
+        assert!(!csrf_safe(
+            &http::Method::DELETE,
+            &headers(&[cookie, (CSRF_HEADER, "0")])
+        ));
+        assert!(csrf_safe(&post, &headers(&[cookie, (CSRF_HEADER, "1")])));
+        // Other credentials: a browser cannot be made to send them.
+        assert!(csrf_safe(
+            &post,
+            &headers(&[cookie, ("authorization", "Bearer t")])
+        ));
+        assert!(csrf_safe(&post, &headers(&[("cookie", "other=1")])));
+    }
+
+    #[test]
+    fn same_origin_should_accept_no_origin_or_the_servers_own_only() {
+        let h2: http::Uri = "https://127.0.0.1:6443/api".parse().unwrap();
+        let h1: http::Uri = "/api".parse().unwrap();
+        let host = ("host", "127.0.0.1:6443");
+        assert!(same_origin(&h1, &headers(&[host])));
+        assert!(same_origin(
+            &h2,
+            &headers(&[("origin", "https://127.0.0.1:6443")])
+        ));
+        assert!(same_origin(
+            &h1,
+            &headers(&[host, ("origin", "https://127.0.0.1:6443")])
+        ));
+        assert!(!same_origin(
+            &h1,
+            &headers(&[host, ("origin", "https://evil.example")])
+        ));
+        assert!(!same_origin(
+            &h1,
+            &headers(&[host, ("origin", "http://127.0.0.1:6443")])
+        ));
+        assert!(!same_origin(&h1, &headers(&[host, ("origin", "null")])));
+        assert!(!same_origin(
+            &h1,
+            &headers(&[("origin", "https://127.0.0.1:6443")])
+        ));
+    }
 }

@@ -1,0 +1,633 @@
+// The Setpoint web console (docs/console.md): one page, no build step, no dependency. It
+// calls the Kubernetes API of the server that serves it, as the logged-in user (the session
+// cookie), so RBAC decides what it shows. Views (the URL's hash):
+//   #/                          objects of a kind, live (list + watch), filtered
+//   #/object/GROUP/VERSION/RESOURCE/NAMESPACE/NAME   one object (NAMESPACE "_" if cluster-scoped)
+//   #/loops                     the controllers' work queues and reconciles
+// Unsafe requests carry `X-Setpoint-Console: 1` (the server's CSRF check).
+
+const main = document.getElementById("main");
+let session = null;        // {user, groups}
+let kinds = null;          // discovered resources
+let teardown = [];         // what the current view must stop when left
+
+// ---------------------------------------------------------------- helpers
+
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "class") el.className = v;
+    else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else el.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+function s(tag, attrs = {}, ...children) {
+  const el = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  for (const c of children.flat()) el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return el;
+}
+
+class ApiError extends Error {
+  constructor(code, status, verb, what) {
+    super(status && status.message ? status.message : `HTTP ${code}`);
+    this.code = code; this.status = status; this.verb = verb; this.what = what;
+  }
+}
+
+async function api(path, { method = "GET", body, signal, verb, what } = {}) {
+  const headers = { Accept: "application/json" };
+  if (method !== "GET") headers["X-Setpoint-Console"] = "1";
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body),
+    signal, credentials: "same-origin" });
+  const text = await r.text();
+  let json = null;
+  try { json = text ? JSON.parse(text) : null; } catch { json = null; }
+  if (!r.ok) throw new ApiError(r.status, json, verb || method.toLowerCase(), what || path);
+  return json;
+}
+
+function age(ts) {
+  if (!ts) return "";
+  const secs = Math.max(0, Math.round((Date.now() - Date.parse(ts)) / 1000));
+  if (secs < 120) return `${secs}s`;
+  if (secs < 7200) return `${Math.round(secs / 60)}m`;
+  if (secs < 172800) return `${Math.round(secs / 3600)}h`;
+  return `${Math.round(secs / 86400)}d`;
+}
+
+function basePath(k, ns) {
+  const root = k.group ? `/apis/${k.group}/${k.version}` : `/api/${k.version}`;
+  return k.namespaced && ns ? `${root}/namespaces/${encodeURIComponent(ns)}/${k.name}` : `${root}/${k.name}`;
+}
+
+function objectHash(k, ns, name) {
+  return `#/object/${k.group || "core"}/${k.version}/${k.name}/${ns || "_"}/${encodeURIComponent(name)}`;
+}
+
+function errorPanel(err, fallbackWhat) {
+  if (err instanceof ApiError && err.code === 403) {
+    const who = session ? session.user : "you";
+    return h("div", { class: "panel forbidden", id: "forbidden", "data-code": "403" },
+      h("h2", {}, `403 — you (${who}) may not ${err.verb} ${fallbackWhat || err.what}`),
+      h("p", {}, err.message),
+      h("p", { class: "muted" }, "Ask an administrator for a Role or ClusterRole granting it (RBAC)."));
+  }
+  return h("div", { class: "panel error", id: "error", "data-code": err.code || "" },
+    h("h2", {}, err.code ? `${err.code} — ${fallbackWhat}` : "Error"), h("p", {}, err.message));
+}
+
+// A watch read with fetch streaming; `onEvent` gets each event, `onEnd` is called when the
+// stream ends or fails (unless stopped).
+function watch(path, params, onEvent, onEnd) {
+  const ctl = new AbortController();
+  const q = new URLSearchParams({ ...params, watch: "1", allowWatchBookmarks: "true" });
+  (async () => {
+    try {
+      const r = await fetch(`${path}?${q}`, { signal: ctl.signal, credentials: "same-origin",
+        headers: { Accept: "application/json" } });
+      if (!r.ok) throw new ApiError(r.status, await r.json().catch(() => null), "watch", path);
+      const reader = r.body.getReader();
+      const dec = new TextDecoder();
+      let buf = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += dec.decode(value, { stream: true });
+        let nl;
+        while ((nl = buf.indexOf("\n")) >= 0) {
+          const line = buf.slice(0, nl).trim();
+          buf = buf.slice(nl + 1);
+          if (line) onEvent(JSON.parse(line));
+        }
+      }
+      if (!ctl.signal.aborted) onEnd(null);
+    } catch (e) {
+      if (!ctl.signal.aborted) onEnd(e);
+    }
+  })();
+  return () => ctl.abort();
+}
+
+// List then watch, kept live: `apply(items, events)` is called once per animation frame with
+// the events queued since the last (batches, so a busy kind does not re-render per event).
+function liveList(path, params, { onReset, onBatch, onError }) {
+  let stopped = false, stopWatch = () => {}, queue = [], frame = 0, retry = 0;
+  const flush = () => { frame = 0; const batch = queue; queue = []; if (batch.length) onBatch(batch); };
+  const start = async () => {
+    if (stopped) return;
+    let list;
+    try {
+      const q = new URLSearchParams(params);
+      list = await api(`${path}?${q}`, { verb: "list" });
+    } catch (e) { onError(e); if (!(e instanceof ApiError && e.code === 403)) retry = setTimeout(start, 2000); return; }
+    if (stopped) return;
+    onReset(list.items || []);
+    stopWatch = watch(path, { ...params, resourceVersion: list.metadata.resourceVersion }, (ev) => {
+      if (ev.type === "BOOKMARK") return;
+      if (ev.type === "ERROR") { stopWatch(); start(); return; }
+      queue.push(ev);
+      if (!frame) frame = requestAnimationFrame(flush);
+    }, () => { retry = setTimeout(start, 500); });
+  };
+  start();
+  return () => { stopped = true; stopWatch(); clearTimeout(retry); if (frame) cancelAnimationFrame(frame); };
+}
+
+// ---------------------------------------------------------------- discovery
+
+async function discover() {
+  if (kinds) return kinds;
+  const out = [];
+  const add = (group, version, list) => {
+    for (const r of list.resources || []) {
+      if (r.name.includes("/") || !(r.verbs || []).includes("list")) continue;
+      out.push({ group, version, name: r.name, kind: r.kind, namespaced: r.namespaced,
+        watch: (r.verbs || []).includes("watch") });
+    }
+  };
+  add("", "v1", await api("/api/v1", { verb: "get", what: "API discovery" }));
+  const groups = await api("/apis", { verb: "get", what: "API discovery" });
+  await Promise.all((groups.groups || []).map(async (g) => {
+    const v = g.preferredVersion ? g.preferredVersion.version : g.versions[0].version;
+    try { add(g.name, v, await api(`/apis/${g.name}/${v}`)); } catch { /* an unavailable group */ }
+  }));
+  out.sort((a, b) => (a.kind.localeCompare(b.kind)) || a.group.localeCompare(b.group));
+  kinds = out;
+  return kinds;
+}
+
+function findKind(group, version, name) {
+  return (kinds || []).find((k) => k.group === group && k.name === name && k.version === version)
+    || (kinds || []).find((k) => k.group === group && k.name === name);
+}
+
+function kindOf(apiVersion, kind) {
+  const [g, v] = apiVersion.includes("/") ? apiVersion.split("/") : ["", apiVersion];
+  return (kinds || []).find((k) => k.group === g && k.version === v && k.kind === kind)
+    || (kinds || []).find((k) => k.group === g && k.kind === kind);
+}
+
+// ---------------------------------------------------------------- objects view
+
+function summary(o) {
+  const st = o.status || {}, sp = o.spec || {};
+  if (sp.replicas !== undefined || st.replicas !== undefined) {
+    return `${st.readyReplicas || 0}/${sp.replicas ?? st.replicas ?? 0} ready`;
+  }
+  if (st.phase) return st.phase;
+  const ready = (st.conditions || []).find((c) => c.type === "Ready");
+  if (ready) return `Ready=${ready.status}`;
+  return "";
+}
+
+async function objectsView(params) {
+  await discover();
+  const gv = params.get("kind") || "apps/v1/deployments";
+  const parts = gv.split("/");
+  const name = parts.pop(); const version = parts.pop(); const group = parts.join("/");
+  const k = findKind(group === "core" ? "" : group, version, name) || findKind("apps", "v1", "deployments") || kinds[0];
+  const ns = params.get("ns") || "";
+  const selector = params.get("l") || "";
+  const go = (changes) => {
+    const p = new URLSearchParams({ kind: `${k.group || "core"}/${k.version}/${k.name}`, ns, l: selector, ...changes });
+    location.hash = `#/?${p}`;
+  };
+  const kindSelect = h("select", { id: "kind-select", onchange: (e) => go({ kind: e.target.value }) },
+    kinds.map((x) => h("option", { value: `${x.group || "core"}/${x.version}/${x.name}`,
+      selected: x === k }, `${x.kind} (${x.group ? x.group + "/" : ""}${x.version})`)));
+  const nsInput = h("input", { id: "ns-filter", placeholder: "all namespaces", value: ns,
+    disabled: !k.namespaced, onchange: (e) => go({ ns: e.target.value.trim() }) });
+  const selInput = h("input", { id: "label-filter", placeholder: "app=web,tier!=db", value: selector,
+    onchange: (e) => go({ l: e.target.value.trim() }) });
+  const count = h("span", { class: "muted", id: "object-count" }, "");
+  const tbody = h("tbody", { id: "objects" });
+  const body = h("div", {}, h("table", {},
+    h("thead", {}, h("tr", {}, h("th", {}, "Name"), k.namespaced ? h("th", {}, "Namespace") : null,
+      h("th", {}, "Status"), h("th", {}, "Age"))), tbody));
+  main.replaceChildren(h("h1", {}, k.kind, " ", count),
+    h("div", { class: "filters" }, h("label", {}, "Kind", kindSelect),
+      h("label", {}, "Namespace", nsInput), h("label", {}, "Label selector", selInput)), body);
+
+  const objects = new Map();
+  const key = (o) => `${o.metadata.namespace || ""}/${o.metadata.name}`;
+  const rows = new Map();
+  const rowOf = (o) => {
+    const tr = h("tr", { class: "row", "data-name": o.metadata.name, "data-namespace": o.metadata.namespace || "",
+      onclick: () => { location.hash = objectHash(k, o.metadata.namespace, o.metadata.name); } },
+      h("td", {}, h("a", { href: objectHash(k, o.metadata.namespace, o.metadata.name) }, o.metadata.name)),
+      k.namespaced ? h("td", {}, o.metadata.namespace || "") : null,
+      h("td", { class: "summary" }, summary(o)), h("td", {}, age(o.metadata.creationTimestamp)));
+    return tr;
+  };
+  const render = () => {
+    const sorted = [...objects.values()].sort((a, b) => key(a).localeCompare(key(b)));
+    const next = new Map();
+    const frag = document.createDocumentFragment();
+    for (const o of sorted) {
+      const id = key(o);
+      const prev = rows.get(id);
+      const tr = prev && prev.rv === o.metadata.resourceVersion ? prev.tr : rowOf(o);
+      next.set(id, { tr, rv: o.metadata.resourceVersion });
+      frag.append(tr);
+    }
+    rows.clear(); for (const [a, b] of next) rows.set(a, b);
+    tbody.replaceChildren(frag);
+    count.textContent = `${objects.size}`;
+  };
+  const params2 = selector ? { labelSelector: selector } : {};
+  teardown.push(liveList(basePath(k, k.namespaced ? ns : ""), params2, {
+    onReset: (items) => { objects.clear(); for (const o of items) objects.set(key(o), o); render(); },
+    onBatch: (events) => {
+      for (const ev of events) {
+        if (ev.type === "DELETED") objects.delete(key(ev.object));
+        else objects.set(key(ev.object), ev.object);
+      }
+      render();
+    },
+    onError: (e) => body.replaceChildren(errorPanel(e, `${k.name}${k.namespaced && ns ? ` in namespace ${ns}` : ""}`)),
+  }));
+}
+
+// ---------------------------------------------------------------- charts
+
+// A line chart of `series` ([{name, cls, points: [[t, v]]}]) over [t0, t1].
+function lineChart(series, t0, t1, { width = 640, height = 220, id } = {}) {
+  const pad = { l: 40, r: 12, t: 10, b: 24 };
+  let max = 1;
+  for (const sr of series) for (const [, v] of sr.points) if (Number.isFinite(v)) max = Math.max(max, v);
+  max = Math.ceil(max * 1.15);
+  const span = Math.max(t1 - t0, 1);
+  const x = (t) => pad.l + ((t - t0) / span) * (width - pad.l - pad.r);
+  const y = (v) => height - pad.b - (v / max) * (height - pad.t - pad.b);
+  const svg = s("svg", { class: "chart", width, height, viewBox: `0 0 ${width} ${height}`, id: id || "" });
+  const ticks = 4;
+  for (let i = 0; i <= ticks; i++) {
+    const v = (max * i) / ticks;
+    svg.append(s("line", { class: "grid", x1: pad.l, x2: width - pad.r, y1: y(v), y2: y(v) }));
+    svg.append(s("text", { x: pad.l - 6, y: y(v) + 4, "text-anchor": "end" }, Number.isInteger(v) ? v : v.toFixed(1)));
+  }
+  svg.append(s("line", { class: "axis", x1: pad.l, x2: pad.l, y1: pad.t, y2: height - pad.b }));
+  svg.append(s("line", { class: "axis", x1: pad.l, x2: width - pad.r, y1: height - pad.b, y2: height - pad.b }));
+  svg.append(s("text", { x: width - pad.r, y: height - 6, "text-anchor": "end" }, `${Math.round(span / 1000)} s`));
+  svg.append(s("text", { x: pad.l, y: height - 6 }, "0 s"));
+  for (const sr of series) {
+    // Steps: a value holds until the next sample.
+    const pts = [];
+    sr.points.forEach(([t, v], i) => {
+      if (!Number.isFinite(v)) return;
+      if (i > 0 && pts.length) pts.push(`${x(t).toFixed(1)},${pts[pts.length - 1].split(",")[1]}`);
+      pts.push(`${x(t).toFixed(1)},${y(v).toFixed(1)}`);
+    });
+    if (pts.length) {
+      const last = pts[pts.length - 1].split(",")[1];
+      pts.push(`${x(t1).toFixed(1)},${last}`);
+      svg.append(s("polyline", { class: sr.cls, points: pts.join(" "), "data-series": sr.name }));
+    }
+  }
+  return svg;
+}
+
+function valueBox(id, label, value) {
+  return h("div", {}, h("span", { class: "v", id, "data-value": value ?? "" }, value ?? "—"), h("span", { class: "k" }, label));
+}
+
+// Set point vs process variables of a scalable workload, sampled from its watch.
+function replicasTracker(container) {
+  const opened = Date.now();
+  const samples = []; // [t, sp, ready, updated]
+  let lastChange = null, converged = null, prevSp = null;
+  const draw = () => {
+    const now = Date.now();
+    const last = samples[samples.length - 1];
+    if (!last) return;
+    const [, sp, ready, updated] = last;
+    const error = sp - ready;
+    let conv;
+    if (lastChange === null) conv = error === 0 && updated === sp ? "at set point since the page opened" : `converging (error ${error})`;
+    else if (converged !== null) conv = `converged in ${((converged - lastChange) / 1000).toFixed(1)} s`;
+    else conv = `converging for ${((now - lastChange) / 1000).toFixed(1)} s (error ${error})`;
+    const pts = (i) => samples.map((r) => [r[0], r[i]]);
+    container.replaceChildren(
+      h("div", { class: "values" },
+        valueBox("sp-value", "set point: spec.replicas", sp),
+        valueBox("pv-ready", "process variable: status.readyReplicas", ready),
+        valueBox("pv-updated", "process variable: status.updatedReplicas", updated),
+        valueBox("error-value", "error (set point − ready)", error),
+        h("div", {}, h("span", { class: "v", id: "convergence",
+          "data-converged-ms": converged !== null && lastChange !== null ? converged - lastChange : "" }, conv),
+          h("span", { class: "k" }, "convergence time (last set-point change → error zero)"))),
+      h("div", { class: "legend" }, h("span", { class: "sp" }, "— — spec.replicas"),
+        h("span", { class: "pv1" }, "—— readyReplicas"), h("span", { class: "pv2" }, "—— updatedReplicas")),
+      lineChart([{ name: "spec.replicas", cls: "sp", points: pts(1) },
+        { name: "status.readyReplicas", cls: "pv1", points: pts(2) },
+        { name: "status.updatedReplicas", cls: "pv2", points: pts(3) }], opened, Math.max(now, opened + 10000), { id: "replicas-chart" }));
+  };
+  const timer = setInterval(draw, 1000);
+  return {
+    sample(o) {
+      const sp = (o.spec && o.spec.replicas) ?? 1;
+      const st = o.status || {};
+      const ready = st.readyReplicas || 0, updated = st.updatedReplicas ?? (st.currentReplicas || 0);
+      const t = Date.now();
+      if (prevSp !== null && sp !== prevSp) { lastChange = t; converged = null; }
+      prevSp = sp;
+      if (lastChange !== null && converged === null && ready === sp && updated === sp) converged = t;
+      samples.push([t, sp, ready, updated]);
+      draw();
+    },
+    stop() { clearInterval(timer); },
+  };
+}
+
+function metricValue(m) {
+  // An HPA-style MetricStatus or MetricSpec target: the number to chart and its unit.
+  const src = m && (m.resource || m.object || m.external || m.pods || m.containerResource);
+  const v = src && (src.current || src.target);
+  if (!v) return [NaN, ""];
+  if (v.averageUtilization !== undefined) return [Number(v.averageUtilization), "%"];
+  const q = v.averageValue ?? v.value;
+  return [parseQuantity(q), ""];
+}
+
+function parseQuantity(q) {
+  if (q === undefined || q === null) return NaN;
+  const m = String(q).match(/^([0-9.+-eE]+)(m|k|M|G|Ki|Mi|Gi)?$/);
+  if (!m) return NaN;
+  const mult = { m: 1e-3, k: 1e3, M: 1e6, G: 1e9, Ki: 1024, Mi: 1048576, Gi: 1073741824 }[m[2]] || 1;
+  return Number(m[1]) * mult;
+}
+
+// Target vs current metric, replicas, and the PID's terms of a PIDAutoscaler.
+function pidTracker(container) {
+  const opened = Date.now();
+  const samples = []; // [t, target, current, desired, currentReplicas]
+  let last = null;
+  const fmt = (v) => (Number.isFinite(v) ? Math.round(v * 1000) / 1000 : "—");
+  const draw = () => {
+    if (!last) return;
+    const now = Math.max(Date.now(), opened + 10000);
+    const st = last.status || {};
+    const terms = st.terms || null;
+    const [target, unit] = metricValue((last.spec.metrics || [])[0]);
+    const [current] = metricValue((st.currentMetrics || [])[0]);
+    const pts = (i) => samples.map((r) => [r[0], r[i]]);
+    container.replaceChildren(
+      h("div", { class: "values" },
+        valueBox("pid-target", `set point: target metric${unit ? " (" + unit + ")" : ""}`, fmt(target)),
+        valueBox("pid-current", "process variable: current metric", fmt(current)),
+        valueBox("pid-replicas", "replicas (current → desired)", `${st.currentReplicas ?? "—"} → ${st.desiredReplicas ?? "—"}`)),
+      terms ? h("div", { class: "values", id: "pid-terms" },
+        valueBox("pid-p", "P term", fmt(terms.p)), valueBox("pid-i", "I term", fmt(terms.i)),
+        valueBox("pid-d", "D term", fmt(terms.d)), valueBox("pid-output", "output", fmt(terms.output)))
+        : h("p", { class: "muted", id: "pid-no-terms" }, "No P, I, D terms in its status yet."),
+      h("div", { class: "legend" }, h("span", { class: "sp" }, "— — target"), h("span", { class: "pv1" }, "—— current")),
+      lineChart([{ name: "target", cls: "sp", points: pts(1) }, { name: "current", cls: "pv1", points: pts(2) }],
+        opened, now, { id: "metric-chart" }),
+      h("div", { class: "legend" }, h("span", { class: "sp" }, "— — desired replicas"), h("span", { class: "pv1" }, "—— current replicas")),
+      lineChart([{ name: "desiredReplicas", cls: "sp", points: pts(3) }, { name: "currentReplicas", cls: "pv1", points: pts(4) }],
+        opened, now, { id: "pid-replicas-chart", height: 160 }));
+  };
+  const timer = setInterval(draw, 1000);
+  return {
+    sample(o) {
+      last = o;
+      const st = o.status || {};
+      samples.push([Date.now(), metricValue((o.spec.metrics || [])[0])[0], metricValue((st.currentMetrics || [])[0])[0],
+        st.desiredReplicas ?? NaN, st.currentReplicas ?? NaN]);
+      draw();
+    },
+    stop() { clearInterval(timer); },
+  };
+}
+
+// ---------------------------------------------------------------- object page
+
+function toYaml(v, indent = "") {
+  const scalar = (x) => {
+    if (x === null) return "null";
+    if (typeof x === "string") {
+      return x === "" || /^[\s]|[\s]$|[:#{}[\],&*?|<>=!%@`"'\n]|^[-0-9.]|^(true|false|null|yes|no)$/i.test(x) ? JSON.stringify(x) : x;
+    }
+    return String(x);
+  };
+  if (Array.isArray(v)) {
+    if (!v.length) return "[]";
+    return v.map((x) => {
+      if (x !== null && typeof x === "object" && Object.keys(x).length) {
+        const inner = toYaml(x, indent + "  ");
+        return `${indent}- ${inner.slice(indent.length + 2)}`;
+      }
+      return `${indent}- ${typeof x === "object" && x !== null ? (Array.isArray(x) ? "[]" : "{}") : scalar(x)}`;
+    }).join("\n");
+  }
+  if (v !== null && typeof v === "object") {
+    const keys = Object.keys(v);
+    if (!keys.length) return "{}";
+    return keys.map((k) => {
+      const x = v[k];
+      if (x !== null && typeof x === "object" && (Array.isArray(x) ? x.length : Object.keys(x).length)) {
+        return `${indent}${scalar(k)}:\n${toYaml(x, Array.isArray(x) ? indent : indent + "  ")}`;
+      }
+      return `${indent}${scalar(k)}: ${typeof x === "object" && x !== null ? (Array.isArray(x) ? "[]" : "{}") : scalar(x)}`;
+    }).join("\n");
+  }
+  return indent + scalar(v);
+}
+
+const OWNED_CANDIDATES = [["apps", "replicasets"], ["", "pods"], ["batch", "jobs"], ["apps", "controllerrevisions"]];
+
+async function objectView(group, version, resource, ns, name) {
+  await discover();
+  const g = group === "core" ? "" : group;
+  const k = findKind(g, version, resource) || { group: g, version, name: resource, kind: resource, namespaced: ns !== "_" };
+  const namespace = ns === "_" ? "" : ns;
+  const path = `${basePath(k, namespace)}/${encodeURIComponent(name)}`;
+  main.replaceChildren(h("p", { class: "muted" }, "Loading…"));
+  let o;
+  try { o = await api(path, { verb: "get", what: `${k.name} "${name}"` }); } catch (e) {
+    main.replaceChildren(h("h1", {}, `${k.kind} ${name}`), errorPanel(e, `${k.name} "${name}"`)); return;
+  }
+  const chartBox = h("div", { id: "setpoint-panel" });
+  const condBox = h("div", {}), ownersBox = h("div", {}), ownedBox = h("div", {}), eventsBox = h("div", {});
+  const yamlBox = h("pre", { class: "yaml", id: "yaml" });
+  main.replaceChildren(
+    h("h1", {}, h("a", { href: `#/?kind=${k.group || "core"}/${k.version}/${k.name}&ns=${namespace}` }, k.kind), " ",
+      h("span", { id: "object-name" }, name), namespace ? h("span", { class: "muted" }, ` in ${namespace}`) : null),
+    chartBox, h("h2", {}, "Conditions"), condBox, h("h2", {}, "Owners"), ownersBox,
+    h("h2", {}, "Owned objects"), ownedBox, h("h2", {}, "Events"), eventsBox, h("h2", {}, "YAML"), yamlBox);
+
+  let tracker = null;
+  if (["deployments", "replicasets", "statefulsets"].includes(k.name) && k.group === "apps") {
+    chartBox.prepend(h("h2", {}, "Set point vs process variable"));
+    const inner = h("div", {}); chartBox.append(inner); tracker = replicasTracker(inner);
+  } else if (k.kind === "PIDAutoscaler") {
+    chartBox.prepend(h("h2", {}, "Set point vs process variable (PID)"));
+    const inner = h("div", {}); chartBox.append(inner); tracker = pidTracker(inner);
+  }
+  if (tracker) teardown.push(() => tracker.stop());
+
+  const show = (obj) => {
+    o = obj;
+    if (tracker) tracker.sample(obj);
+    const conds = (obj.status && obj.status.conditions) || [];
+    condBox.replaceChildren(conds.length ? h("table", { id: "conditions" },
+      h("thead", {}, h("tr", {}, ["Type", "Status", "Reason", "Message", "Last transition"].map((c) => h("th", {}, c)))),
+      h("tbody", {}, conds.map((c) => h("tr", { "data-type": c.type }, h("td", {}, c.type),
+        h("td", { class: `status-${c.status}` }, c.status), h("td", {}, c.reason || ""), h("td", {}, c.message || ""),
+        h("td", {}, age(c.lastTransitionTime)))))) : h("p", { class: "muted" }, "None."));
+    const owners = obj.metadata.ownerReferences || [];
+    ownersBox.replaceChildren(owners.length ? h("ul", { id: "owners" }, owners.map((r) => {
+      const ok = kindOf(r.apiVersion, r.kind);
+      const label = `${r.kind} ${r.name}${r.controller ? " (controller)" : ""}`;
+      return h("li", {}, ok ? h("a", { href: objectHash(ok, ok.namespaced ? namespace : "", r.name) }, label) : label);
+    })) : h("p", { class: "muted" }, "None."));
+    yamlBox.textContent = toYaml(obj);
+  };
+  show(o);
+
+  // Kept live: a watch of this one object.
+  const stop = watch(basePath(k, namespace), { fieldSelector: `metadata.name=${name}`, resourceVersion: o.metadata.resourceVersion },
+    (ev) => { if (ev.type === "MODIFIED" || ev.type === "ADDED") show(ev.object); }, () => {});
+  teardown.push(() => stop());
+
+  const refreshRelated = async () => {
+    const uid = o.metadata.uid;
+    if (namespace) {
+      const owned = [];
+      await Promise.all(OWNED_CANDIDATES.map(async ([cg, cr]) => {
+        const ck = (kinds || []).find((x) => x.group === cg && x.name === cr);
+        if (!ck) return;
+        try {
+          const list = await api(basePath(ck, namespace));
+          for (const x of list.items || []) {
+            if ((x.metadata.ownerReferences || []).some((r) => r.uid === uid)) owned.push([ck, x]);
+          }
+        } catch { /* not allowed to list: left out */ }
+      }));
+      owned.sort((a, b) => a[1].metadata.name.localeCompare(b[1].metadata.name));
+      ownedBox.replaceChildren(owned.length ? h("table", { id: "owned" }, h("tbody", {}, owned.map(([ck, x]) =>
+        h("tr", { "data-name": x.metadata.name }, h("td", {}, ck.kind),
+          h("td", {}, h("a", { href: objectHash(ck, namespace, x.metadata.name) }, x.metadata.name)),
+          h("td", {}, summary(x)))))) : h("p", { class: "muted" }, "None."));
+    } else {
+      ownedBox.replaceChildren(h("p", { class: "muted" }, "Cluster-scoped: not searched."));
+    }
+    try {
+      const evPath = namespace ? `/api/v1/namespaces/${encodeURIComponent(namespace)}/events` : "/api/v1/events";
+      const evs = await api(`${evPath}?${new URLSearchParams({ fieldSelector: `involvedObject.uid=${uid}` })}`);
+      const items = (evs.items || []).sort((a, b) => (Date.parse(b.lastTimestamp || b.eventTime || b.metadata.creationTimestamp) || 0)
+        - (Date.parse(a.lastTimestamp || a.eventTime || a.metadata.creationTimestamp) || 0));
+      eventsBox.replaceChildren(items.length ? h("table", { id: "events" },
+        h("thead", {}, h("tr", {}, ["Type", "Reason", "Age", "From", "Message"].map((c) => h("th", {}, c)))),
+        h("tbody", {}, items.map((e) => h("tr", {}, h("td", {}, e.type || ""), h("td", {}, e.reason || ""),
+          h("td", {}, age(e.lastTimestamp || e.eventTime || e.metadata.creationTimestamp)),
+          h("td", {}, (e.source && e.source.component) || e.reportingComponent || ""), h("td", {}, e.message || "")))))
+        : h("p", { class: "muted" }, "None."));
+    } catch (e) {
+      eventsBox.replaceChildren(e instanceof ApiError && e.code === 403 ? h("p", { class: "muted" }, "Not allowed to list events.") : h("p", { class: "error" }, e.message));
+    }
+  };
+  refreshRelated();
+  const timer = setInterval(refreshRelated, 3000);
+  teardown.push(() => clearInterval(timer));
+}
+
+// ---------------------------------------------------------------- loops view
+
+function p99(buckets, prev) {
+  // The 99th percentile from cumulative buckets ([[le|null, count]]): of the change since
+  // `prev` when there was any, else of everything so far.
+  let counts = buckets.map(([, c], i) => c - (prev && prev[i] ? prev[i][1] : 0));
+  if (!counts.length) return NaN;
+  if (counts[counts.length - 1] <= 0) counts = buckets.map(([, c]) => c);
+  const total = counts[counts.length - 1];
+  if (total <= 0) return NaN;
+  const want = total * 0.99;
+  for (let i = 0; i < buckets.length; i++) {
+    if (counts[i] >= want) return buckets[i][0] === null ? Infinity : buckets[i][0];
+  }
+  return NaN;
+}
+
+async function loopsView() {
+  main.replaceChildren(h("h1", {}, "Loops"), h("p", { class: "muted" }, "Every controller of the server's process, refreshed every second: work-queue depth, adds and reconciles per second, the 99th percentile reconcile time (histogram bucket bound), retries and errors."));
+  const box = h("div", {});
+  main.append(box);
+  let prev = null, prevAt = 0;
+  const tick = async () => {
+    let data;
+    try { data = await api("/ui/api/loops", { verb: "get", what: "path \"/metrics\"" }); } catch (e) {
+      box.replaceChildren(errorPanel(e, "the controllers' metrics")); return;
+    }
+    const now = Date.now();
+    const dt = prev ? (now - prevAt) / 1000 : 0;
+    const before = new Map((prev || []).map((c) => [c.name, c]));
+    const rate = (c, f) => { const p = before.get(c.name); return p && dt > 0 ? ((c[f] - p[f]) / dt).toFixed(1) : "—"; };
+    const fmtSecs = (v) => (!Number.isFinite(v) ? (v === Infinity ? "> max" : "—") : v < 1 ? `${Math.round(v * 1000)} ms` : `${v} s`);
+    box.replaceChildren(h("table", { id: "loops" },
+      h("thead", {}, h("tr", {}, ["Controller", "Queue depth", "Adds/s", "Reconciles/s", "p99 reconcile", "Retries", "Errors", "Workers"].map((c) => h("th", {}, c)))),
+      h("tbody", {}, data.controllers.map((c) => h("tr", { "data-controller": c.name },
+        h("td", {}, c.name), h("td", { class: "num", "data-depth": c.depth }, c.depth), h("td", { class: "num" }, rate(c, "adds")),
+        h("td", { class: "num" }, rate(c, "reconciles")),
+        h("td", { class: "num" }, fmtSecs(p99(c.reconcileBuckets, before.get(c.name) && before.get(c.name).reconcileBuckets))),
+        h("td", { class: "num" }, c.retries), h("td", { class: "num" }, c.errors), h("td", { class: "num" }, c.activeWorkers))))));
+    prev = data.controllers; prevAt = now;
+  };
+  await tick();
+  const timer = setInterval(tick, 1000);
+  teardown.push(() => clearInterval(timer));
+}
+
+// ---------------------------------------------------------------- routing
+
+async function route() {
+  for (const stop of teardown.splice(0)) stop();
+  const hash = location.hash.replace(/^#/, "") || "/";
+  const [path, query] = hash.split("?");
+  document.getElementById("nav-objects").classList.toggle("active", !path.startsWith("/loops"));
+  document.getElementById("nav-loops").classList.toggle("active", path.startsWith("/loops"));
+  try {
+    if (path.startsWith("/object/")) {
+      const [group, version, resource, ns, name] = path.slice("/object/".length).split("/");
+      await objectView(group, version, resource, ns, decodeURIComponent(name || ""));
+    } else if (path.startsWith("/loops")) {
+      await loopsView();
+    } else {
+      await objectsView(new URLSearchParams(query || ""));
+    }
+  } catch (e) {
+    main.replaceChildren(errorPanel(e, (e && e.what) || "this page"));
+  }
+}
+
+async function start() {
+  try {
+    session = await api("/ui/api/session");
+  } catch (e) {
+    main.replaceChildren(h("div", { class: "panel", id: "login-needed" }, h("h2", {}, "Not logged in"),
+      h("p", {}, "Run ", h("code", {}, "setpoint console-url --data-dir DIR"), " where the server's data directory is, and open the URL it prints (it is good once, for 5 minutes).")));
+    return;
+  }
+  const who = document.getElementById("whoami");
+  who.textContent = session.user;
+  who.dataset.user = session.user;
+  const logout = document.getElementById("logout");
+  logout.hidden = false;
+  logout.addEventListener("click", async () => {
+    try { await api("/ui/api/logout", { method: "POST" }); } finally { location.href = "/ui/"; }
+  });
+  window.addEventListener("hashchange", route);
+  await route();
+}
+
+start();
