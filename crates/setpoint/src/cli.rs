@@ -737,6 +737,27 @@ mod tests {
         assert_eq!(args.only, [ApiBench::Creates, ApiBench::Watch]);
         assert!(!args.quick);
     }
+
+    #[test]
+    fn bench_scale_should_take_steps_and_server_args() {
+        let cli = Cli::try_parse_from([
+            "setpoint",
+            "bench",
+            "scale",
+            "--steps",
+            "1000,5000",
+            "--server-arg=--no-audit",
+        ])
+        .expect("parses");
+        let Command::Bench(BenchCommand::Scale(args)) = cli.command else {
+            panic!("parsed as {cli:?}");
+        };
+        assert_eq!(args.steps, [1_000, 5_000]);
+        assert_eq!(args.objects, 1_000_000);
+        assert_eq!(args.clients, 32);
+        assert_eq!(args.store, StoreKind::Embedded);
+        assert_eq!(args.server_args, ["--no-audit"]);
+    }
 }
 
 /// The simulations of `setpoint simulate`.

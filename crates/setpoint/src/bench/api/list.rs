@@ -141,7 +141,11 @@ async fn list_whole(connection: &mut Connection, path: &str) -> Result<bytes::By
 
 /// Lists `path` in pages of [`PAGE`]; returns how many items and pages it read. Stops with an
 /// error after more pages than `objects` can fill.
-pub(in crate::bench) async fn list_paged(connection: &mut Connection, path: &str, objects: u64) -> Result<(u64, u64)> {
+pub(in crate::bench) async fn list_paged(
+    connection: &mut Connection,
+    path: &str,
+    objects: u64,
+) -> Result<(u64, u64)> {
     let max_pages = objects / PAGE + 2;
     let mut token: Option<String> = None;
     let (mut items, mut pages) = (0, 0);

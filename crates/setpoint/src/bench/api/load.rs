@@ -113,7 +113,10 @@ pub(in crate::bench) fn payload() -> &'static str {
 }
 
 /// Creates the namespace `name`.
-pub(in crate::bench) async fn create_namespace(connection: &mut Connection, name: &str) -> Result<()> {
+pub(in crate::bench) async fn create_namespace(
+    connection: &mut Connection,
+    name: &str,
+) -> Result<()> {
     let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
     connection
         .call(Call::post_json("/api/v1/namespaces", body.to_string()))

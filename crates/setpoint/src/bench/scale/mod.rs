@@ -104,10 +104,7 @@ async fn run(
     let arg_refs: Vec<&str> = server_args.iter().map(String::as_str).collect();
     let (server, endpoint) = ServerProcess::start(root, &arg_refs).await?;
     let client = Client::new(endpoint.clone())?;
-    let ready = tokio::time::timeout(
-        READY_TIMEOUT,
-        restart::poll_ready(&client, Instant::now()),
-    );
+    let ready = tokio::time::timeout(READY_TIMEOUT, restart::poll_ready(&client, Instant::now()));
     if ready.await.is_err() {
         bail!(
             "the server was not ready within {READY_TIMEOUT:?}; {}",

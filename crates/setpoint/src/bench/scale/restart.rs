@@ -211,7 +211,11 @@ mod tests {
     fn answers_should_count_server_errors_by_when_they_came() {
         let mut answers = Answers::default();
         let ms = Duration::from_millis;
-        answers.record(StatusCode::GATEWAY_TIMEOUT, b"Too large resource version", ms(5));
+        answers.record(
+            StatusCode::GATEWAY_TIMEOUT,
+            b"Too large resource version",
+            ms(5),
+        );
         answers.record(StatusCode::TOO_MANY_REQUESTS, b"", ms(6));
         answers.record(StatusCode::SERVICE_UNAVAILABLE, b"", ms(20));
         answers.record(StatusCode::FORBIDDEN, b"", ms(21));

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::step::{Measured, Timed};
-use crate::bench::report::{count, millis, mib, per_second, rate, Row};
+use crate::bench::report::{count, mib, millis, per_second, rate, Row};
 
 /// The least share of the first step's write rates the top step must keep, in percent.
 const KEEP_PERCENT: u64 = 80;
@@ -66,10 +66,7 @@ pub(super) fn rows(step: &Measured, first: Option<FirstRates>, base: u64) -> Vec
         if let Some(first) = first {
             let now = per_second(timed.ops, timed.elapsed);
             row = row.target(
-                format!(
-                    "≥ {KEEP_PERCENT} % of the first step's {}/s",
-                    count(first)
-                ),
+                format!("≥ {KEEP_PERCENT} % of the first step's {}/s", count(first)),
                 now * 100 >= first * KEEP_PERCENT,
             );
         }

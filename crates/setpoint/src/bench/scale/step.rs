@@ -19,6 +19,7 @@ use crate::bench::api::list;
 use crate::bench::api::load::{self, Ran};
 use crate::bench::kubeconfig::Endpoint;
 use crate::bench::latency::Summary;
+use crate::bench::report::count;
 use crate::bench::server::ServerProcess;
 use crate::bench::usage::{self, Memory};
 
@@ -110,7 +111,7 @@ impl Bench<'_> {
         size: u64,
         plan: &Plan,
     ) -> Result<(Measured, ServerProcess)> {
-        let label = crate::bench::report::count(size);
+        let label = count(size);
         let pid = server.pid();
         let peak_reset = match usage::reset_peak(pid) {
             Ok(()) => true,
@@ -120,7 +121,7 @@ impl Bench<'_> {
             }
         };
 
-        eprintln!("[{label}] creating {} → {label}", self.stored);
+        eprintln!("[{label}] creating {} → {label}", count(self.stored));
         let creates = writes::create(
             &self.client,
             self.clients,
@@ -131,7 +132,10 @@ impl Bench<'_> {
         .await?;
         self.stored = size;
         let sample = Arc::new(spread(plan.sample_at(size), size));
-        eprintln!("[{label}] {} updates, deletes and re-creates", sample.len());
+        eprintln!(
+            "[{label}] {} updates, deletes and re-creates",
+            count(sample.len() as u64)
+        );
         let updates = writes::update(&self.client, self.clients, sample.clone()).await?;
         let deletes = writes::delete(&self.client, self.clients, sample.clone()).await?;
         writes::recreate(&self.client, self.clients, sample).await?;
@@ -140,15 +144,8 @@ impl Bench<'_> {
 
         eprintln!("[{label}] restarting");
         let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
-        let restarted = restart(
-            server,
-            self.root,
-            &self.endpoint,
-            &self.client,
-            &args,
-            size,
-        )
-        .await?;
+        let restarted =
+            restart(server, self.root, &self.endpoint, &self.client, &args, size).await?;
         tokio::time::sleep(SETTLE).await;
         let steady_rss = usage::rss_bytes(restarted.server.pid())?;
 
@@ -183,7 +180,10 @@ impl Bench<'_> {
         let body = connection.call(Call::get(path.clone())).await?;
         let items = list::parse(&body)?.items.len() as u64;
         let full = start.elapsed();
-        ensure!(items == size, "the whole list held {items} of {size} objects");
+        ensure!(
+            items == size,
+            "the whole list held {items} of {size} objects"
+        );
         drop(body);
 
         let start = Instant::now();
