@@ -1,10 +1,12 @@
 //! The API server under test: `setpoint server` started from this very executable as a child
-//! process, on a fresh data directory and a free loopback port, with its log in a file.
+//! process, on a fresh data directory and a free loopback port, with its log in a file; or
+//! [spawned](ServerProcess::spawn) again on a data directory an earlier one left, to time a
+//! restart.
 //!
 //! The child never outlives a [`ServerProcess`]: dropping one kills it (SIGKILL), which is what
 //! happens when a benchmark fails or is interrupted; [`ServerProcess::stop`] does the same and
-//! waits for it. (A SIGKILL of the benchmark itself leaves the server running: nothing can
-//! clean up after that.)
+//! waits for it; [`ServerProcess::terminate`] asks it to shut down (SIGTERM) first. (A SIGKILL
+//! of the benchmark itself leaves the server running: nothing can clean up after that.)
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
