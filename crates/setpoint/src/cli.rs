@@ -320,6 +320,49 @@ pub(crate) enum BenchCommand {
     /// and added latency against a direct connection, Databases created and Ready, drift
     /// reverted, Certificates issued.
     Providers(ProvidersBenchArgs),
+    /// Benchmark a growing store (issue 23): ConfigMaps created in steps up to `--objects`;
+    /// at each step creates/s, updates/s, deletes/s, the server's memory against the bytes
+    /// stored, restart → `/readyz` and → first full list, and a paged against a whole list.
+    Scale(ScaleBenchArgs),
+}
+
+/// Flags of `setpoint bench scale`.
+#[derive(Debug, Args)]
+pub(crate) struct ScaleBenchArgs {
+    /// Create the (temporary, deleted afterwards) data directory under this directory.
+    /// Default: `./target` if it exists, else the system's temporary directory. The store
+    /// grows to about 2.5 KiB per object on disk there.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dir: Option<PathBuf>,
+    /// The number of ConfigMaps the store grows to: the last step.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) objects: u64,
+    /// The store sizes to measure at, ascending, comma-separated (overrides `--objects`).
+    /// Default: those of 100000,250000,500000 below `--objects`, then `--objects`.
+    #[arg(long, value_name = "N,...", value_delimiter = ',')]
+    pub(crate) steps: Vec<u64>,
+    /// Concurrent HTTPS clients (one HTTP/1.1 connection each) sending the writes.
+    #[arg(long, value_name = "N", default_value_t = 32,
+          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub(crate) clients: u16,
+    /// Updates, and deletes followed by re-creates, timed at each step (default 5,000; 1,000
+    /// with `--quick`; at most the step's size).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) sample: Option<u64>,
+    /// Steps of 10,000, 20,000 and 50,000 objects (unless `--steps`), samples of 1,000: a
+    /// check that the command runs, not a measurement.
+    #[arg(long)]
+    pub(crate) quick: bool,
+    /// The store under the server: `embedded`, or `etcd` (a local member, fsyncs on, data
+    /// under `--dir`; needs a build with `--features etcd` and the `etcd` binary on the PATH
+    /// or in `SETPOINT_ETCD`).
+    #[arg(long, value_name = "KIND", value_enum, default_value = "embedded")]
+    pub(crate) store: StoreKind,
+    /// Extra arguments for the `setpoint server` under test, one per use (it always runs with
+    /// `--no-agent --controllers=`), e.g. `--server-arg=--no-audit`.
+    #[arg(long = "server-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub(crate) server_args: Vec<String>,
 }
 
 /// One benchmark of `setpoint bench providers`.
@@ -696,6 +739,27 @@ mod tests {
         };
         assert_eq!(args.only, [ApiBench::Creates, ApiBench::Watch]);
         assert!(!args.quick);
+    }
+
+    #[test]
+    fn bench_scale_should_take_steps_and_server_args() {
+        let cli = Cli::try_parse_from([
+            "setpoint",
+            "bench",
+            "scale",
+            "--steps",
+            "1000,5000",
+            "--server-arg=--no-audit",
+        ])
+        .expect("parses");
+        let Command::Bench(BenchCommand::Scale(args)) = cli.command else {
+            panic!("parsed as {cli:?}");
+        };
+        assert_eq!(args.steps, [1_000, 5_000]);
+        assert_eq!(args.objects, 1_000_000);
+        assert_eq!(args.clients, 32);
+        assert_eq!(args.store, StoreKind::Embedded);
+        assert_eq!(args.server_args, ["--no-audit"]);
     }
 }
 

@@ -10,6 +10,7 @@ mod machine;
 mod pod_network;
 mod providers;
 mod report;
+mod scale;
 mod server;
 mod services;
 mod store;
@@ -35,6 +36,7 @@ pub(crate) async fn bench(command: BenchCommand) -> Result<()> {
         BenchCommand::Flood(args) => flood::bench_flood(args).await,
         BenchCommand::Gitops(args) => gitops::bench_gitops(args).await,
         BenchCommand::Providers(args) => providers::bench_providers(args).await,
+        BenchCommand::Scale(args) => scale::bench_scale(args).await,
     }
 }
 

@@ -36,16 +36,44 @@ fn parse_stat_ticks(stat: &str) -> Option<u64> {
 
 /// The resident set size of `pid` (`VmRSS`), in bytes.
 pub(super) fn rss_bytes(pid: u32) -> Result<u64> {
-    let path = format!("/proc/{pid}/status");
-    let status = fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
-    parse_vm_rss(&status).with_context(|| format!("no VmRSS in {path}"))
+    Ok(memory(pid)?.rss)
 }
 
-/// `VmRSS` of a `/proc/<pid>/status` text, in bytes.
-fn parse_vm_rss(status: &str) -> Option<u64> {
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+/// A process's resident memory, from `/proc/<pid>/status`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Memory {
+    /// Resident now (`VmRSS`), in bytes.
+    pub(super) rss: u64,
+    /// The most it has been resident since it started or since [`reset_peak`] (`VmHWM`), in
+    /// bytes.
+    pub(super) peak: u64,
+}
+
+/// The resident memory of `pid`, now and at its peak.
+pub(super) fn memory(pid: u32) -> Result<Memory> {
+    let path = format!("/proc/{pid}/status");
+    let status = fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+    parse_memory(&status).with_context(|| format!("no VmRSS or VmHWM in {path}"))
+}
+
+/// Resets the peak [`memory`] of `pid` reports to its resident memory now (writing `5` to
+/// `/proc/<pid>/clear_refs`, Linux 4.0 and later; the process must be ours).
+pub(super) fn reset_peak(pid: u32) -> Result<()> {
+    let path = format!("/proc/{pid}/clear_refs");
+    fs::write(&path, "5").with_context(|| format!("writing 5 to {path}"))
+}
+
+/// `VmRSS` and `VmHWM` of a `/proc/<pid>/status` text, in bytes.
+fn parse_memory(status: &str) -> Option<Memory> {
+    let field = |name: &str| -> Option<u64> {
+        let line = status.lines().find(|l| l.starts_with(name))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024)
+    };
+    Some(Memory {
+        rss: field("VmRSS:")?,
+        peak: field("VmHWM:")?,
+    })
 }
 
 /// CPU times at the start of a phase; [`Meter::stop`] turns them into a [`CpuUse`].
@@ -143,9 +171,16 @@ mod tests {
     }
 
     #[test]
-    fn vm_rss_should_be_read_in_bytes() {
-        let status = "Name:\tsetpoint\nVmPeak:\t 9999 kB\nVmRSS:\t   1234 kB\n";
-        assert_eq!(parse_vm_rss(status), Some(1234 * 1024));
+    fn memory_should_read_rss_and_its_peak_in_bytes() {
+        let status = "Name:\tsetpoint\nVmPeak:\t 9999 kB\nVmHWM:\t 2048 kB\nVmRSS:\t   1234 kB\n";
+        assert_eq!(
+            parse_memory(status),
+            Some(Memory {
+                rss: 1234 * 1024,
+                peak: 2048 * 1024
+            })
+        );
+        assert_eq!(parse_memory("VmRSS:\t 1 kB\n"), None);
     }
 
     #[test]
@@ -153,6 +188,8 @@ mod tests {
         if std::path::Path::new("/proc/self/stat").exists() {
             assert!(cpu_time(None).is_ok());
             assert!(rss_bytes(std::process::id()).expect("rss") > 0);
+            let memory = memory(std::process::id()).expect("memory");
+            assert!(memory.peak >= memory.rss, "{memory:?}");
         }
     }
 }

@@ -25,11 +25,11 @@ use crate::bench::kubeconfig::Endpoint;
 
 /// The longest a request may take, its whole response body included; a benchmark whose
 /// request takes longer fails instead of hanging.
-pub(super) const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+pub(in crate::bench) const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The HTTP version of a connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Protocol {
+pub(in crate::bench) enum Protocol {
     /// HTTP/1.1: one request at a time per connection.
     Http1,
     /// HTTP/2: concurrent streams on one connection.
@@ -37,7 +37,7 @@ pub(super) enum Protocol {
 }
 
 /// Opens connections to one API server.
-pub(super) struct Client {
+pub(in crate::bench) struct Client {
     /// Where the server is.
     endpoint: Endpoint,
     /// TLS offering only `http/1.1`.
@@ -50,7 +50,7 @@ pub(super) struct Client {
 
 impl Client {
     /// A client for `endpoint`, trusting its CA only.
-    pub(super) fn new(endpoint: Endpoint) -> Result<Self> {
+    pub(in crate::bench) fn new(endpoint: Endpoint) -> Result<Self> {
         let ca = CertificateDer::from_pem_slice(endpoint.ca_pem.as_bytes())
             .context("reading the CA certificate")?;
         let mut roots = RootCertStore::empty();
@@ -77,7 +77,7 @@ impl Client {
     }
 
     /// Opens a connection: TCP, the TLS handshake, then the HTTP handshake.
-    pub(super) async fn connect(&self, protocol: Protocol) -> Result<Connection> {
+    pub(in crate::bench) async fn connect(&self, protocol: Protocol) -> Result<Connection> {
         let addr = self.endpoint.addr;
         let tcp = TcpStream::connect(addr)
             .await
@@ -114,7 +114,7 @@ impl Client {
     }
 
     /// Opens `n` connections of `protocol`, one after the other.
-    pub(super) async fn connect_many(
+    pub(in crate::bench) async fn connect_many(
         &self,
         protocol: Protocol,
         n: usize,
@@ -152,20 +152,20 @@ enum Sender {
 }
 
 /// A request to send, and the status it must be answered with.
-pub(super) struct Call {
+pub(in crate::bench) struct Call {
     /// The method.
-    pub(super) method: Method,
+    pub(in crate::bench) method: Method,
     /// The path and query, e.g. `/api/v1/namespaces/default/configmaps`.
-    pub(super) path: String,
+    pub(in crate::bench) path: String,
     /// The body and its content type, if any.
-    pub(super) body: Option<(&'static str, Bytes)>,
+    pub(in crate::bench) body: Option<(&'static str, Bytes)>,
     /// The status of a successful answer.
-    pub(super) expect: StatusCode,
+    pub(in crate::bench) expect: StatusCode,
 }
 
 impl Call {
     /// `GET path`, answered `200 OK`.
-    pub(super) fn get(path: impl Into<String>) -> Self {
+    pub(in crate::bench) fn get(path: impl Into<String>) -> Self {
         Call {
             method: Method::GET,
             path: path.into(),
@@ -175,7 +175,7 @@ impl Call {
     }
 
     /// `POST path` with a JSON body, answered `201 Created`.
-    pub(super) fn post_json(path: impl Into<String>, body: impl Into<Bytes>) -> Self {
+    pub(in crate::bench) fn post_json(path: impl Into<String>, body: impl Into<Bytes>) -> Self {
         Call {
             method: Method::POST,
             path: path.into(),
@@ -184,8 +184,18 @@ impl Call {
         }
     }
 
+    /// `DELETE path`, answered `200 OK`.
+    pub(in crate::bench) fn delete(path: impl Into<String>) -> Self {
+        Call {
+            method: Method::DELETE,
+            path: path.into(),
+            body: None,
+            expect: StatusCode::OK,
+        }
+    }
+
     /// `PATCH path` with a JSON merge patch, answered `200 OK`.
-    pub(super) fn merge_patch(path: impl Into<String>, patch: impl Into<Bytes>) -> Self {
+    pub(in crate::bench) fn merge_patch(path: impl Into<String>, patch: impl Into<Bytes>) -> Self {
         Call {
             method: Method::PATCH,
             path: path.into(),
@@ -198,7 +208,7 @@ impl Call {
 impl Call {
     /// `PATCH path` with a server-side apply configuration (JSON), answered `expect` (`200`,
     /// or `201` when the apply creates the object).
-    pub(super) fn apply(
+    pub(in crate::bench) fn apply(
         path: impl Into<String>,
         config: impl Into<Bytes>,
         expect: StatusCode,
@@ -214,7 +224,7 @@ impl Call {
 
 /// One open connection. For HTTP/1.1 a request must be answered (body included) before the next
 /// is sent; HTTP/2 connections can be [shared](Connection::share) for concurrent streams.
-pub(super) struct Connection {
+pub(in crate::bench) struct Connection {
     /// Sends requests.
     sender: Sender,
     /// The I/O task, shared by the handles of an HTTP/2 connection.
@@ -227,7 +237,7 @@ pub(super) struct Connection {
 
 impl Connection {
     /// Another handle on the same HTTP/2 connection, for a concurrent stream.
-    pub(super) fn share(&self) -> Result<Connection> {
+    pub(in crate::bench) fn share(&self) -> Result<Connection> {
         let Sender::Http2(sender) = &self.sender else {
             bail!("an HTTP/1.1 connection cannot carry concurrent requests");
         };
@@ -240,7 +250,7 @@ impl Connection {
     }
 
     /// Sends `call` and returns the response once its headers have arrived.
-    pub(super) async fn open(&mut self, call: Call) -> Result<Response<Incoming>> {
+    pub(in crate::bench) async fn open(&mut self, call: Call) -> Result<Response<Incoming>> {
         let (content_type, body) = call.body.unwrap_or(("", Bytes::new()));
         let mut builder = Request::builder()
             .method(call.method)
@@ -270,7 +280,7 @@ impl Connection {
 
     /// Sends `call`, reads the whole response and checks its status is the expected one;
     /// returns the body. Fails after [`REQUEST_TIMEOUT`].
-    pub(super) async fn call(&mut self, call: Call) -> Result<Bytes> {
+    pub(in crate::bench) async fn call(&mut self, call: Call) -> Result<Bytes> {
         let what = format!("{} {}", call.method, call.path);
         let expect = call.expect;
         let exchange = async {

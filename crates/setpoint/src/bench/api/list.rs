@@ -20,25 +20,25 @@ use crate::bench::usage::Meter;
 /// The namespace listed.
 const NAMESPACE: &str = "bench-list";
 /// Page size of the paged lists.
-const PAGE: u64 = 500;
+pub(in crate::bench) const PAGE: u64 = 500;
 /// The median whole list should take at most this long.
 const TARGET: Duration = Duration::from_millis(20);
 
 /// The parts of a list answer the benchmark reads.
 #[derive(Deserialize)]
-struct ListPage {
+pub(in crate::bench) struct ListPage {
     /// The objects, skipped over.
-    items: Vec<IgnoredAny>,
+    pub(in crate::bench) items: Vec<IgnoredAny>,
     /// The list's metadata.
-    metadata: ListMeta,
+    pub(in crate::bench) metadata: ListMeta,
 }
 
 /// A list's metadata.
 #[derive(Deserialize)]
-struct ListMeta {
+pub(in crate::bench) struct ListMeta {
     /// The token for the next page, absent or empty on the last one.
     #[serde(rename = "continue", default)]
-    continue_token: Option<String>,
+    pub(in crate::bench) continue_token: Option<String>,
 }
 
 /// Runs the list benchmark.
@@ -141,7 +141,11 @@ async fn list_whole(connection: &mut Connection, path: &str) -> Result<bytes::By
 
 /// Lists `path` in pages of [`PAGE`]; returns how many items and pages it read. Stops with an
 /// error after more pages than `objects` can fill.
-async fn list_paged(connection: &mut Connection, path: &str, objects: u64) -> Result<(u64, u64)> {
+pub(in crate::bench) async fn list_paged(
+    connection: &mut Connection,
+    path: &str,
+    objects: u64,
+) -> Result<(u64, u64)> {
     let max_pages = objects / PAGE + 2;
     let mut token: Option<String> = None;
     let (mut items, mut pages) = (0, 0);
@@ -165,7 +169,7 @@ async fn list_paged(connection: &mut Connection, path: &str, objects: u64) -> Re
 }
 
 /// Reads a list answer.
-fn parse(body: &[u8]) -> Result<ListPage> {
+pub(in crate::bench) fn parse(body: &[u8]) -> Result<ListPage> {
     serde_json::from_slice(body).context("the list answer does not decode")
 }
 

@@ -16,42 +16,42 @@ use super::client::{Call, Client, Connection, Protocol};
 use crate::bench::latency::Latencies;
 
 /// Concurrent clients of the create and get benchmarks.
-pub(super) const CLIENTS: usize = 32;
+pub(in crate::bench) const CLIENTS: usize = 32;
 /// Connections the [`CLIENTS`] share over HTTP/2 (over HTTP/1.1 each has its own).
-pub(super) const HTTP2_CONNECTIONS: usize = 4;
+pub(in crate::bench) const HTTP2_CONNECTIONS: usize = 4;
 /// The size of each ConfigMap's `payload` value.
-pub(super) const PAYLOAD_BYTES: usize = 1024;
+pub(in crate::bench) const PAYLOAD_BYTES: usize = 1024;
 
 /// How much work each benchmark does: the full sizes, or smaller ones for `--quick`.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Sizes {
+pub(in crate::bench) struct Sizes {
     /// Creates per protocol.
-    pub(super) creates: u64,
+    pub(in crate::bench) creates: u64,
     /// Gets per protocol.
-    pub(super) gets: u64,
+    pub(in crate::bench) gets: u64,
     /// Time limit of each create or get run, whichever of the two comes first.
-    pub(super) run_time: Duration,
+    pub(in crate::bench) run_time: Duration,
     /// Objects in the listed namespace.
-    pub(super) list_objects: u64,
+    pub(in crate::bench) list_objects: u64,
     /// Timed whole lists.
-    pub(super) list_runs: usize,
+    pub(in crate::bench) list_runs: usize,
     /// Timed paged lists.
-    pub(super) page_runs: usize,
+    pub(in crate::bench) page_runs: usize,
     /// Writes the watchers follow.
-    pub(super) watch_writes: u64,
+    pub(in crate::bench) watch_writes: u64,
     /// Time limit for those writes.
-    pub(super) watch_time: Duration,
+    pub(in crate::bench) watch_time: Duration,
     /// Writes the watchers replay from the server's event window (which holds 10,000).
-    pub(super) replay_writes: u64,
+    pub(in crate::bench) replay_writes: u64,
     /// Objects of each kind the apply benchmark writes to.
-    pub(super) apply_objects: u64,
+    pub(in crate::bench) apply_objects: u64,
     /// Timed writes of each kind and patch type.
-    pub(super) apply_writes: u64,
+    pub(in crate::bench) apply_writes: u64,
 }
 
 impl Sizes {
     /// The full sizes, or the `--quick` ones.
-    pub(super) fn new(quick: bool) -> Self {
+    pub(in crate::bench) fn new(quick: bool) -> Self {
         if quick {
             Sizes {
                 creates: 10_000,
@@ -85,13 +85,13 @@ impl Sizes {
 }
 
 /// The path of the ConfigMaps of `namespace`.
-pub(super) fn configmaps(namespace: &str) -> String {
+pub(in crate::bench) fn configmaps(namespace: &str) -> String {
     format!("/api/v1/namespaces/{namespace}/configmaps")
 }
 
 /// The JSON of a ConfigMap called `name` with [`PAYLOAD_BYTES`] of printable pseudo-random data
 /// (the same every run) under `payload`, and `sent` under `sent`.
-pub(super) fn configmap(name: &str, sent: u64) -> String {
+pub(in crate::bench) fn configmap(name: &str, sent: u64) -> String {
     json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -102,7 +102,7 @@ pub(super) fn configmap(name: &str, sent: u64) -> String {
 }
 
 /// The 1 KiB payload.
-pub(super) fn payload() -> &'static str {
+pub(in crate::bench) fn payload() -> &'static str {
     static PAYLOAD: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     PAYLOAD.get_or_init(|| {
         let mut rng = SmallRng::seed_from_u64(0x5e7_901);
@@ -113,7 +113,10 @@ pub(super) fn payload() -> &'static str {
 }
 
 /// Creates the namespace `name`.
-pub(super) async fn create_namespace(connection: &mut Connection, name: &str) -> Result<()> {
+pub(in crate::bench) async fn create_namespace(
+    connection: &mut Connection,
+    name: &str,
+) -> Result<()> {
     let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
     connection
         .call(Call::post_json("/api/v1/namespaces", body.to_string()))
@@ -124,7 +127,7 @@ pub(super) async fn create_namespace(connection: &mut Connection, name: &str) ->
 
 /// Connections for `clients` concurrent clients: over HTTP/1.1 one each, over HTTP/2 handles on
 /// [`HTTP2_CONNECTIONS`] connections, spread evenly.
-pub(super) async fn clients(
+pub(in crate::bench) async fn clients(
     client: &Client,
     protocol: Protocol,
     clients: usize,
@@ -141,7 +144,7 @@ pub(super) async fn clients(
 }
 
 /// How [`CLIENTS`] clients reach the server over `protocol`, for row names.
-pub(super) fn clients_label(protocol: Protocol) -> String {
+pub(in crate::bench) fn clients_label(protocol: Protocol) -> String {
     match protocol {
         Protocol::Http1 => format!("{CLIENTS} clients, HTTP/1.1 ({CLIENTS} connections)"),
         Protocol::Http2 => format!(
@@ -151,7 +154,7 @@ pub(super) fn clients_label(protocol: Protocol) -> String {
 }
 
 /// A budget of operations that concurrent clients draw from until it, or the time, runs out.
-pub(super) struct Budget {
+pub(in crate::bench) struct Budget {
     /// Operations handed out so far (may overshoot `ops` by one per client; those are refused).
     taken: AtomicU64,
     /// Most operations to hand out.
@@ -162,7 +165,7 @@ pub(super) struct Budget {
 
 impl Budget {
     /// At most `ops` operations, none after `time` from now.
-    pub(super) fn new(ops: u64, time: Duration) -> Arc<Self> {
+    pub(in crate::bench) fn new(ops: u64, time: Duration) -> Arc<Self> {
         Arc::new(Budget {
             taken: AtomicU64::new(0),
             ops,
@@ -171,7 +174,7 @@ impl Budget {
     }
 
     /// Takes one operation: its index across all clients, or `None` once the budget is spent.
-    pub(super) fn take(&self) -> Option<u64> {
+    pub(in crate::bench) fn take(&self) -> Option<u64> {
         if Instant::now() >= self.deadline {
             return None;
         }
@@ -181,22 +184,22 @@ impl Budget {
 }
 
 /// What a [`run`] did.
-pub(super) struct Ran {
+pub(in crate::bench) struct Ran {
     /// Requests answered; they are operations `0..ops` of the budget.
-    pub(super) ops: u64,
+    pub(in crate::bench) ops: u64,
     /// From the start of the run until the last answer.
-    pub(super) elapsed: Duration,
+    pub(in crate::bench) elapsed: Duration,
     /// The latency of every request, from sending it to the end of its answer's body.
-    pub(super) latencies: Latencies,
+    pub(in crate::bench) latencies: Latencies,
 }
 
 /// Builds the request of operation `i`.
-pub(super) type MakeCall = Arc<dyn Fn(u64) -> Call + Send + Sync>;
+pub(in crate::bench) type MakeCall = Arc<dyn Fn(u64) -> Call + Send + Sync>;
 
 /// Sends requests from `budget` on every connection at once, each connection one request at a
 /// time, until the budget is spent; every answer must have the status its call expects. The first failure
 /// stops the run (the other clients are aborted).
-pub(super) async fn run(
+pub(in crate::bench) async fn run(
     connections: Vec<Connection>,
     budget: Arc<Budget>,
     make: MakeCall,
@@ -234,7 +237,7 @@ pub(super) async fn run(
 
 /// Creates the ConfigMaps `{prefix}-{i}` for `i` in `0..n` in `namespace` with [`CLIENTS`]
 /// HTTP/1.1 clients; untimed setup (bounded by `time`) for the benchmarks that need objects.
-pub(super) async fn populate(
+pub(in crate::bench) async fn populate(
     client: &Client,
     namespace: &str,
     prefix: &str,
@@ -255,7 +258,7 @@ pub(super) async fn populate(
 }
 
 /// The name of object `i` with `prefix`: zero-padded, so that name order is index order.
-pub(super) fn name(prefix: &str, i: u64) -> String {
+pub(in crate::bench) fn name(prefix: &str, i: u64) -> String {
     format!("{prefix}-{i:06}")
 }
 

@@ -11,11 +11,11 @@
 //! the command fail, after the others have run.
 
 mod apply;
-mod client;
+pub(super) mod client;
 mod creates;
 mod gets;
-mod list;
-mod load;
+pub(super) mod list;
+pub(super) mod load;
 mod locks;
 mod secrets;
 mod watch;
