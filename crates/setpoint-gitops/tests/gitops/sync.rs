@@ -792,13 +792,27 @@ async fn dependencies_health_and_crds_should_be_waited_for() {
         "{}",
         ready_message(&sync)
     );
-    let conditions = &sync.status.as_ref().expect("status").conditions;
-    assert!(conditions
-        .iter()
-        .any(|c| c.type_ == "Stalled" && c.status == "True"));
-    assert!(conditions
-        .iter()
-        .any(|c| c.type_ == "Healthy" && c.status == "False"));
+    // The failed health check's status: Stalled and not Healthy. A retry starting meanwhile
+    // marks the Sync Reconciling and clears Stalled, so look until a read shows the outcome.
+    let api = h.syncs();
+    eventually("Sync app Stalled and not Healthy", || {
+        let api = api.clone();
+        async move {
+            let sync = api.get("app").await.map_err(|e| e.to_string())?;
+            let conditions = sync.status.unwrap_or_default().conditions;
+            let has = |type_: &str, status: &str| {
+                conditions
+                    .iter()
+                    .any(|c| c.type_ == type_ && c.status == status)
+            };
+            if has("Ready", "False") && has("Stalled", "True") && has("Healthy", "False") {
+                Ok(())
+            } else {
+                Err(format!("{conditions:?}"))
+            }
+        }
+    })
+    .await;
     // Completed by hand: healthy.
     let jobs = kube::Api::<Job>::namespaced(h.client.kube().clone(), NS);
     jobs.patch_status(
