@@ -12,8 +12,6 @@
 
 mod backends;
 mod health;
-#[cfg(target_os = "linux")]
-mod splice;
 mod tcp;
 mod udp;
 

@@ -1,7 +1,6 @@
 //! A TCP port of the balancer: accepts connections and splices each to a backend picked from
 //! the port's current [`Group`], trying the next backend when one refuses (and marking it
-//! unhealthy). Bytes move both ways until both sides close: spliced through a pipe on Linux
-//! (`splice.rs`), else copied with 64 KiB buffers.
+//! unhealthy). Bytes are copied both ways with 64 KiB buffers until either side closes.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -75,13 +74,6 @@ async fn forward(mut client: TcpStream, group: &Group) {
             Ok(mut server) => {
                 let _ = server.set_nodelay(true);
                 let _open = backend.open();
-                #[cfg(target_os = "linux")]
-                if super::splice::bidirectional(&client, &server)
-                    .await
-                    .is_some()
-                {
-                    return;
-                }
                 let _ = tokio::io::copy_bidirectional_with_sizes(
                     &mut client,
                     &mut server,
