@@ -3,7 +3,8 @@
 //! Secret issues a leaf whose chain `openssl verify` accepts, also written to a directory;
 //! moving the clock past the renewal time renews it (new serial, revision + 1, one
 //! CertificateRequest kept by `revisionHistoryLimit`); a deleted file, an edited spec and a
-//! deleted Secret are re-issued; an RSA key is refused with the reason in `Synced`; deleting
+//! deleted Secret are re-issued; an RSA Certificate is issued with a PKCS#1 key, one asking
+//! for an RSA size Setpoint does not make is refused with the reason in `Synced`; deleting
 //! the Certificate removes its Secret and files. A ClusterIssuer signs with a CA Secret in
 //! the cluster resource namespace. One server, one loop.
 
@@ -355,7 +356,7 @@ async fn certificates_are_issued_verified_renewed_and_reissued() {
     ready_at(&certificates, "web", 5).await;
     assert!(secrets.get_opt("web-tls").await.expect("get").is_some());
 
-    // RSA keys cannot be generated here: said in Synced, not faked.
+    // RSA, as cert-manager's default: issued, its key written PKCS#1.
     create(
         &certificates,
         json!({"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
@@ -365,21 +366,45 @@ async fn certificates_are_issued_verified_renewed_and_reissued() {
                         "issuerRef": {"name": "selfsigned"}}}),
     )
     .await;
-    eventually("the RSA Certificate is Synced=False saying why", || async {
-        let cert = certificate(&certificates, "rsa").await;
-        cert.pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .any(|c| {
-                c["type"] == "Synced"
-                    && c["status"] == "False"
-                    && c["message"].as_str().is_some_and(|m| m.contains("RSA"))
-            })
-            .then_some(())
-    })
+    ready_at(&certificates, "rsa", 1).await;
+    let rsa = secrets.get("rsa-tls").await.expect("the RSA Secret");
+    assert!(
+        key(&rsa, "tls.key").starts_with("-----BEGIN RSA PRIVATE KEY-----"),
+        "{}",
+        key(&rsa, "tls.key")
+    );
+    // A size Setpoint does not generate: said in Synced, not faked.
+    create(
+        &certificates,
+        json!({"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+               "metadata": {"name": "rsa-small"},
+               "spec": {"secretName": "rsa-small-tls", "commonName": "rsa",
+                        "privateKey": {"algorithm": "RSA", "size": 1024},
+                        "issuerRef": {"name": "selfsigned"}}}),
+    )
     .await;
-    assert!(secrets.get_opt("rsa-tls").await.expect("get").is_none());
+    eventually(
+        "the 1024-bit RSA Certificate is Synced=False saying why",
+        || async {
+            let cert = certificate(&certificates, "rsa-small").await;
+            cert.pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .any(|c| {
+                    c["type"] == "Synced"
+                        && c["status"] == "False"
+                        && c["message"].as_str().is_some_and(|m| m.contains("1024"))
+                })
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(secrets
+        .get_opt("rsa-small-tls")
+        .await
+        .expect("get")
+        .is_none());
 
     // Deleted (deletionPolicy Delete, the default): the Secret and the files go with it.
     certificates
