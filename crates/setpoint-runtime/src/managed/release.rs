@@ -20,6 +20,17 @@ use crate::{Action, EventDetails};
 /// How many times removing the finalizer is tried when the object changed since it was read.
 const FINALIZER_ATTEMPTS: u32 = 3;
 
+/// Whether `object` still carries the loop's finalizer.
+fn holds_finalizer<M: Managed>(object: &M) -> bool {
+    object
+        .meta()
+        .finalizers
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .any(|f| f == M::finalizer())
+}
+
 /// The HTTP status of an API error.
 fn api_code(error: &ManagedError) -> Option<u16> {
     match error {
@@ -34,15 +45,8 @@ fn api_code(error: &ManagedError) -> Option<u16> {
 impl<M: Managed, C: Connector<M>> Run<'_, M, C> {
     /// Releases the external object, then the finalizer.
     pub(super) async fn release(&mut self) -> Result<Action, ManagedError> {
-        let meta = self.object.meta();
-        let deleting = meta.deletion_timestamp.is_some();
-        let held = meta
-            .finalizers
-            .as_deref()
-            .unwrap_or_default()
-            .iter()
-            .any(|f| f == M::finalizer());
-        if !held {
+        let deleting = self.object.meta().deletion_timestamp.is_some();
+        if !holds_finalizer(&self.object) {
             return Ok(Action::await_change());
         }
         let orphan = self
@@ -147,16 +151,9 @@ impl<M: Managed, C: Connector<M>> Run<'_, M, C> {
                         }
                         Err(error) => return Err(error),
                     }
-                    let meta = self.object.meta();
-                    let still = meta.deletion_timestamp.is_some() == deleting
+                    let still = self.object.meta().deletion_timestamp.is_some() == deleting
                         && (deleting || !self.object.wants_external());
-                    let held = meta
-                        .finalizers
-                        .as_deref()
-                        .unwrap_or_default()
-                        .iter()
-                        .any(|f| f == M::finalizer());
-                    if !held {
+                    if !holds_finalizer(&self.object) {
                         return Ok(Action::await_change());
                     }
                     if !still {
