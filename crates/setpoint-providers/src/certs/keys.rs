@@ -99,30 +99,22 @@ pub(crate) fn generate(wanted: &Wanted) -> Result<KeyPair, PkiError> {
 /// Reads a private key from PEM: PKCS#8 of any algorithm, or PKCS#1 (`RSA PRIVATE KEY`). An
 /// RSA key signs as [`wanted`] would for its size.
 pub(crate) fn parse(pem: &str) -> Result<KeyPair, String> {
-    let rsa = if pem.contains("-----BEGIN RSA PRIVATE KEY-----") {
-        Some(rsa::PrivateKey::from_pkcs1_pem(pem).map_err(|e| format!("a bad PKCS#1 key: {e}"))?)
-    } else {
-        None
-    };
-    let pkcs8 = match rsa {
-        Some(key) => key
+    let (pkcs8, bits) = if pem.contains("-----BEGIN RSA PRIVATE KEY-----") {
+        let key =
+            rsa::PrivateKey::from_pkcs1_pem(pem).map_err(|e| format!("a bad PKCS#1 key: {e}"))?;
+        let der = key
             .to_pkcs8_der()
-            .map_err(|e| format!("re-encoding a PKCS#1 key: {e}"))?
-            .as_bytes()
-            .to_vec(),
-        None => {
-            let key = KeyPair::from_pem(pem)
-                .map_err(|_| "not a PKCS#8 ECDSA, Ed25519 or RSA key".to_owned())?;
-            match rsa_bits(&key) {
-                None => return Ok(key),
-                Some(_) => key.serialized_der().to_vec(),
-            }
+            .map_err(|e| format!("re-encoding a PKCS#1 key: {e}"))?;
+        (der.as_bytes().to_vec(), key.size() * 8)
+    } else {
+        let key = KeyPair::from_pem(pem)
+            .map_err(|_| "not a PKCS#8 ECDSA, Ed25519 or RSA key".to_owned())?;
+        match rsa_bits(&key) {
+            None => return Ok(key),
+            // ring took it as SHA-256; load it again to sign as its size says.
+            Some(bits) => (key.serialized_der().to_vec(), bits),
         }
     };
-    let bits = rsa::PrivateKey::from_pkcs8_der(&pkcs8)
-        .map_err(|e| format!("a bad RSA key: {e}"))?
-        .size()
-        * 8;
     KeyPair::from_pkcs8_der_and_sign_algo(&PrivatePkcs8KeyDer::from(pkcs8), rsa_signature(bits))
         .map_err(|e| format!("an RSA key ring cannot use: {e}"))
 }

@@ -43,13 +43,12 @@ fn annotations_changed(old: &BTreeMap<String, String>, new: &BTreeMap<String, St
         EXTERNAL_CREATE_SUCCEEDED,
         EXTERNAL_CREATE_FAILED,
     ];
-    fn theirs(annotations: &BTreeMap<String, String>) -> Vec<(&String, &String)> {
+    fn theirs(annotations: &BTreeMap<String, String>) -> impl Iterator<Item = (&String, &String)> {
         annotations
             .iter()
             .filter(|(key, _)| !BOOKKEEPING.contains(&key.as_str()))
-            .collect()
     }
-    theirs(old) != theirs(new)
+    !theirs(old).eq(theirs(new))
         || BOOKKEEPING
             .iter()
             .any(|key| old.contains_key(*key) && !new.contains_key(*key))
