@@ -3,6 +3,14 @@
 //! an empty message on the lowest channel it writes (kubelet behaviour; old clients wait for
 //! it). Output is forwarded until the command's side drops its senders, then the outcome is
 //! written on the error channel and the connection closed (1000).
+//!
+//! The channel protocols have no "streams ready" message, and client-go creates its stream
+//! readers only after the handshake has returned: output that arrives first is discarded
+//! ("Unknown stream id") and kubectl fails with "closed all streams". A kubelet hides that race
+//! behind its container runtime's start-up; our commands start in milliseconds. So when the
+//! client is expected to talk (stdin or a terminal: kubectl sends the terminal size, or its
+//! input, right after creating its streams), output and the outcome wait for the client's
+//! first message, for at most [`CLIENT_GRACE`].
 
 use std::time::Duration;
 
@@ -20,6 +28,8 @@ use super::{status, BoxFuture, CommandOutcome, RemoteCommandSession, StreamFlags
 const MAX_MESSAGE: usize = 16 * 1024 * 1024;
 /// How long to wait for the client's close frame after ours.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
+/// How long output waits for a client that asked for stdin or a terminal to say something.
+const CLIENT_GRACE: Duration = Duration::from_millis(500);
 
 const STDIN: u8 = 0;
 const STDOUT: u8 = 1;
@@ -61,17 +71,26 @@ where
     };
     let command = tokio::spawn(run(session));
     let gone = CancellationToken::new();
+    let heard = CancellationToken::new();
+    if !(flags.stdin || flags.tty) {
+        heard.cancel();
+    }
     let mut inbound = tokio::spawn({
         let gone = gone.clone();
+        let heard = heard.clone();
         async move {
-            read_client(reader, protocol, stdin_tx, resize_tx).await;
+            read_client(reader, protocol, stdin_tx, resize_tx, &heard).await;
             gone.cancel();
         }
     });
+    let ready = ClientReady {
+        heard,
+        deadline: tokio::time::Instant::now() + CLIENT_GRACE,
+    };
 
     tokio::join!(
-        forward(stdout_rx, &sender, protocol, STDOUT, &gone),
-        forward(stderr_rx, &sender, protocol, STDERR, &gone),
+        forward(stdout_rx, &sender, protocol, STDOUT, &gone, &ready),
+        forward(stderr_rx, &sender, protocol, STDERR, &gone, &ready),
     );
     // A client that went away gets no outcome; the command sees its output closed.
     let outcome = tokio::select! {
@@ -84,6 +103,7 @@ where
         }
     };
     if let Some(payload) = status::outcome_payload(&outcome, protocol.status_errors()) {
+        ready.wait().await;
         let _ = protocol.send(&sender, ERROR, payload).await;
     }
     let _ = sender.close(CLOSE_NORMAL).await;
@@ -97,6 +117,23 @@ where
     }
     let _ = writer.await;
     let _ = command.await;
+}
+
+/// Whether the client has had its chance to create its stream readers.
+struct ClientReady {
+    /// Cancelled by the client's first message (or at once when none is expected).
+    heard: CancellationToken,
+    /// When output goes out regardless.
+    deadline: tokio::time::Instant,
+}
+
+impl ClientReady {
+    async fn wait(&self) {
+        tokio::select! {
+            () = self.heard.cancelled() => {}
+            () = tokio::time::sleep_until(self.deadline) => {}
+        }
+    }
 }
 
 fn split_option<T>(
@@ -119,6 +156,7 @@ async fn forward(
     protocol: ChannelProtocol,
     channel: u8,
     gone: &CancellationToken,
+    ready: &ClientReady,
 ) {
     let Some(mut rx) = rx else { return };
     while let Some(chunk) = tokio::select! {
@@ -127,6 +165,10 @@ async fn forward(
     } {
         if chunk.is_empty() {
             continue;
+        }
+        tokio::select! {
+            () = ready.wait() => {}
+            () = gone.cancelled() => return,
         }
         if protocol.send(sender, channel, chunk).await.is_err() {
             return;
@@ -140,9 +182,11 @@ async fn read_client<R: AsyncRead + Unpin>(
     protocol: ChannelProtocol,
     mut stdin: Option<mpsc::Sender<Bytes>>,
     resize: Option<mpsc::Sender<super::TerminalSize>>,
+    heard: &CancellationToken,
 ) {
     let mut sizes = ResizeDecoder::default();
     while let Ok(Some(message)) = reader.next().await {
+        heard.cancel();
         match protocol.decode(message) {
             Incoming::Data(STDIN, bytes) => {
                 if let Some(tx) = &stdin {

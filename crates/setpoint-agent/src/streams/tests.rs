@@ -580,3 +580,64 @@ async fn spdy_v3_exec_should_wait_for_the_resize_stream_and_deliver_sizes() {
     drop(read);
     session.await.unwrap();
 }
+
+/// A tty command that writes at once and succeeds, without waiting for anything.
+fn say_hi_at_once(session: super::RemoteCommandSession) -> super::BoxFuture<()> {
+    Box::pin(async move {
+        let stdout = session.stdout.unwrap();
+        stdout.send(Bytes::from_static(b"hi")).await.unwrap();
+        drop(stdout);
+        let _ = session.outcome.send(super::CommandOutcome::Success);
+    })
+}
+
+/// client-go drops output that arrives before it has created its streams, so with a terminal
+/// the output waits for the client's first message (kubectl sends the size at once)...
+#[tokio::test(start_paused = true)]
+async fn websocket_tty_output_should_wait_for_the_clients_first_message() {
+    use std::time::Duration;
+    let (server, client) = tokio::io::duplex(1 << 16);
+    let session = tokio::spawn(remote_ws::run(
+        server,
+        ChannelProtocol::V5,
+        TTY,
+        say_hi_at_once,
+    ));
+    let started = tokio::time::Instant::now();
+    let (r, w) = tokio::io::split(client);
+    let (mut read, mut write) = (WsRead(r), WsWrite(w));
+    assert_eq!(read.frame().await, Some((0x2, vec![1])));
+    let early = tokio::time::timeout(Duration::from_millis(200), read.frame()).await;
+    assert!(early.is_err(), "output before the client spoke: {early:?}");
+    write.binary(b"\x04{\"Width\":80,\"Height\":24}\n").await;
+    let frames = ws_until_close(&mut read, &mut write).await;
+    assert_eq!(channel(&frames, 1), b"hi");
+    assert!(started.elapsed() < Duration::from_millis(400));
+    session.await.unwrap();
+}
+
+/// ...but never longer than the grace, for clients that stay silent.
+#[tokio::test(start_paused = true)]
+async fn websocket_tty_output_should_go_after_the_grace_to_a_silent_client() {
+    use std::time::Duration;
+    let (server, client) = tokio::io::duplex(1 << 16);
+    let session = tokio::spawn(remote_ws::run(
+        server,
+        ChannelProtocol::V5,
+        TTY,
+        say_hi_at_once,
+    ));
+    let started = tokio::time::Instant::now();
+    let (r, w) = tokio::io::split(client);
+    let (mut read, mut write) = (WsRead(r), WsWrite(w));
+    let frames = ws_until_close(&mut read, &mut write).await;
+    assert_eq!(channel(&frames, 1), b"hi");
+    let status: Value = serde_json::from_slice(&channel(&frames, 3)).unwrap();
+    assert_eq!(status["status"], "Success");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(500) && waited < Duration::from_secs(2),
+        "{waited:?}"
+    );
+    session.await.unwrap();
+}

@@ -6,6 +6,7 @@
 //! watch must never release the pods of a live Job).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -32,26 +33,57 @@ pub(crate) fn release_if_orphaned(client: &Client, pod: &Arc<Pod>) {
     tokio::spawn(async move {
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let name = pod.metadata.name.clone().unwrap_or_default();
-        let jobs = client.namespaced_api::<Job>(&namespace);
-        match jobs.get_opt(&job_name).await {
-            Ok(Some(job)) if job.metadata.uid.as_deref() == Some(job_uid.as_str()) => return,
-            Ok(_) => {}
-            Err(error) => {
-                tracing::warn!(pod = %name, %error, "reading the job of a possibly orphaned pod");
-                return;
+        // Nothing else would come back to this pod (its Job's events are over), so a failed
+        // read or patch (a timeout under load, a restarting store) is tried again.
+        let mut delay = RETRY_DELAY;
+        for attempt in 1..=ATTEMPTS {
+            match release(&client, &namespace, &name, &job_name, &job_uid).await {
+                Ok(()) => return,
+                Err(error) if attempt == ATTEMPTS => {
+                    tracing::warn!(pod = %name, %error, "releasing a pod whose job is gone; giving up");
+                }
+                Err(error) => {
+                    tracing::debug!(pod = %name, %error, attempt, "releasing a pod whose job is gone; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay *= 2;
+                }
             }
         }
-        let patch = serde_json::json!({
-            "metadata": { "$deleteFromPrimitiveList/finalizers": [TRACKING_FINALIZER] }
-        });
-        let pods = client.namespaced_api::<Pod>(&namespace);
-        match pods
-            .patch(&name, &PatchParams::default(), &Patch::Strategic(&patch))
-            .await
-        {
-            Ok(_) => tracing::debug!(pod = %name, "released a pod whose job is gone"),
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(error) => tracing::warn!(pod = %name, %error, "releasing an orphaned pod"),
-        }
     });
+}
+
+/// How many times a release is tried.
+const ATTEMPTS: u32 = 6;
+/// The wait after the first failure; doubled after each.
+const RETRY_DELAY: Duration = Duration::from_millis(250);
+
+/// One try: a live read of the Job, then the patch if it is gone (or another Job has its name).
+async fn release(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    job_name: &str,
+    job_uid: &str,
+) -> Result<(), kube::Error> {
+    let jobs = client.namespaced_api::<Job>(namespace);
+    if let Some(job) = jobs.get_opt(job_name).await? {
+        if job.metadata.uid.as_deref() == Some(job_uid) {
+            return Ok(());
+        }
+    }
+    let patch = serde_json::json!({
+        "metadata": { "$deleteFromPrimitiveList/finalizers": [TRACKING_FINALIZER] }
+    });
+    let pods = client.namespaced_api::<Pod>(namespace);
+    match pods
+        .patch(name, &PatchParams::default(), &Patch::Strategic(&patch))
+        .await
+    {
+        Ok(_) => {
+            tracing::debug!(pod = %name, "released a pod whose job is gone");
+            Ok(())
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(error) => Err(error),
+    }
 }
