@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use setpoint_runtime::{managed::DEFAULT_POLL_INTERVAL, Client, Clock, InformerFactory, Metrics};
 
+use crate::lb::config::Forwarding;
+
 /// The context a provider's loops run in (built by `setpoint-controllers` from its own, or by
 /// a standalone process from a kubeconfig).
 #[derive(Clone)]
@@ -37,6 +39,9 @@ pub struct ProviderSettings {
     /// The command that runs one balancer process (argv before its own arguments); `None`:
     /// this executable with `lb-proxy` (`setpoint lb-proxy`).
     pub lb_proxy_command: Option<Vec<String>>,
+    /// Who moves a balancer's bytes (`--lb-forwarding`, default kernel: nftables DNAT where the
+    /// kernel can, needing root and `nft`; user space for the rest).
+    pub lb_forwarding: Forwarding,
 }
 
 impl Default for ProviderSettings {
@@ -46,6 +51,7 @@ impl Default for ProviderSettings {
             dir: None,
             lb_address_pool: "127.0.100.1-127.0.100.254".to_owned(),
             lb_proxy_command: None,
+            lb_forwarding: Forwarding::Kernel,
         }
     }
 }

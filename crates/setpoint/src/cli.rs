@@ -153,6 +153,17 @@ pub(crate) struct ServerArgs {
         default_value = "127.0.100.1-127.0.100.254"
     )]
     pub(crate) lb_address_pool: String,
+    /// Who moves a LoadBalancer's bytes: `kernel` (an nftables DNAT table per balancer for the
+    /// ports the kernel can forward — round robin, IPv4, loopback addresses to loopback
+    /// backends only; needs root and nft, else user space) or `userspace` (the balancer
+    /// process copies every connection, retrying a refused one on another backend).
+    #[arg(
+        long,
+        value_name = "WHO",
+        default_value = "kernel",
+        value_parser = setpoint_providers::lb::config::Forwarding::parse
+    )]
+    pub(crate) lb_forwarding: setpoint_providers::lb::config::Forwarding,
     /// How often the availability of each APIService served by another server (an aggregated
     /// API) is checked; changes to APIServices, Services and endpoints are checked within a
     /// second anyway: `30s`, `2s`.

@@ -81,6 +81,7 @@ pub(crate) async fn server(args: ServerArgs) -> Result<()> {
             dir: data_dir.as_ref().map(|d| d.join("providers")),
             lb_address_pool: args.lb_address_pool.clone(),
             lb_proxy_command: None,
+            lb_forwarding: args.lb_forwarding,
         },
         ..LoopSettings::default()
     };

@@ -22,6 +22,9 @@ pub struct BalancerConfig {
     /// The active health checks of TCP backends.
     #[serde(default)]
     pub health_check: HealthCheck,
+    /// Whether the kernel forwards the ports it can (absent: user space only).
+    #[serde(default, skip_serializing_if = "Forwarding::is_userspace")]
+    pub forwarding: Forwarding,
     /// The ports, each a listener.
     pub ports: Vec<PortConfig>,
 }
@@ -69,6 +72,37 @@ pub enum Algorithm {
     RoundRobin,
     /// The healthy backend with the fewest open connections (ties in turn).
     LeastConnections,
+}
+
+/// Who moves the bytes.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Forwarding {
+    /// The balancer process copies every connection (and UDP session) itself.
+    #[default]
+    Userspace,
+    /// An nftables table of the balancer's DNATs what the kernel can forward (round robin over
+    /// healthy IPv4 backends; loopback addresses to loopback backends only), needing root and
+    /// `nft`; the rest, and everything when that fails, in user space as above. See
+    /// `lb::proxy::kernel`.
+    Kernel,
+}
+
+impl Forwarding {
+    /// Whether this is [`Forwarding::Userspace`] (the default, left out of the file).
+    pub fn is_userspace(&self) -> bool {
+        *self == Forwarding::Userspace
+    }
+
+    /// Parses `kernel` or `userspace` (the `--lb-forwarding` values).
+    pub fn parse(value: &str) -> Result<Forwarding, String> {
+        match value {
+            "kernel" => Ok(Forwarding::Kernel),
+            "userspace" => Ok(Forwarding::Userspace),
+            other => Err(format!(
+                "unknown forwarding {other:?}: use `kernel` (nftables where it can, else user space) or `userspace`"
+            )),
+        }
+    }
 }
 
 /// Active TCP health checks: every `intervalMillis` each TCP backend is connected to; one that
@@ -145,6 +179,9 @@ pub struct ProxyState {
     /// Why a listener could not be opened (an address not on this machine, a port in use, a
     /// port below 1024 without the privilege), one line each.
     pub errors: Vec<String>,
+    /// The ports the kernel forwards now, as `TCP/80` (`forwarding: Kernel`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel: Vec<String>,
 }
 
 /// Where the balancer of configuration file `config` writes its [`ProxyState`].
@@ -190,6 +227,7 @@ mod tests {
             address: "127.0.100.1".parse().expect("ip"),
             algorithm: Algorithm::RoundRobin,
             health_check: HealthCheck::default(),
+            forwarding: Forwarding::Userspace,
             ports: vec![port(80, &["10.0.0.2:80", "10.0.0.1:80"]), port(443, &[])],
         };
         let mut b = a.clone();

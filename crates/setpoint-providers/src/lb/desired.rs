@@ -9,7 +9,7 @@ use std::net::{IpAddr, SocketAddr};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
-use crate::lb::config::{Algorithm, BalancerConfig, HealthCheck, PortConfig, Protocol};
+use crate::lb::config::{Algorithm, BalancerConfig, Forwarding, HealthCheck, PortConfig, Protocol};
 
 /// The label naming a slice's Service.
 pub(crate) const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -58,6 +58,7 @@ pub(crate) fn balancer(
         address,
         algorithm,
         health_check: HealthCheck::default(),
+        forwarding: Forwarding::Userspace,
         ports,
     }
 }

@@ -25,6 +25,7 @@ use setpoint_runtime::managed::{
 };
 use setpoint_runtime::{ObjectCache, ObjectKey};
 
+use crate::lb::config::Forwarding;
 use crate::lb::config::{digest, state_path, BalancerConfig, ProxyState};
 use crate::lb::desired::{balancer, SERVICE_NAME_LABEL};
 use crate::lb::pool::{AddressPool, PoolError};
@@ -58,6 +59,8 @@ pub(crate) struct Balancers {
     /// Whether the pool has been seeded from the Services' status.
     pub(crate) seeded: Mutex<bool>,
     pub(crate) supervisor: Supervisor,
+    /// Who moves the bytes (`--lb-forwarding`).
+    pub(crate) forwarding: Forwarding,
 }
 
 /// The connector (and client: a balancer needs no connection) of the loop.
@@ -97,7 +100,9 @@ impl Balancers {
         );
         let slices = self.slices.by_index(BY_SERVICE, &value).unwrap_or_default();
         let slices: Vec<&EndpointSlice> = slices.iter().map(AsRef::as_ref).collect();
-        balancer(service, &slices, IpAddr::V4(address))
+        let mut config = balancer(service, &slices, IpAddr::V4(address));
+        config.forwarding = self.forwarding;
+        config
     }
 
     /// An address for `service` (see [`AddressPool::allocate`]).

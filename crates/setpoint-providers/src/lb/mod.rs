@@ -64,6 +64,7 @@ pub async fn run(ctx: ProviderContext, shutdown: CancellationToken) -> Result<()
         pool: pool.map(Mutex::new),
         seeded: Mutex::new(false),
         supervisor: Supervisor::new(dir.join("lb"), command),
+        forwarding: ctx.settings.lb_forwarding,
     });
     let on_exit = Arc::clone(&balancers.supervisor.on_exit);
     let mut options = ManagedOptions::new(LOOP_NAME);

@@ -159,6 +159,11 @@ impl Supervisor {
             }
             tracing::info!(service = %key, pid, "balancer stopped");
         }
+        // A balancer that was killed (or died) could not delete its kernel table.
+        let config = self.config_path(key);
+        let _ =
+            tokio::task::spawn_blocking(move || crate::lb::proxy::kernel::remove_table(&config))
+                .await;
         let _ = std::fs::remove_dir_all(self.dir(key));
     }
 

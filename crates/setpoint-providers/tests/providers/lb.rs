@@ -2,14 +2,17 @@
 //! connections spread round robin over two backends, a backend that dies is skipped (the
 //! clients see no error), bytes are copied intact both ways, the configuration file is
 //! reloaded in place (backends swapped, a port added), and UDP datagrams go to a backend and
-//! its answers come back.
+//! its answers come back. As root with `nft`, the same spreading and skipping done by the
+//! kernel (`forwarding: Kernel`): the balancer's table DNATs, follows the backends' health and
+//! goes with the balancer.
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
 use setpoint_providers::lb::config::{
-    digest, state_path, Algorithm, BalancerConfig, HealthCheck, PortConfig, Protocol, ProxyState,
+    digest, state_path, Algorithm, BalancerConfig, Forwarding, HealthCheck, PortConfig, Protocol,
+    ProxyState,
 };
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
@@ -59,6 +62,7 @@ fn config(ports: Vec<PortConfig>) -> BalancerConfig {
             fall: 1,
             rise: 1,
         },
+        forwarding: Forwarding::Userspace,
         ports,
     }
 }
@@ -219,4 +223,131 @@ async fn the_balancer_should_forward_udp_datagrams_and_their_answers() {
     }
     stop.cancel();
     balancer.await.expect("joined").expect("ran");
+}
+
+fn can_program_nftables() -> bool {
+    let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find(|l| l.starts_with("Uid:"))
+            .and_then(|l| l.split_whitespace().nth(2))
+            == Some("0")
+    });
+    root && std::process::Command::new("nft")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn nft_table(table: &str) -> Option<String> {
+    let out = std::process::Command::new("nft")
+        .args(["list", "table", "ip", table])
+        .output()
+        .expect("nft ran");
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// What the server behind `at` says to a new connection; `None` when it cannot connect.
+async fn try_ask(at: SocketAddr) -> Option<String> {
+    let mut stream = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(at))
+        .await
+        .ok()?
+        .ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.ok()?;
+    Some(answer)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_the_kernel_the_balancer_should_spread_follow_health_and_remove_its_table() {
+    if !can_program_nftables() {
+        eprintln!("skipped: forwarding in the kernel needs root and nft");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("config.json");
+    let table = setpoint_providers::lb::proxy::kernel::table_name(&path);
+    let (a, _a) = name_server("a").await;
+    let (b, b_task) = name_server("b").await;
+    let port = free_port();
+    // An address of this test's own on lo (all of 127.0.0.0/8 is local).
+    let pid = std::process::id();
+    let address: std::net::Ipv4Addr =
+        [127, 0, 150 + (pid % 50) as u8, 1 + (pid % 200) as u8].into();
+    let at = SocketAddr::from((address, port));
+    let kernel = |ports: Vec<PortConfig>| BalancerConfig {
+        address: address.into(),
+        forwarding: Forwarding::Kernel,
+        ..config(ports)
+    };
+    std::fs::write(&path, kernel(vec![tcp(port, &[a, b])]).to_bytes()).expect("write");
+    let stop = CancellationToken::new();
+    let balancer = tokio::spawn({
+        let path = path.clone();
+        let stop = stop.clone();
+        async move { setpoint_providers::lb::proxy::run(&path, stop.cancelled_owned()).await }
+    });
+    let state = apply(&path, &kernel(vec![tcp(port, &[a, b])])).await;
+    assert_eq!(state.kernel, [format!("TCP/{port}")], "{state:?}");
+    let rules = nft_table(&table).expect("the balancer's table exists");
+    assert!(rules.contains(&format!("ip daddr {address}")), "{rules}");
+    assert!(rules.contains("numgen inc mod 2"), "{rules}");
+
+    // Round robin by the kernel: turns alternate.
+    let mut answers = Vec::new();
+    for _ in 0..6 {
+        answers.push(try_ask(at).await.expect("an answer"));
+    }
+    assert_eq!(
+        answers.iter().filter(|x| *x == "a").count(),
+        3,
+        "{answers:?}"
+    );
+    assert_eq!(
+        answers.iter().filter(|x| *x == "b").count(),
+        3,
+        "{answers:?}"
+    );
+
+    // b dies: once its check fails (the kernel cannot retry a refused connection), the table
+    // sends everything to a.
+    b_task.abort();
+    let _ = b_task.await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut in_a_row = 0;
+    while in_a_row < 6 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "b never left the table"
+        );
+        if try_ask(at).await.as_deref() == Some("a") {
+            in_a_row += 1;
+        } else {
+            in_a_row = 0;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let rules = nft_table(&table).expect("the table is still there");
+    assert!(!rules.contains(&b.port().to_string()), "{rules}");
+
+    // Least connections is user space's: the table goes, the listener serves.
+    let least = BalancerConfig {
+        algorithm: Algorithm::LeastConnections,
+        ..kernel(vec![tcp(port, &[a])])
+    };
+    let state = apply(&path, &least).await;
+    assert!(state.kernel.is_empty(), "{state:?}");
+    assert!(nft_table(&table).is_none(), "no table for user space");
+    assert_eq!(try_ask(at).await.as_deref(), Some("a"));
+
+    // Back to round robin, then the balancer stops: its table goes with it.
+    let state = apply(&path, &kernel(vec![tcp(port, &[a])])).await;
+    assert_eq!(state.kernel.len(), 1, "{state:?}");
+    stop.cancel();
+    balancer.await.expect("joined").expect("ran");
+    assert!(
+        nft_table(&table).is_none(),
+        "the table outlived its balancer"
+    );
 }

@@ -8,10 +8,15 @@
 //! [`ProxyState`] beside the file: what it applied and which listeners it holds (a listener
 //! that cannot be opened is retried on every tick).
 //!
+//! With `forwarding: Kernel`, the ports the kernel can forward are DNATed by an nftables table
+//! of the balancer's own ([`kernel`]), kept in step with the backends' health; the listeners
+//! stay for the rest.
+//!
 //! [`run`] is the whole process; tests and benchmarks run it in-process.
 
 mod backends;
 mod health;
+pub mod kernel;
 mod tcp;
 mod udp;
 
@@ -115,6 +120,10 @@ struct Balancer {
     errors: BTreeMap<(Protocol, u16), String>,
     /// What the health checker checks.
     health: HealthTargets,
+    /// The kernel forwarding table.
+    kernel: kernel::Kernel,
+    /// The ports the kernel forwards now.
+    kernel_ports: Vec<String>,
 }
 
 impl Balancer {
@@ -129,6 +138,8 @@ impl Balancer {
             backends: HashMap::new(),
             errors: BTreeMap::new(),
             health,
+            kernel: kernel::Kernel::new(config),
+            kernel_ports: Vec::new(),
         }
     }
 
@@ -147,6 +158,8 @@ impl Balancer {
                 if let Some((config, d)) = self.current.clone() {
                     self.apply(config, d);
                 }
+            } else {
+                self.sync_kernel();
             }
             return;
         }
@@ -213,10 +226,26 @@ impl Balancer {
             .map(|(_, b)| Arc::clone(b))
             .collect();
         self.health.set(config.health_check, tcp);
+        self.kernel_ports = self.kernel.sync(&config, &self.backends);
         self.current = Some((config, digest.clone()));
         let after = self.state(Some(&digest));
         if after != before {
             self.write_state(&after);
+        }
+    }
+
+    /// Brings the kernel's table in step with the backends' health (a no-op when nothing
+    /// changed); reports a change in the state file.
+    fn sync_kernel(&mut self) {
+        let Some((config, digest)) = &self.current else {
+            return;
+        };
+        let ports = self.kernel.sync(config, &self.backends);
+        if ports != self.kernel_ports {
+            self.kernel_ports = ports;
+            let digest = digest.clone();
+            let state = self.state(Some(&digest));
+            self.write_state(&state);
         }
     }
 
@@ -274,6 +303,7 @@ impl Balancer {
             applied: applied.unwrap_or_default().to_owned(),
             listening,
             errors: self.errors.values().cloned().collect(),
+            kernel: self.kernel_ports.clone(),
         }
     }
 

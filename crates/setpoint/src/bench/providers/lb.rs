@@ -2,8 +2,10 @@
 //! process (the balancer a LoadBalancer Service gets) with a configuration written here, in
 //! front of two servers of this process on 127.0.0.1 — a sink (reads to the end, answers `ok`)
 //! and an echo. Measured through the balancer and directly: throughput of one and of eight
-//! streams (MB/s), and the round trip of a 64-byte request and its answer on one connection
-//! (p50/p99). Goals (issue 21): ≥ 70 % of direct throughput, p50 ≤ direct + 0.2 ms.
+//! streams (MB/s; five runs each way, alternated, medians compared), and the round trip of a 64-byte request and its answer on one connection
+//! (p50/p99). Goals (issue 21): ≥ 70 % of direct throughput, p50 ≤ direct + 0.2 ms. Twice,
+//! side by side: the balancer forwarding in user space, then in the kernel (its nftables
+//! table; root and nft only, else a row says it was not measured).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -12,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use setpoint_providers::lb::config::{
-    digest, state_path, Algorithm, BalancerConfig, HealthCheck, PortConfig, Protocol, ProxyState,
+    digest, state_path, Algorithm, BalancerConfig, Forwarding, HealthCheck, PortConfig, Protocol,
+    ProxyState,
 };
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
@@ -26,21 +29,44 @@ const THROUGHPUT_GOAL: f64 = 0.70;
 const LATENCY_GOAL: Duration = Duration::from_micros(200);
 /// One write of a stream.
 const CHUNK: usize = 256 * 1024;
+/// Throughput runs each way (alternated; the medians are compared).
+const ROUNDS: usize = 5;
 /// The request and answer of a round trip.
 const MESSAGE: usize = 64;
 
-/// Runs the benchmark in `dir`; its rows.
+/// Runs the benchmark in `dir`; its rows: each measurement with the balancer forwarding in
+/// user space, then (as root with nft) in the kernel, side by side on the same servers.
 pub(super) async fn run(dir: &Path, quick: bool) -> Result<Vec<Row>> {
     let sink = sink_server().await?;
     let echo = echo_server().await?;
+    let mut rows = Vec::new();
+    for forwarding in [Forwarding::Userspace, Forwarding::Kernel] {
+        rows.extend(run_one(dir, quick, sink, echo, forwarding).await?);
+    }
+    Ok(rows)
+}
+
+/// The rows of one balancer forwarding by `forwarding` in front of `sink` and `echo`.
+async fn run_one(
+    dir: &Path,
+    quick: bool,
+    sink: SocketAddr,
+    echo: SocketAddr,
+    forwarding: Forwarding,
+) -> Result<Vec<Row>> {
     let (sink_port, echo_port) = (free_port()?, free_port()?);
     let config = BalancerConfig {
         address: "127.0.0.1".parse()?,
         algorithm: Algorithm::RoundRobin,
         health_check: HealthCheck::default(),
+        forwarding,
         ports: vec![port(sink_port, sink), port(echo_port, echo)],
     };
-    let path = dir.join("balancer.json");
+    let mode = match forwarding {
+        Forwarding::Userspace => "user space",
+        Forwarding::Kernel => "kernel",
+    };
+    let path = dir.join(format!("balancer-{}.json", mode.replace(' ', "")));
     let bytes = config.to_bytes();
     std::fs::write(&path, &bytes).context("writing the balancer's configuration")?;
     let mut balancer = tokio::process::Command::new(std::env::current_exe()?)
@@ -52,12 +78,20 @@ pub(super) async fn run(dir: &Path, quick: bool) -> Result<Vec<Row>> {
         .kill_on_drop(true)
         .spawn()
         .context("starting setpoint lb-proxy")?;
-    wait_applied(&path, &digest(&bytes)).await?;
+    let state = wait_applied(&path, &digest(&bytes)).await?;
+    if forwarding == Forwarding::Kernel && state.kernel.len() != config.ports.len() {
+        stop(&mut balancer).await;
+        return Ok(vec![Row::new(
+            "lb (kernel forwarding)",
+            "not measured: the balancer could not program nftables (needs root and nft)",
+        )]);
+    }
     let through_sink: SocketAddr = ([127, 0, 0, 1], sink_port).into();
     let through_echo: SocketAddr = ([127, 0, 0, 1], echo_port).into();
 
     let per_stream: u64 = if quick { 64 << 20 } else { 1 << 30 };
     let round_trips = if quick { 2_000 } else { 20_000 };
+    let rounds = if quick { 1 } else { ROUNDS };
     let mut rows = Vec::new();
     for streams in [1usize, 8] {
         let bytes = if streams == 1 {
@@ -65,17 +99,22 @@ pub(super) async fn run(dir: &Path, quick: bool) -> Result<Vec<Row>> {
         } else {
             per_stream / 4
         };
-        let direct = throughput(sink, streams, bytes).await?;
-        let balanced = throughput(through_sink, streams, bytes).await?;
+        // Alternated, and the median of each kept: a busy machine swings single runs.
+        let (mut direct, mut balanced) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            direct.push(throughput(sink, streams, bytes).await?);
+            balanced.push(throughput(through_sink, streams, bytes).await?);
+        }
+        let (direct, balanced) = (median(direct), median(balanced));
         let share = balanced / direct;
         rows.push(
             Row::new(
                 format!(
-                    "lb throughput, {streams} stream{}",
+                    "lb throughput ({mode}), {streams} stream{}",
                     if streams == 1 { "" } else { "s" }
                 ),
                 format!(
-                    "{balanced:.0} MB/s through the balancer, {direct:.0} MB/s direct ({:.0} %)",
+                    "{balanced:.0} MB/s through the balancer, {direct:.0} MB/s direct ({:.0} %; medians of {rounds})",
                     share * 100.0
                 ),
             )
@@ -86,7 +125,7 @@ pub(super) async fn run(dir: &Path, quick: bool) -> Result<Vec<Row>> {
     let balanced = round_trip(through_echo, round_trips).await?.summary();
     rows.push(
         Row::new(
-            format!("lb round trip, {MESSAGE} B"),
+            format!("lb round trip ({mode}), {MESSAGE} B"),
             format!(
                 "{} round trips; direct p50 {}, p99 {}",
                 count(balanced.count),
@@ -100,8 +139,31 @@ pub(super) async fn run(dir: &Path, quick: bool) -> Result<Vec<Row>> {
             balanced.p50 <= direct.p50 + LATENCY_GOAL,
         ),
     );
-    let _ = balancer.kill().await;
+    stop(&mut balancer).await;
     Ok(rows)
+}
+
+/// The middle value (the upper one of an even count).
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Stops the balancer with SIGTERM (so it deletes its kernel table), SIGKILL if it lingers.
+async fn stop(balancer: &mut tokio::process::Child) {
+    let pid = balancer
+        .id()
+        .and_then(|p| i32::try_from(p).ok())
+        .and_then(rustix::process::Pid::from_raw);
+    if let Some(pid) = pid {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+    }
+    if tokio::time::timeout(Duration::from_secs(5), balancer.wait())
+        .await
+        .is_err()
+    {
+        let _ = balancer.kill().await;
+    }
 }
 
 fn port(port: u16, backend: SocketAddr) -> PortConfig {
@@ -119,8 +181,8 @@ fn free_port() -> Result<u16> {
         .port())
 }
 
-/// Waits until the balancer reports the configuration of `digest` applied.
-async fn wait_applied(path: &Path, digest: &str) -> Result<()> {
+/// Waits until the balancer reports the configuration of `digest` applied; its state.
+async fn wait_applied(path: &Path, digest: &str) -> Result<ProxyState> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let state: Option<ProxyState> = std::fs::read(state_path(path))
@@ -130,7 +192,7 @@ async fn wait_applied(path: &Path, digest: &str) -> Result<()> {
             if !state.errors.is_empty() {
                 bail!("the balancer could not listen: {}", state.errors.join("; "));
             }
-            return Ok(());
+            return Ok(state);
         }
         if Instant::now() > deadline {
             bail!("the balancer never applied its configuration");
