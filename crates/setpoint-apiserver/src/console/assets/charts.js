@@ -91,7 +91,8 @@ export function lineChart(series, t0, t1, { width = 640, height = 220, id, event
 // 0 False, 0.5 Unknown; `want` the value the lane should hold, drawn dashed), stacked on one
 // time axis, with `events` across all lanes.
 export function laneChart(lanes, t0, t1, { width = 640, lane = 36, id, events = [] } = {}) {
-  const pad = { l: 112, r: 12, t: 10, b: 24 };
+  const longest = Math.max(0, ...lanes.map((ln) => ln.name.length));
+  const pad = { l: Math.max(80, Math.ceil(longest * 6.6) + 16), r: 12, t: 10, b: 24 };
   const height = pad.t + pad.b + lanes.length * lane;
   const span = Math.max(t1 - t0, 1);
   const x = (t) => pad.l + ((t - t0) / span) * (width - pad.l - pad.r);
@@ -99,7 +100,7 @@ export function laneChart(lanes, t0, t1, { width = 640, lane = 36, id, events = 
   lanes.forEach((ln, i) => {
     const top = pad.t + i * lane + 8, bottom = pad.t + (i + 1) * lane - 6;
     const y = (v) => bottom - v * (bottom - top);
-    svg.append(s("line", { class: "grid", x1: pad.l, x2: width - pad.r, y1: bottom + 5, y2: bottom + 5 }));
+    if (i % 2 === 0) svg.append(s("rect", { class: "band", x: pad.l, y: pad.t + i * lane, width: width - pad.l - pad.r, height: lane }));
     svg.append(s("text", { x: pad.l - 8, y: (top + bottom) / 2 + 4, "text-anchor": "end" }, ln.name));
     if (ln.want !== undefined) {
       svg.append(s("line", { class: "sp", x1: pad.l, x2: width - pad.r, y1: y(ln.want), y2: y(ln.want), "data-want": ln.name }));

@@ -110,8 +110,9 @@ function jobTracker(container) {
   }, (st, now, t1) => {
     const [, sp, succeeded, active, failed] = st.samples[st.samples.length - 1];
     const status = st.last.status || {};
-    const ran = status.startTime && status.completionTime
-      ? `${((Date.parse(status.completionTime) - Date.parse(status.startTime)) / 1000).toFixed(0)} s` : null;
+    const secs = status.startTime && status.completionTime
+      ? Math.round((Date.parse(status.completionTime) - Date.parse(status.startTime)) / 1000) : NaN;
+    const ran = Number.isFinite(secs) ? (secs < 1 ? "< 1 s" : `${secs} s`) : null;
     return [
       h("div", { class: "values" },
         valueBox("sp-value", "set point: spec.completions", sp),
