@@ -1,9 +1,12 @@
 //! The web console (docs/console.md) in a real headless Chromium: `tests/console/console.mjs`
 //! (playwright-core, Debian's `chromium`) logs in through `setpoint console-url`'s one-time
 //! URL, watches a Deployment's page while `kubectl scale` takes it from 1 to 3 replicas (the
-//! set point and the process variables on the page reach 3, with a convergence time), checks
-//! the CSRF header rule, a PIDAutoscaler's P, I and D terms, the loops view, and that the user
-//! `nobody` gets the 403 panel.
+//! set point and the process variables on the page reach 3, with a convergence time, and the
+//! Deployment controller's `ScalingReplicaSet` Event is a marker on the chart's time axis),
+//! checks the CSRF header rule, a PIDAutoscaler's P, I and D terms, an HPA's target and
+//! replicas, a suspended Job of 3 completions resumed until `status.succeeded` reaches 3 (with a
+//! convergence time), the node's Ready condition, the loops view, and that the user `nobody`
+//! gets the 403 panel.
 //!
 //! Needs `node`, Chromium (`SETPOINT_CHROMIUM`, else `/usr/bin/chromium`) and playwright-core
 //! (`SETPOINT_PLAYWRIGHT_DIR`, else `target/console-node`): `scripts/check` installs them. Without
@@ -91,6 +94,30 @@ spec:
     resource: {name: cpu, target: {type: Utilization, averageUtilization: 50}}
 "#;
 
+/// A Job of 3 completions whose pods run `true`, created suspended (the page opens before it
+/// starts, so its convergence is seen from the start).
+fn job(name: &str, marker: &str) -> String {
+    format!(
+        r#"
+apiVersion: batch/v1
+kind: Job
+metadata: {{name: {name}}}
+spec:
+  completions: 3
+  parallelism: 3
+  suspend: true
+  template:
+    spec:
+      restartPolicy: Never
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: c
+        image: busybox
+        command: ["sh", "-c", "true # {marker}"]
+"#
+    )
+}
+
 /// `setpoint console-url --data-dir DIR ARGS…`'s URL.
 fn console_url(s: &Server, args: &[&str]) -> String {
     let out = Command::new(setpoint_testenv::process::setpoint_binary())
@@ -134,6 +161,7 @@ fn the_console_should_show_a_deployment_converge_in_a_browser() {
         deployment("web", &marker),
         deployment("idle", &marker),
         AUTOSCALER.to_owned(),
+        job("count", &marker),
     ] {
         let out = s.kubectl_stdin(&["apply", "-f", "-"], &doc);
         assert!(

@@ -29,6 +29,10 @@ pub(crate) const PREFIX: &str = "/ui";
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
+/// The modules `app.js` imports: DOM helpers, the charts, the set point/process variable panels.
+const DOM_JS: &str = include_str!("assets/dom.js");
+const CHARTS_JS: &str = include_str!("assets/charts.js");
+const TRACKERS_JS: &str = include_str!("assets/trackers.js");
 const APP_CSS: &str = include_str!("assets/app.css");
 
 /// What the page may load: its own assets and its own origin's API, nothing else.
@@ -62,6 +66,9 @@ pub(crate) fn public(
         "/ui" => redirect("/ui/"),
         "/ui/" | "/ui/index.html" => asset("text/html; charset=utf-8", INDEX_HTML),
         "/ui/app.js" => asset("text/javascript; charset=utf-8", APP_JS),
+        "/ui/dom.js" => asset("text/javascript; charset=utf-8", DOM_JS),
+        "/ui/charts.js" => asset("text/javascript; charset=utf-8", CHARTS_JS),
+        "/ui/trackers.js" => asset("text/javascript; charset=utf-8", TRACKERS_JS),
         "/ui/app.css" => asset("text/css; charset=utf-8", APP_CSS),
         "/ui/login" => login(api, uri.query()),
         _ => failure_response(&ApiError::no_such_path()),

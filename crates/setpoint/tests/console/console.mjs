@@ -2,7 +2,7 @@
 // which starts the server and passes everything in the environment:
 //   CONSOLE_URL         a login URL for the admin (from `setpoint console-url`)
 //   CONSOLE_URL_NOBODY  a login URL for the user `nobody`, who has no rights
-//   KUBECONFIG          the admin kubeconfig (this script runs `kubectl scale`)
+//   KUBECONFIG          the admin kubeconfig (this script runs `kubectl scale`, `apply`, `patch`)
 //   CHROMIUM            the browser; PLAYWRIGHT_DIR: the folder holding node_modules/playwright-core
 //   SCREENSHOTS         if set, a folder to write PNGs of the main pages to
 // Exits non-zero, saying why, at the first failed check.
@@ -20,10 +20,12 @@ const { chromium } = require("playwright-core");
 const shots = process.env.SCREENSHOTS || "";
 if (shots) mkdirSync(shots, { recursive: true });
 
-const overall = setTimeout(() => { console.error("console.mjs: took longer than 100 s"); process.exit(1); }, 100_000);
+const overall = setTimeout(() => { console.error("console.mjs: took longer than 180 s"); process.exit(1); }, 180_000);
 const step = (what) => console.log(`console.mjs: ${what}`);
 const check = (ok, what) => { if (!ok) throw new Error(`check failed: ${what}`); };
 const kubectl = (...args) => execFileSync("kubectl", ["--kubeconfig", env("KUBECONFIG"), ...args], { encoding: "utf8" });
+const kubectlApply = (yaml) => execFileSync("kubectl", ["--kubeconfig", env("KUBECONFIG"), "apply", "-f", "-"],
+  { encoding: "utf8", input: yaml });
 const shoot = async (page, name) => { if (shots) await page.screenshot({ path: `${shots}/${name}.png`, fullPage: true }); };
 
 const browser = await chromium.launch({
@@ -75,6 +77,16 @@ try {
   check(/converged in [0-9.]+ s/.test(conv), `a convergence time is shown (${conv})`);
   const points = await page.getAttribute('#replicas-chart polyline[data-series="status.readyReplicas"]', "points");
   check(points && points.split(" ").length >= 3, `the ready line has several points (${points})`);
+
+  step("the scale's ScalingReplicaSet event is a marker on the chart's time axis");
+  const marker = '#replicas-chart .event-marker.event-Normal[data-reason="ScalingReplicaSet"]';
+  await page.waitForSelector(marker, { state: "attached", timeout: 15_000 });
+  const title = await page.textContent(`${marker} title`);
+  check(/ScalingReplicaSet .*Scaled up replica set web-.* from 1 to 3/.test(title), `the marker's title says what happened (${title})`);
+  const markers = await page.$$eval("#replicas-chart .event-marker", (ms) => ms.map((m) => m.dataset.reason));
+  check(markers.filter((r) => r === "ScalingReplicaSet").length === 1,
+    `only the scale's event is drawn, not the one from before the page opened (${markers})`);
+  await page.waitForSelector('#events tr[data-reason="ScalingReplicaSet"]', { timeout: 5_000 });
   await shoot(page, "deployment");
 
   step("cookie-authenticated writes need the CSRF header");
@@ -100,6 +112,56 @@ try {
   const target = await page.getAttribute("#pid-target", "data-value");
   check(target === "50", `the target metric is 50 (${target})`);
   await shoot(page, "pidautoscaler");
+
+  step("an HPA's page: each metric's target, desired against current replicas");
+  kubectlApply(`
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: web, namespace: default}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
+  minReplicas: 3
+  maxReplicas: 3
+  metrics:
+  - type: Resource
+    resource: {name: cpu, target: {type: Utilization, averageUtilization: 50}}
+`);
+  await page.goto(`${origin}/ui/#/object/autoscaling/v2/horizontalpodautoscalers/default/web`);
+  await page.waitForSelector('#hpa-target-0[data-value="50"]', { timeout: 15_000 });
+  await page.waitForSelector('#hpa-desired[data-value="3"]', { timeout: 30_000 });
+  await page.waitForSelector('#hpa-current[data-value="3"]', { timeout: 10_000 });
+  await page.waitForFunction(() => Number.isFinite(Number(document.querySelector("#hpa-current-0")?.dataset.value || "x")),
+    null, { timeout: 30_000 });
+  await page.waitForSelector("#metric-chart-0 polyline", { state: "attached", timeout: 5_000 });
+  await shoot(page, "hpa");
+
+  step("a suspended Job's page; resumed, status.succeeded reaches spec.completions");
+  await page.goto(`${origin}/ui/#/object/batch/v1/jobs/default/count`);
+  await page.waitForSelector('#sp-value[data-value="3"]', { timeout: 15_000 });
+  await page.waitForSelector('#pv-succeeded[data-value="0"]', { timeout: 5_000 });
+  await page.waitForTimeout(1000); // a second of the suspended Job on the chart
+  kubectl("patch", "job/count", "--type=merge", "-p", '{"spec":{"suspend":false}}');
+  await page.waitForSelector('#pv-succeeded[data-value="3"]', { timeout: 60_000 });
+  await page.waitForSelector('#error-value[data-value="0"]', { timeout: 5_000 });
+  await page.waitForFunction(() => (document.querySelector("#convergence")?.dataset.convergedMs || "") !== "", null, { timeout: 10_000 });
+  const jobConv = await page.textContent("#convergence");
+  check(/converged in [0-9.]+ s/.test(jobConv), `the Job's convergence time is shown (${jobConv})`);
+  await page.waitForSelector('#job-chart polyline[data-series="status.succeeded"]', { state: "attached", timeout: 5_000 });
+  await page.waitForSelector('#job-chart .event-marker[data-reason="Completed"]', { state: "attached", timeout: 15_000 });
+  await shoot(page, "job");
+
+  step("the node's page: its conditions over time, Ready");
+  const node = kubectl("get", "nodes", "-o", "jsonpath={.items[0].metadata.name}").trim();
+  check(node !== "", "the server has a node");
+  await page.goto(`${origin}/ui/#/object/core/v1/nodes/_/${encodeURIComponent(node)}`);
+  await page.waitForSelector('#node-Ready[data-value="True"]', { timeout: 15_000 });
+  await page.waitForSelector('#conditions-chart polyline[data-series="Ready"]', { state: "attached", timeout: 5_000 });
+  for (const type of ["MemoryPressure", "DiskPressure", "PIDPressure"]) {
+    const v = await page.getAttribute(`#node-${type}`, "data-value");
+    check(v === "False", `the node's ${type} is False (${v})`);
+  }
+  await page.waitForTimeout(2000); // a little time on the axis for the picture
+  await shoot(page, "node");
 
   step("the loops view lists the server's controllers");
   await page.goto(`${origin}/ui/#/loops`);

@@ -4,7 +4,12 @@
 //   #/                          objects of a kind, live (list + watch), filtered
 //   #/object/GROUP/VERSION/RESOURCE/NAMESPACE/NAME   one object (NAMESPACE "_" if cluster-scoped)
 //   #/loops                     the controllers' work queues and reconciles
-// Unsafe requests carry `X-Setpoint-Console: 1` (the server's CSRF check).
+// Unsafe requests carry `X-Setpoint-Console: 1` (the server's CSRF check). The set point vs
+// process variable panels are in trackers.js, their charts in charts.js.
+
+import { h } from "./dom.js";
+import { eventTime } from "./charts.js";
+import { trackerFor } from "./trackers.js";
 
 const main = document.getElementById("main");
 let session = null;        // {user, groups}
@@ -12,29 +17,6 @@ let kinds = null;          // discovered resources
 let teardown = [];         // what the current view must stop when left
 
 // ---------------------------------------------------------------- helpers
-
-function h(tag, attrs = {}, ...children) {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (v === undefined || v === null || v === false) continue;
-    if (k === "class") el.className = v;
-    else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
-    else el.setAttribute(k, v === true ? "" : String(v));
-  }
-  for (const c of children.flat()) {
-    if (c === undefined || c === null || c === false) continue;
-    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
-  }
-  return el;
-}
-
-const SVG_NS = "http://www.w3.org/2000/svg";
-function s(tag, attrs = {}, ...children) {
-  const el = document.createElementNS(SVG_NS, tag);
-  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
-  for (const c of children.flat()) el.append(c instanceof Node ? c : document.createTextNode(String(c)));
-  return el;
-}
 
 class ApiError extends Error {
   constructor(code, status, verb, what) {
@@ -258,158 +240,6 @@ async function objectsView(params) {
   }));
 }
 
-// ---------------------------------------------------------------- charts
-
-// A line chart of `series` ([{name, cls, points: [[t, v]]}]) over [t0, t1].
-function lineChart(series, t0, t1, { width = 640, height = 220, id } = {}) {
-  const pad = { l: 40, r: 12, t: 10, b: 24 };
-  let max = 1;
-  for (const sr of series) for (const [, v] of sr.points) if (Number.isFinite(v)) max = Math.max(max, v);
-  max = Math.ceil(max * 1.15);
-  const span = Math.max(t1 - t0, 1);
-  const x = (t) => pad.l + ((t - t0) / span) * (width - pad.l - pad.r);
-  const y = (v) => height - pad.b - (v / max) * (height - pad.t - pad.b);
-  const svg = s("svg", { class: "chart", width, height, viewBox: `0 0 ${width} ${height}`, id: id || "" });
-  const ticks = 4;
-  for (let i = 0; i <= ticks; i++) {
-    const v = (max * i) / ticks;
-    svg.append(s("line", { class: "grid", x1: pad.l, x2: width - pad.r, y1: y(v), y2: y(v) }));
-    svg.append(s("text", { x: pad.l - 6, y: y(v) + 4, "text-anchor": "end" }, Number.isInteger(v) ? v : v.toFixed(1)));
-  }
-  svg.append(s("line", { class: "axis", x1: pad.l, x2: pad.l, y1: pad.t, y2: height - pad.b }));
-  svg.append(s("line", { class: "axis", x1: pad.l, x2: width - pad.r, y1: height - pad.b, y2: height - pad.b }));
-  svg.append(s("text", { x: width - pad.r, y: height - 6, "text-anchor": "end" }, `${Math.round(span / 1000)} s`));
-  svg.append(s("text", { x: pad.l, y: height - 6 }, "0 s"));
-  for (const sr of series) {
-    // Steps: a value holds until the next sample.
-    const pts = [];
-    sr.points.forEach(([t, v], i) => {
-      if (!Number.isFinite(v)) return;
-      if (i > 0 && pts.length) pts.push(`${x(t).toFixed(1)},${pts[pts.length - 1].split(",")[1]}`);
-      pts.push(`${x(t).toFixed(1)},${y(v).toFixed(1)}`);
-    });
-    if (pts.length) {
-      const last = pts[pts.length - 1].split(",")[1];
-      pts.push(`${x(t1).toFixed(1)},${last}`);
-      svg.append(s("polyline", { class: sr.cls, points: pts.join(" "), "data-series": sr.name }));
-    }
-  }
-  return svg;
-}
-
-function valueBox(id, label, value) {
-  return h("div", {}, h("span", { class: "v", id, "data-value": value ?? "" }, value ?? "—"), h("span", { class: "k" }, label));
-}
-
-// Set point vs process variables of a scalable workload, sampled from its watch.
-function replicasTracker(container) {
-  const opened = Date.now();
-  const samples = []; // [t, sp, ready, updated]
-  let lastChange = null, converged = null, prevSp = null;
-  const draw = () => {
-    const now = Date.now();
-    const last = samples[samples.length - 1];
-    if (!last) return;
-    const [, sp, ready, updated] = last;
-    const error = sp - ready;
-    let conv;
-    if (lastChange === null) conv = error === 0 && updated === sp ? "at set point since the page opened" : `converging (error ${error})`;
-    else if (converged !== null) conv = `converged in ${((converged - lastChange) / 1000).toFixed(1)} s`;
-    else conv = `converging for ${((now - lastChange) / 1000).toFixed(1)} s (error ${error})`;
-    const pts = (i) => samples.map((r) => [r[0], r[i]]);
-    container.replaceChildren(
-      h("div", { class: "values" },
-        valueBox("sp-value", "set point: spec.replicas", sp),
-        valueBox("pv-ready", "process variable: status.readyReplicas", ready),
-        valueBox("pv-updated", "process variable: status.updatedReplicas", updated),
-        valueBox("error-value", "error (set point − ready)", error),
-        h("div", {}, h("span", { class: "v", id: "convergence",
-          "data-converged-ms": converged !== null && lastChange !== null ? converged - lastChange : "" }, conv),
-          h("span", { class: "k" }, "convergence time (last set-point change → error zero)"))),
-      h("div", { class: "legend" }, h("span", { class: "sp" }, "— — spec.replicas"),
-        h("span", { class: "pv1" }, "—— readyReplicas"), h("span", { class: "pv2" }, "—— updatedReplicas")),
-      lineChart([{ name: "spec.replicas", cls: "sp", points: pts(1) },
-        { name: "status.readyReplicas", cls: "pv1", points: pts(2) },
-        { name: "status.updatedReplicas", cls: "pv2", points: pts(3) }], opened, Math.max(now, opened + 10000), { id: "replicas-chart" }));
-  };
-  const timer = setInterval(draw, 1000);
-  return {
-    sample(o) {
-      const sp = (o.spec && o.spec.replicas) ?? 1;
-      const st = o.status || {};
-      const ready = st.readyReplicas || 0, updated = st.updatedReplicas ?? (st.currentReplicas || 0);
-      const t = Date.now();
-      if (prevSp !== null && sp !== prevSp) { lastChange = t; converged = null; }
-      prevSp = sp;
-      if (lastChange !== null && converged === null && ready === sp && updated === sp) converged = t;
-      samples.push([t, sp, ready, updated]);
-      draw();
-    },
-    stop() { clearInterval(timer); },
-  };
-}
-
-function metricValue(m) {
-  // An HPA-style MetricStatus or MetricSpec target: the number to chart and its unit.
-  const src = m && (m.resource || m.object || m.external || m.pods || m.containerResource);
-  const v = src && (src.current || src.target);
-  if (!v) return [NaN, ""];
-  if (v.averageUtilization !== undefined) return [Number(v.averageUtilization), "%"];
-  const q = v.averageValue ?? v.value;
-  return [parseQuantity(q), ""];
-}
-
-function parseQuantity(q) {
-  if (q === undefined || q === null) return NaN;
-  const m = String(q).match(/^([0-9.+-eE]+)(m|k|M|G|Ki|Mi|Gi)?$/);
-  if (!m) return NaN;
-  const mult = { m: 1e-3, k: 1e3, M: 1e6, G: 1e9, Ki: 1024, Mi: 1048576, Gi: 1073741824 }[m[2]] || 1;
-  return Number(m[1]) * mult;
-}
-
-// Target vs current metric, replicas, and the PID's terms of a PIDAutoscaler.
-function pidTracker(container) {
-  const opened = Date.now();
-  const samples = []; // [t, target, current, desired, currentReplicas]
-  let last = null;
-  const fmt = (v) => (Number.isFinite(v) ? Math.round(v * 1000) / 1000 : "—");
-  const draw = () => {
-    if (!last) return;
-    const now = Math.max(Date.now(), opened + 10000);
-    const st = last.status || {};
-    const terms = st.terms || null;
-    const [target, unit] = metricValue((last.spec.metrics || [])[0]);
-    const [current] = metricValue((st.currentMetrics || [])[0]);
-    const pts = (i) => samples.map((r) => [r[0], r[i]]);
-    container.replaceChildren(
-      h("div", { class: "values" },
-        valueBox("pid-target", `set point: target metric${unit ? " (" + unit + ")" : ""}`, fmt(target)),
-        valueBox("pid-current", "process variable: current metric", fmt(current)),
-        valueBox("pid-replicas", "replicas (current → desired)", `${st.currentReplicas ?? "—"} → ${st.desiredReplicas ?? "—"}`)),
-      terms ? h("div", { class: "values", id: "pid-terms" },
-        valueBox("pid-p", "P term", fmt(terms.p)), valueBox("pid-i", "I term", fmt(terms.i)),
-        valueBox("pid-d", "D term", fmt(terms.d)), valueBox("pid-output", "output", fmt(terms.output)))
-        : h("p", { class: "muted", id: "pid-no-terms" }, "No P, I, D terms in its status yet."),
-      h("div", { class: "legend" }, h("span", { class: "sp" }, "— — target"), h("span", { class: "pv1" }, "—— current")),
-      lineChart([{ name: "target", cls: "sp", points: pts(1) }, { name: "current", cls: "pv1", points: pts(2) }],
-        opened, now, { id: "metric-chart" }),
-      h("div", { class: "legend" }, h("span", { class: "sp" }, "— — desired replicas"), h("span", { class: "pv1" }, "—— current replicas")),
-      lineChart([{ name: "desiredReplicas", cls: "sp", points: pts(3) }, { name: "currentReplicas", cls: "pv1", points: pts(4) }],
-        opened, now, { id: "pid-replicas-chart", height: 160 }));
-  };
-  const timer = setInterval(draw, 1000);
-  return {
-    sample(o) {
-      last = o;
-      const st = o.status || {};
-      samples.push([Date.now(), metricValue((o.spec.metrics || [])[0])[0], metricValue((st.currentMetrics || [])[0])[0],
-        st.desiredReplicas ?? NaN, st.currentReplicas ?? NaN]);
-      draw();
-    },
-    stop() { clearInterval(timer); },
-  };
-}
-
 // ---------------------------------------------------------------- object page
 
 function toYaml(v, indent = "") {
@@ -466,13 +296,12 @@ async function objectView(group, version, resource, ns, name) {
     chartBox, h("h2", {}, "Conditions"), condBox, h("h2", {}, "Owners"), ownersBox,
     h("h2", {}, "Owned objects"), ownedBox, h("h2", {}, "Events"), eventsBox, h("h2", {}, "YAML"), yamlBox);
 
+  const kindTracker = trackerFor(k);
   let tracker = null;
-  if (["deployments", "replicasets", "statefulsets"].includes(k.name) && k.group === "apps") {
-    chartBox.prepend(h("h2", {}, "Set point vs process variable"));
-    const inner = h("div", {}); chartBox.append(inner); tracker = replicasTracker(inner);
-  } else if (k.kind === "PIDAutoscaler") {
-    chartBox.prepend(h("h2", {}, "Set point vs process variable (PID)"));
-    const inner = h("div", {}); chartBox.append(inner); tracker = pidTracker(inner);
+  if (kindTracker) {
+    const inner = h("div", {});
+    chartBox.append(h("h2", {}, kindTracker[0]), inner);
+    tracker = kindTracker[1](inner);
   }
   if (tracker) teardown.push(() => tracker.stop());
 
@@ -522,23 +351,37 @@ async function objectView(group, version, resource, ns, name) {
     } else {
       ownedBox.replaceChildren(h("p", { class: "muted" }, "Cluster-scoped: not searched."));
     }
-    try {
-      const evPath = namespace ? `/api/v1/namespaces/${encodeURIComponent(namespace)}/events` : "/api/v1/events";
-      const evs = await api(`${evPath}?${new URLSearchParams({ fieldSelector: `involvedObject.uid=${uid}` })}`);
-      const items = (evs.items || []).sort((a, b) => (Date.parse(b.lastTimestamp || b.eventTime || b.metadata.creationTimestamp) || 0)
-        - (Date.parse(a.lastTimestamp || a.eventTime || a.metadata.creationTimestamp) || 0));
-      eventsBox.replaceChildren(items.length ? h("table", { id: "events" },
-        h("thead", {}, h("tr", {}, ["Type", "Reason", "Age", "From", "Message"].map((c) => h("th", {}, c)))),
-        h("tbody", {}, items.map((e) => h("tr", {}, h("td", {}, e.type || ""), h("td", {}, e.reason || ""),
-          h("td", {}, age(e.lastTimestamp || e.eventTime || e.metadata.creationTimestamp)),
-          h("td", {}, (e.source && e.source.component) || e.reportingComponent || ""), h("td", {}, e.message || "")))))
-        : h("p", { class: "muted" }, "None."));
-    } catch (e) {
-      eventsBox.replaceChildren(e instanceof ApiError && e.code === 403 ? h("p", { class: "muted" }, "Not allowed to list events.") : h("p", { class: "error" }, e.message));
-    }
   };
   refreshRelated();
-  const timer = setInterval(refreshRelated, 3000);
+
+  // Its Events, kept live by a watch: the table, and the markers on the tracker's time axis.
+  const events = new Map();
+  const showEvents = () => {
+    const items = [...events.values()].sort((a, b) => (eventTime(b) || 0) - (eventTime(a) || 0));
+    if (tracker) tracker.events(items);
+    eventsBox.replaceChildren(items.length ? h("table", { id: "events" },
+      h("thead", {}, h("tr", {}, ["Type", "Reason", "Age", "From", "Message"].map((c) => h("th", {}, c)))),
+      h("tbody", {}, items.map((e) => h("tr", { "data-reason": e.reason || "" }, h("td", {}, e.type || ""),
+        h("td", {}, e.reason || ""), h("td", {}, Number.isFinite(eventTime(e)) ? age(new Date(eventTime(e)).toISOString()) : ""),
+        h("td", {}, (e.source && e.source.component) || e.reportingComponent || ""), h("td", {}, e.message || "")))))
+      : h("p", { class: "muted" }, "None."));
+  };
+  const evPath = namespace ? `/api/v1/namespaces/${encodeURIComponent(namespace)}/events` : "/api/v1/events";
+  teardown.push(liveList(evPath, { fieldSelector: `involvedObject.uid=${o.metadata.uid}` }, {
+    onReset: (items) => { events.clear(); for (const e of items) events.set(e.metadata.uid, e); showEvents(); },
+    onBatch: (batch) => {
+      for (const ev of batch) {
+        if (ev.type === "DELETED") events.delete(ev.object.metadata.uid);
+        else events.set(ev.object.metadata.uid, ev.object);
+      }
+      showEvents();
+    },
+    onError: (e) => eventsBox.replaceChildren(e instanceof ApiError && e.code === 403
+      ? h("p", { class: "muted" }, "Not allowed to list events.") : h("p", { class: "error" }, e.message)),
+  }));
+
+  // Owned objects and the events' ages are refreshed every 3 s.
+  const timer = setInterval(() => { refreshRelated(); if (events.size) showEvents(); }, 3000);
   teardown.push(() => clearInterval(timer));
 }
 
