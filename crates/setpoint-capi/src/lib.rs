@@ -5,7 +5,7 @@
 //!
 //! This first increment is the API: the five kinds as Rust types, their CRDs generated from the
 //! types ([`crds`]), and the `cluster-api` loop ([`run`]) that installs them when `setpoint
-//! server` starts.
+//! server` starts with it (off by default: `--controllers='*,cluster-api'`).
 //!
 //! Not here yet (docs/cluster-api.md):
 //! - the controllers (cluster, machine, machine set, machine deployment, machine health check)
