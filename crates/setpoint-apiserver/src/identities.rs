@@ -61,6 +61,7 @@ pub const CONTROLLER_SERVICE_ACCOUNTS: &[&str] = &[
     "service-lb-controller",
     "provider-postgresql",
     "cert-manager",
+    "cluster-api",
 ];
 
 /// The user of the ServiceAccount `kube-system/<service_account>` a built-in loop writes as,

@@ -75,6 +75,7 @@ impl Loop {
             Loop::ServiceLb => "service-lb-controller",
             Loop::ProviderPostgresql => "provider-postgresql",
             Loop::CertManager => "cert-manager",
+            Loop::ClusterApi => "cluster-api",
         }
     }
 }

@@ -3,11 +3,13 @@
 //! another, and every one of them could run against any Kubernetes API server.
 //!
 //! The GitOps loops of `setpoint-gitops` (`gitops-source`, `gitops-sync`) run here too, as
-//! built-in loops.
+//! built-in loops, and so do the providers of `setpoint-providers` and Cluster API
+//! (`setpoint-capi`, the `cluster-api` loop).
 //!
 //! `setpoint server` starts the enabled loops in-process ([`run`]); each can be switched off by
 //! name (`--controllers=*,-garbage-collector`, as kube-controller-manager's flag works).
 
+mod capi;
 mod certificates;
 
 mod cronjob;

@@ -82,6 +82,10 @@ pub enum Loop {
     /// Issues Certificates from Issuers and ClusterIssuers into Secrets and files, and renews
     /// them (installs cert-manager's CRDs; `setpoint-providers`).
     CertManager,
+    /// Cluster API: installs the CRDs of `cluster.x-k8s.io/v1beta2` (Cluster, Machine,
+    /// MachineSet, MachineDeployment, MachineHealthCheck); its controllers are not written yet
+    /// (`setpoint-capi`). Off by default ([`Loop::OFF_BY_DEFAULT`]).
+    ClusterApi,
 }
 
 impl Loop {
@@ -120,7 +124,19 @@ impl Loop {
         Loop::ServiceLb,
         Loop::ProviderPostgresql,
         Loop::CertManager,
+        Loop::ClusterApi,
     ];
+
+    /// Loops that `*` leaves out: they run only when named (`*,cluster-api`), as
+    /// kube-controller-manager's disabled-by-default controllers. `cluster-api`: its five CRDs
+    /// would lengthen every server's start-up (the API server establishes CRDs one at a time,
+    /// about a second each in a debug build) while nothing acts on them yet.
+    pub const OFF_BY_DEFAULT: &'static [Loop] = &[Loop::ClusterApi];
+
+    /// Whether `*` selects this loop.
+    pub fn on_by_default(self) -> bool {
+        !Loop::OFF_BY_DEFAULT.contains(&self)
+    }
 
     /// The loop's name on the command line and in logs.
     pub fn name(self) -> &'static str {
@@ -158,6 +174,7 @@ impl Loop {
             Loop::ServiceLb => "service-lb",
             Loop::ProviderPostgresql => "provider-postgresql",
             Loop::CertManager => "cert-manager",
+            Loop::ClusterApi => "cluster-api",
         }
     }
 
@@ -215,6 +232,7 @@ impl Loop {
             Loop::CertManager => {
                 setpoint_providers::certs::run(crate::providers::context(&ctx), shutdown).await
             }
+            Loop::ClusterApi => setpoint_capi::run(crate::capi::context(&ctx), shutdown).await,
         }
     }
 }
@@ -233,15 +251,22 @@ pub struct UnknownLoop {
     known: String,
 }
 
-/// Which loops run: a comma-separated list of names, `*` for all, `-name` to leave one out
-/// (`*,-namespace`).
+/// Which loops run: a comma-separated list of names, `*` for every loop on by default (all but
+/// [`Loop::OFF_BY_DEFAULT`]), `-name` to leave one out (`*,-namespace`), `name` to add one
+/// (`*,cluster-api`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoopSelection(Vec<Loop>);
 
 impl LoopSelection {
-    /// Every loop.
+    /// Every loop on by default: what `*` selects.
     pub fn all() -> LoopSelection {
-        LoopSelection(Loop::ALL.to_vec())
+        LoopSelection(
+            Loop::ALL
+                .iter()
+                .copied()
+                .filter(|l| l.on_by_default())
+                .collect(),
+        )
     }
 
     /// The selected loops, in start order.
@@ -271,7 +296,7 @@ impl FromStr for LoopSelection {
         let mut selected: Vec<Loop> = Vec::new();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             if part == "*" {
-                selected = Loop::ALL.to_vec();
+                selected = LoopSelection::all().0;
             } else if let Some(name) = part.strip_prefix('-') {
                 let l = lookup(name)?;
                 selected.retain(|x| *x != l);
@@ -345,6 +370,10 @@ mod tests {
             .parse()
             .expect("parses");
         assert!(none.loops().is_empty());
+        assert!(!all.loops().contains(&Loop::ClusterApi));
+        let with_capi: LoopSelection = "*,cluster-api".parse().expect("parses");
+        assert_eq!(with_capi.loops().len(), all.loops().len() + 1);
+        assert!(with_capi.loops().contains(&Loop::ClusterApi));
         let err = "nope".parse::<LoopSelection>().expect_err("unknown");
         assert!(err.to_string().contains("namespace"), "{err}");
     }

@@ -123,8 +123,9 @@ pub(crate) struct ServerArgs {
     /// Secrets. A file whose first provider is `identity` stores new values in plaintext.
     #[arg(long, value_name = "FILE")]
     pub(crate) encryption_provider_config: Option<PathBuf>,
-    /// Which built-in controllers run: comma-separated names, `*` for all, `-name` to leave
-    /// one out (e.g. `*,-namespace`); empty for none.
+    /// Which built-in controllers run: comma-separated names, `*` for every one on by default
+    /// (all but `cluster-api`), `-name` to leave one out (e.g. `*,-namespace`), `name` to add
+    /// one (`*,cluster-api`); empty for none.
     #[arg(long, value_name = "LIST", default_value = "*")]
     pub(crate) controllers: setpoint_controllers::LoopSelection,
     /// How many recent events each resource's watch cache keeps for watches to resume from;

@@ -3,7 +3,8 @@
 //! JSON), scale and delete custom objects; schema validation with the field named, pruning,
 //! defaults, CEL rules, the status subresource and `generation`, `kubectl explain`; a
 //! cluster-scoped CRD; deleting a CRD removes its objects (waiting for their finalizers) and
-//! its resource; CRDs survive a restart.
+//! its resource; CRDs survive a restart. Cluster API's kinds (`setpoint-capi`), whose CRDs the
+//! `cluster-api` loop installs, apply as upstream's and print upstream's columns.
 
 mod common;
 
@@ -580,4 +581,180 @@ fn watches_should_see_objects_go_and_end_with_their_crd() {
     let status = watch.wait().unwrap();
     assert!(rest.starts_with("DELETED") && rest.contains("w1"), "{rest}");
     assert!(status.success(), "{status}");
+}
+
+/// The CRDs the `cluster-api` loop installs.
+const CLUSTER_API_CRDS: [&str; 5] = [
+    "clusters.cluster.x-k8s.io",
+    "machines.cluster.x-k8s.io",
+    "machinesets.cluster.x-k8s.io",
+    "machinedeployments.cluster.x-k8s.io",
+    "machinehealthchecks.cluster.x-k8s.io",
+];
+
+/// The column headers of every table `kubectl get` printed (kubectl pads columns with at least
+/// three spaces; a header may hold one, `CP DESIRED`).
+fn headers(table: &str) -> Vec<Vec<String>> {
+    table
+        .lines()
+        .filter(|l| l.starts_with("NAME "))
+        .map(|l| {
+            l.split("  ")
+                .map(str::trim)
+                .filter(|h| !h.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn cluster_api_kinds_should_apply_print_scale_and_validate_as_upstreams() {
+    let tmp = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let s = Server::start_with(
+        &tmp.path().join("data"),
+        "127.0.0.1:0",
+        &["--no-agent", "--controllers=cluster-api"],
+    );
+    let mut wait = vec!["wait", "--for=condition=Established", "--timeout=5s"];
+    let crds: Vec<String> = CLUSTER_API_CRDS
+        .iter()
+        .map(|c| format!("crd/{c}"))
+        .collect();
+    wait.extend(crds.iter().map(String::as_str));
+    let serving = started.elapsed();
+    eventually_blocking("the cluster-api loop to install its CRDs", || {
+        s.kubectl(&wait).status.success()
+    });
+    eprintln!(
+        "the server answered {serving:?} after it was started; the Cluster API CRDs were established {:?} after that",
+        started.elapsed() - serving
+    );
+
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/cluster-api/core-objects.yaml"
+    );
+    let out = s.ok(&["apply", "-f", example]);
+    for created in [
+        "cluster.cluster.x-k8s.io/demo created",
+        "machinedeployment.cluster.x-k8s.io/demo-md-0 created",
+        "machineset.cluster.x-k8s.io/demo-ms-0 created",
+        "machine.cluster.x-k8s.io/demo-control-plane-0 created",
+        "machinehealthcheck.cluster.x-k8s.io/demo-md-0-unhealthy created",
+    ] {
+        assert!(out.contains(created), "{out}");
+    }
+
+    let table = s.ok(&[
+        "get",
+        "clusters,machines,machinesets,machinedeployments,mhc",
+    ]);
+    let words = |h: &str| h.split(',').map(str::to_owned).collect::<Vec<_>>();
+    assert_eq!(
+        headers(&table),
+        vec![
+            words("NAME,CLUSTERCLASS,AVAILABLE,CP DESIRED,CP AVAILABLE,CP UP-TO-DATE,W DESIRED,W AVAILABLE,W UP-TO-DATE,PHASE,AGE,VERSION"),
+            words("NAME,CLUSTER,NODE NAME,FAILURE DOMAIN,READY,AVAILABLE,UP-TO-DATE,PHASE,AGE,VERSION"),
+            words("NAME,CLUSTER,DESIRED,CURRENT,READY,AVAILABLE,UP-TO-DATE,AGE,VERSION"),
+            words("NAME,CLUSTER,AVAILABLE,DESIRED,CURRENT,READY,AVAILABLE,UP-TO-DATE,PHASE,AGE,VERSION"),
+            words("NAME,CLUSTER,REPLICAS,HEALTHY,AGE"),
+        ],
+        "{table}"
+    );
+    for row in [
+        "cluster.cluster.x-k8s.io/demo",
+        "machine.cluster.x-k8s.io/demo-control-plane-0",
+        "machineset.cluster.x-k8s.io/demo-ms-0",
+        "machinedeployment.cluster.x-k8s.io/demo-md-0",
+        "machinehealthcheck.cluster.x-k8s.io/demo-md-0-unhealthy",
+    ] {
+        assert!(table.contains(row), "{row} missing:\n{table}");
+    }
+    // The wide view adds the priority-10 columns; the category lists every kind.
+    let wide = s.ok(&["get", "machines", "-o", "wide"]);
+    assert!(
+        wide.lines()
+            .next()
+            .is_some_and(|h| h.contains("PROVIDER ID") && h.contains("INTERNAL-IP")),
+        "{wide}"
+    );
+    let all = s.ok(&["get", "cluster-api", "-o", "name"]);
+    assert_eq!(all.lines().count(), 5, "{all}");
+
+    // Scale goes through the scale subresource (.spec.replicas ← .status.selector).
+    s.ok(&["scale", "machinedeployment", "demo-md-0", "--replicas", "5"]);
+    let scale: Value = serde_json::from_str(&s.ok(&[
+        "get",
+        "--raw",
+        "/apis/cluster.x-k8s.io/v1beta2/namespaces/default/machinedeployments/demo-md-0/scale",
+    ]))
+    .unwrap();
+    assert_eq!(scale["kind"], "Scale");
+    assert_eq!(scale["spec"]["replicas"], 5);
+    let md = json(&s, &["get", "md", "demo-md-0"]);
+    assert_eq!(md["spec"]["replicas"], 5);
+    s.ok(&["scale", "ms", "demo-ms-0", "--replicas", "0"]);
+    assert_eq!(json(&s, &["get", "ms", "demo-ms-0"])["spec"]["replicas"], 0);
+
+    // Invalid objects are refused with the field named (a 422 Invalid).
+    let err = apply_fails(
+        &s,
+        r#"
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: Machine
+metadata: {name: no-cluster}
+spec:
+  bootstrap: {dataSecretName: boot}
+  infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DockerMachine, name: m}
+"#,
+    );
+    assert!(
+        err.contains(r#"The Machine "no-cluster" is invalid"#),
+        "{err}"
+    );
+    assert!(err.contains("spec.clusterName: Required value"), "{err}");
+    let err = apply_fails(
+        &s,
+        r#"
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachineSet
+metadata: {name: sideways}
+spec:
+  clusterName: demo
+  selector: {matchLabels: {a: b}}
+  template:
+    metadata: {labels: {a: b}}
+    spec:
+      clusterName: demo
+      bootstrap: {dataSecretName: boot}
+      infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DockerMachine, name: m}
+  deletion: {order: Sideways}
+"#,
+    );
+    assert!(
+        err.contains(r#"spec.deletion.order: Unsupported value: "Sideways""#),
+        "{err}"
+    );
+    // …and the status code is 422 (kubectl logs it at -v=6).
+    let out = s.kubectl_stdin(
+        &["create", "-f", "-", "-v=6"],
+        r#"
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachineHealthCheck
+metadata: {name: bad-range}
+spec:
+  clusterName: demo
+  selector: {matchLabels: {a: b}}
+  remediation: {triggerIf: {unhealthyInRange: "1-3"}}
+"#,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("422 Unprocessable Entity"), "{err}");
+    assert!(
+        err.contains("spec.remediation.triggerIf.unhealthyInRange"),
+        "{err}"
+    );
 }

@@ -416,6 +416,18 @@ pub(super) fn controller_rules(service_account: &str) -> Vec<PolicyRule> {
                 "clusterissuers",
             ],
         ),
+        // Cluster API (setpoint-capi): its CRDs, its objects and their status and finalizers,
+        // and Secrets (bootstrap data and kubeconfigs, once its controllers run).
+        "cluster-api" => managed_provider(
+            "cluster.x-k8s.io",
+            &[
+                "clusters",
+                "machines",
+                "machinesets",
+                "machinedeployments",
+                "machinehealthchecks",
+            ],
+        ),
         _ => Vec::new(),
     };
     rules.push(events());
