@@ -46,6 +46,18 @@ impl Server {
         s
     }
 
+    /// Starts a server on a fresh data directory of its own with more flags; dropping it stops
+    /// what its pods run and removes its pod network, as [`Server::start`] does (a test that
+    /// owns the directory itself must clean up after a SIGKILLed server: a leaked bridge keeps
+    /// the pod range, and later servers fall back to the host's network).
+    pub fn start_fresh_with(extra_args: &[&str]) -> Server {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        let mut s = Server::start_with(&dir, "127.0.0.1:0", extra_args);
+        s._tmp = Some(tmp);
+        s
+    }
+
     /// Starts a server on `dir` (which may hold an earlier server's data).
     pub fn start_in(dir: &Path) -> Server {
         Server::start_with(dir, "127.0.0.1:0", &[])

@@ -142,11 +142,7 @@ fn console_url(s: &Server, args: &[&str]) -> String {
 fn the_console_should_show_a_deployment_converge_in_a_browser() {
     let (chromium, playwright) = tools();
     let tmp = tempfile::tempdir().unwrap();
-    let s = Server::start_with(
-        &tmp.path().join("data"),
-        "127.0.0.1:0",
-        &["--hpa-sync-period", "1s", "--metrics-interval", "1s"],
-    );
+    let s = Server::start_fresh_with(&["--hpa-sync-period", "1s", "--metrics-interval", "1s"]);
     let marker = format!("setpoint-console-test-{}", std::process::id());
     let _cleanup = Cleanup {
         marker: marker.clone(),

@@ -32,6 +32,15 @@ impl Drop for Leftovers {
             .arg(&self.0)
             .stdout(std::process::Stdio::null())
             .status();
+        // The balancers' kernel tables (their processes were killed, not stopped).
+        for service in ["web", "web2"] {
+            let config = self
+                .0
+                .join("providers/lb")
+                .join(format!("default_{service}"))
+                .join("config.json");
+            setpoint_providers::lb::proxy::kernel::remove_table(&config);
+        }
         if let Ok(table) = std::fs::read_to_string(self.0.join("agent").join("proxy-nft-table")) {
             let _ = std::process::Command::new("nft")
                 .args(["delete", "table", "ip", table.trim()])
@@ -254,6 +263,23 @@ fn a_load_balancer_should_answer_follow_a_rollout_come_back_and_go_with_its_serv
     );
     let at = format!("{ip}:80");
     let v1 = two_answer(&s, &at, "v1");
+    // As root the kernel forwards (a loopback address in front of pods on the bridge:
+    // route_localnet on the bridge, masquerade, the localnet guard).
+    let state = data.join("providers/lb/default_web/config.json.state");
+    wait_until(&s, "the kernel forwarding web's port", || {
+        std::fs::read_to_string(&state)
+            .is_ok_and(|t| t.contains("\"kernel\"") && t.contains("TCP/80"))
+    });
+    let guard = std::process::Command::new("nft")
+        .args([
+            "list",
+            "table",
+            "ip",
+            setpoint_providers::lb::proxy::kernel::GUARD_TABLE,
+        ])
+        .output()
+        .expect("nft ran");
+    assert!(guard.status.success(), "the localnet guard exists");
 
     // A Service of another class gets nothing from this loop.
     let other = s.ok(&[

@@ -7,9 +7,17 @@
 //! the table exists) reaches them as before.
 //!
 //! A port is eligible when the balancer picks round robin (least connections needs the
-//! counts only user space has), its address is IPv4 and, when that address is loopback, every
-//! backend is loopback too: the kernel will not send a packet from 127.0.0.0/8 out of another
-//! interface without `route_localnet`, a host-wide switch this process does not turn on.
+//! counts only user space has) and its address and backends are IPv4. A loopback address in
+//! front of backends elsewhere (the default pool and pods on the node agent's bridge) needs
+//! more: the kernel sends no packet from 127.0.0.0/8 out of another interface unless that
+//! interface has `route_localnet`. So, as kube-proxy does for NodePorts on localhost, the
+//! balancer turns `route_localnet` on for the interface the backend is routed through and
+//! masquerades what it DNATs from a loopback source there (the backend sees the interface's
+//! address); and, before turning it on anywhere, makes sure the guard table
+//! [`GUARD_TABLE`] drops what arrives from outside addressed to 127.0.0.0/8 (the hole of
+//! CVE-2020-8558: with `route_localnet` on, such packets would reach services bound to
+//! localhost). The guard stays when balancers stop (it drops only martians). If the interface
+//! cannot be found or set, the port is left to user space.
 //! What the kernel cannot do that user space does: retry a refused connection on another
 //! backend. A backend that dies is taken out when its health checks fail (`fall` × interval).
 //!
@@ -38,6 +46,9 @@ pub(super) struct Kernel {
     programmed: Option<String>,
     /// Why the kernel path is off for good in this process (nft missing, not root).
     unavailable: Option<String>,
+    /// Per backend address outside lo: whether a loopback address may be DNATed to it (its
+    /// interface has `route_localnet`, the guard exists).
+    localnet: HashMap<Ipv4Addr, bool>,
 }
 
 /// One port the kernel forwards: its protocol and number, and the healthy backends.
@@ -55,6 +66,7 @@ impl Kernel {
             table: table_name(config),
             programmed: None,
             unavailable: None,
+            localnet: HashMap::new(),
         }
     }
 
@@ -69,11 +81,17 @@ impl Kernel {
             self.remove();
             return Vec::new();
         }
-        let ports = eligible_ports(config, |protocol, addr| {
-            backends
-                .get(&(protocol, addr))
-                .is_none_or(|b| b.is_healthy())
-        });
+        let mut localnet = std::mem::take(&mut self.localnet);
+        let ports = eligible_ports(
+            config,
+            |protocol, addr| {
+                backends
+                    .get(&(protocol, addr))
+                    .is_none_or(|b| b.is_healthy())
+            },
+            |ip| *localnet.entry(ip).or_insert_with(|| allow_localnet(ip)),
+        );
+        self.localnet = localnet;
         let IpAddr::V4(address) = config.address else {
             self.remove();
             return Vec::new();
@@ -122,6 +140,7 @@ impl Drop for Kernel {
 pub(super) fn eligible_ports(
     config: &BalancerConfig,
     healthy: impl Fn(Protocol, SocketAddr) -> bool,
+    mut localnet: impl FnMut(Ipv4Addr) -> bool,
 ) -> Vec<KernelPort> {
     let IpAddr::V4(address) = config.address else {
         return Vec::new();
@@ -132,9 +151,12 @@ pub(super) fn eligible_ports(
     let mut out = Vec::new();
     for port in &config.ports {
         let all_v4 = port.backends.iter().all(SocketAddr::is_ipv4);
-        let loopback_ok =
-            !address.is_loopback() || port.backends.iter().all(|b| b.ip().is_loopback());
-        if !all_v4 || !loopback_ok {
+        let routable = !address.is_loopback()
+            || port.backends.iter().all(|b| match b.ip() {
+                IpAddr::V4(ip) => ip.is_loopback() || localnet(ip),
+                IpAddr::V6(_) => false,
+            });
+        if !all_v4 || !routable {
             continue;
         }
         let mut backends: Vec<SocketAddr> = port
@@ -191,6 +213,22 @@ pub(super) fn render(table: &str, address: Ipv4Addr, ports: &[KernelPort]) -> St
             port.port
         );
     }
+    // A loopback source DNATed out of another interface takes that interface's address (the
+    // backend could not answer 127.0.0.1).
+    let elsewhere = ports
+        .iter()
+        .flat_map(|p| &p.backends)
+        .any(|b| !b.ip().is_loopback());
+    if address.is_loopback() && elsewhere {
+        let _ = writeln!(
+            s,
+            "add chain {t} postrouting {{ type nat hook postrouting priority 100 ; policy accept ; }}"
+        );
+        let _ = writeln!(
+            s,
+            "add rule {t} postrouting ip saddr 127.0.0.0/8 oifname != \"lo\" ct original ip daddr {address} masquerade"
+        );
+    }
     // Before the node agent's Service chains (-100), so the balancer's address is ours.
     for (chain, hook) in [("output", "output"), ("prerouting", "prerouting")] {
         let _ = writeln!(
@@ -220,6 +258,63 @@ pub fn table_name(config: &Path) -> String {
 pub fn remove_table(config: &Path) {
     let table = table_name(config);
     let _ = nft(&format!("add table ip {table}\ndelete table ip {table}\n"));
+}
+
+/// The table dropping packets that arrive from outside addressed to 127.0.0.0/8, made before
+/// any interface gets `route_localnet`.
+pub const GUARD_TABLE: &str = "setpoint-localnet-guard";
+
+/// The guard's ruleset (idempotent: the chain is flushed and filled again).
+fn guard_ruleset() -> String {
+    let t = format!("ip {GUARD_TABLE}");
+    format!(
+        "add table {t}\n\
+         add chain {t} prerouting {{ type filter hook prerouting priority -300 ; policy accept ; }}\n\
+         flush chain {t} prerouting\n\
+         add rule {t} prerouting iifname != \"lo\" ip daddr 127.0.0.0/8 drop\n"
+    )
+}
+
+/// Lets a loopback address be DNATed to `backend` (outside lo): the guard made, then
+/// `route_localnet` on the interface `backend` is routed through. False when either fails.
+fn allow_localnet(backend: Ipv4Addr) -> bool {
+    let Some(device) = route_device(backend) else {
+        tracing::info!(%backend, "no route to the backend: its port is forwarded in user space");
+        return false;
+    };
+    if let Err(error) = nft(&guard_ruleset()) {
+        tracing::warn!(%error, "cannot make the localnet guard: ports with backends outside lo are forwarded in user space");
+        return false;
+    }
+    let path = format!("/proc/sys/net/ipv4/conf/{device}/route_localnet");
+    match std::fs::write(&path, "1") {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::warn!(%path, %error, "cannot turn route_localnet on: the port is forwarded in user space");
+            false
+        }
+    }
+}
+
+/// The interface the kernel routes `ip` through (`ip -4 route get`), unless it is lo.
+fn route_device(ip: Ipv4Addr) -> Option<String> {
+    let out = Command::new("ip")
+        .args(["-4", "-o", "route", "get", &ip.to_string()])
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let device = words.windows(2).find(|w| w[0] == "dev").map(|w| w[1])?;
+    // An interface name goes into a /proc path: nothing but what names are made of.
+    let safe = !device.is_empty()
+        && device
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    (safe && device != "lo").then(|| device.to_owned())
 }
 
 /// Runs `nft -f -` with `ruleset`; the error is nft's message.
@@ -280,23 +375,30 @@ mod tests {
     #[test]
     fn ports_should_be_eligible_only_when_the_kernel_can_forward_them() {
         let all = |_, _| true;
+        let no_localnet = |_| -> bool { panic!("loopback backends need no route_localnet") };
         let ok = config("127.0.5.1", Algorithm::RoundRobin, &["127.0.0.1:8080"]);
-        assert_eq!(eligible_ports(&ok, all).len(), 2);
-        // Loopback address, a pod backend: 127/8 cannot leave lo.
+        assert_eq!(eligible_ports(&ok, all, no_localnet).len(), 2);
+        // Loopback address, a pod backend: only where route_localnet could be turned on.
         let pod = config("127.0.5.1", Algorithm::RoundRobin, &["10.244.0.5:8080"]);
-        let ports = eligible_ports(&pod, all);
+        let mut asked = Vec::new();
+        let ports = eligible_ports(&pod, all, |ip| {
+            asked.push(ip);
+            false
+        });
+        assert_eq!(asked, [Ipv4Addr::new(10, 244, 0, 5)]);
         assert_eq!(ports.len(), 1);
         assert_eq!(ports[0].protocol, Protocol::Udp);
-        // A routable address may forward to pods.
+        assert_eq!(eligible_ports(&pod, all, |_| true).len(), 2);
+        // A routable address may forward to pods without it.
         let routable = config("192.0.2.10", Algorithm::RoundRobin, &["10.244.0.5:8080"]);
-        assert_eq!(eligible_ports(&routable, all).len(), 2);
+        assert_eq!(eligible_ports(&routable, all, no_localnet).len(), 2);
         // Least connections needs user space's counts.
         let least = config(
             "127.0.5.1",
             Algorithm::LeastConnections,
             &["127.0.0.1:8080"],
         );
-        assert!(eligible_ports(&least, all).is_empty());
+        assert!(eligible_ports(&least, all, no_localnet).is_empty());
         // Unhealthy backends are left out; a port with none is left to user space.
         let two = config(
             "127.0.5.1",
@@ -304,12 +406,12 @@ mod tests {
             &["127.0.0.1:8081", "127.0.0.1:8080"],
         );
         let sick: SocketAddr = "127.0.0.1:8081".parse().expect("addr");
-        let ports = eligible_ports(&two, |_, b| b != sick);
+        let ports = eligible_ports(&two, |_, b| b != sick, no_localnet);
         assert_eq!(
             ports[0].backends,
             vec!["127.0.0.1:8080".parse().expect("addr")]
         );
-        let none = eligible_ports(&two, |p, _| p == Protocol::Udp);
+        let none = eligible_ports(&two, |p, _| p == Protocol::Udp, no_localnet);
         assert_eq!(none.len(), 1);
     }
 
@@ -320,7 +422,7 @@ mod tests {
             Algorithm::RoundRobin,
             &["127.0.0.1:8081", "127.0.0.1:8080"],
         );
-        let ports = eligible_ports(&two, |_, _| true);
+        let ports = eligible_ports(&two, |_, _| true, |_| false);
         let text = render("setpoint-lb-x", Ipv4Addr::new(127, 0, 5, 1), &ports);
         let expected = "\
 add table ip setpoint-lb-x
@@ -335,6 +437,20 @@ add chain ip setpoint-lb-x prerouting { type nat hook prerouting priority -110 ;
 add rule ip setpoint-lb-x prerouting ip daddr 127.0.5.1 jump ports
 ";
         assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn a_loopback_address_in_front_of_pods_should_masquerade_what_it_sends_them() {
+        let pod = config("127.0.5.1", Algorithm::RoundRobin, &["10.244.0.5:8080"]);
+        let ports = eligible_ports(&pod, |_, _| true, |_| true);
+        let text = render("t", Ipv4Addr::new(127, 0, 5, 1), &ports);
+        assert!(text.contains("add chain ip t postrouting { type nat hook postrouting priority 100 ; policy accept ; }\n"), "{text}");
+        assert!(text.contains("add rule ip t postrouting ip saddr 127.0.0.0/8 oifname != \"lo\" ct original ip daddr 127.0.5.1 masquerade\n"), "{text}");
+        let routable = config("192.0.2.10", Algorithm::RoundRobin, &["10.244.0.5:8080"]);
+        let ports = eligible_ports(&routable, |_, _| true, |_| true);
+        let text = render("t", Ipv4Addr::new(192, 0, 2, 10), &ports);
+        assert!(!text.contains("masquerade"), "{text}");
+        assert!(guard_ruleset().contains("iifname != \"lo\" ip daddr 127.0.0.0/8 drop"));
     }
 
     #[test]
