@@ -89,7 +89,9 @@ function watch(path, params, onEvent, onEnd) {
         while ((nl = buf.indexOf("\n")) >= 0) {
           const line = buf.slice(0, nl).trim();
           buf = buf.slice(nl + 1);
-          if (line) onEvent(JSON.parse(line));
+          if (!line) continue;
+          // A view that fails on one event must not end the watch (it would freeze silently).
+          try { onEvent(JSON.parse(line)); } catch (e) { console.error("applying a watch event", path, e); }
         }
       }
       if (!ctl.signal.aborted) onEnd(null);
@@ -324,10 +326,23 @@ async function objectView(group, version, resource, ns, name) {
   };
   show(o);
 
-  // Kept live: a watch of this one object.
-  const stop = watch(basePath(k, namespace), { fieldSelector: `metadata.name=${name}`, resourceVersion: o.metadata.resourceVersion },
-    (ev) => { if (ev.type === "MODIFIED" || ev.type === "ADDED") show(ev.object); }, () => {});
-  teardown.push(() => stop());
+  // Kept live: a watch of this one object, started again (after a fresh read) whenever it ends
+  // or breaks — a server timeout, or the browser dropping its connections when the machine's
+  // network changes (Chromium's ERR_NETWORK_CHANGED, e.g. as pods' interfaces come and go).
+  let stopped = false, stopWatch = () => {}, again = 0;
+  const follow = () => {
+    if (stopped) return;
+    stopWatch = watch(basePath(k, namespace), { fieldSelector: `metadata.name=${name}`, resourceVersion: o.metadata.resourceVersion },
+      (ev) => { if (ev.type === "MODIFIED" || ev.type === "ADDED") show(ev.object); }, () => {
+        if (stopped) return;
+        again = setTimeout(async () => {
+          try { show(await api(path, { verb: "get", what: `${k.name} "${name}"` })); } catch { /* try again below */ }
+          follow();
+        }, 1000);
+      });
+  };
+  follow();
+  teardown.push(() => { stopped = true; clearTimeout(again); stopWatch(); });
 
   const refreshRelated = async () => {
     const uid = o.metadata.uid;
