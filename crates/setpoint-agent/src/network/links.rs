@@ -134,8 +134,11 @@ pub(crate) fn ensure_bridge(
     Ok(())
 }
 
-/// Makes sure no other device routes part of `range`: a bridge of an agent whose root
-/// directory is gone (a stopped test server's) is removed; anything else is a conflict.
+/// Makes sure no other device routes part of `range`: a bridge of an agent that is gone is
+/// removed — its root directory deleted, or its owner lock free with none of its pods running
+/// (a server killed and its pods stopped, the directory left behind, which the pods' namespace
+/// mounts can keep from being deleted; a crashed agent whose pods still run keeps its bridge
+/// for its return); anything else is a conflict.
 pub(crate) fn claim_range(bridge: &str, range: Ipv4Cidr) -> Result<(), LinkError> {
     let routes = ip_output(&["-4", "route", "show", "table", "main"])?;
     for line in routes.lines() {
@@ -153,15 +156,13 @@ pub(crate) fn claim_range(bridge: &str, range: Ipv4Cidr) -> Result<(), LinkError
         let alias = std::fs::read_to_string(Path::new("/sys/class/net").join(dev).join("ifalias"))
             .unwrap_or_default();
         let stale = dev.starts_with("spbr")
-            && alias
-                .trim()
-                .strip_prefix("setpoint:")
-                .is_some_and(|root| !Path::new(root).exists());
+            && alias.trim().strip_prefix("setpoint:").is_some_and(|root| {
+                !Path::new(root).exists()
+                    || !(super::owner_alive(Path::new(root))
+                        || super::pods_running(Path::new(root)))
+            });
         if stale {
-            tracing::info!(
-                bridge = dev,
-                "removing the bridge of an agent whose directory is gone"
-            );
+            tracing::info!(bridge = dev, "removing the bridge of an agent that is gone");
             remove_fence(dev);
             delete_link(dev);
             continue;

@@ -94,6 +94,9 @@ pub(crate) struct NodeNetwork {
     netns_dir: PathBuf,
     ipam: Ipam,
     shim: Vec<OsString>,
+    /// The owner lock of the root's network, held while this agent lives: another agent finds
+    /// the bridge of a root whose lock it can take stale ([`links::claim_range`]).
+    _owner: Option<std::fs::File>,
 }
 
 /// One pod's network, set up.
@@ -150,6 +153,7 @@ impl NodeNetwork {
             what: format!("the pod range {pod_cidr}"),
             message: "too small for a gateway".to_owned(),
         })?;
+        let owner = take_owner_lock(root_dir);
         {
             // Agents starting at once on one machine take turns to claim their ranges.
             let _lock = MachineLock::take();
@@ -170,6 +174,7 @@ impl NodeNetwork {
             netns_dir: dir.join("netns"),
             ipam,
             shim,
+            _owner: owner,
         };
         network.sweep(&pod_uids(&root_dir.join("pods")));
         Ok(network)
@@ -269,6 +274,80 @@ impl NodeNetwork {
 
 /// An exclusive lock shared by the agents of this machine (`flock` on a file in `/run`, or
 /// the temporary directory), held while a range is claimed; best effort.
+/// The file whose `flock` marks the agent rooted at a directory as alive.
+pub(crate) fn owner_lock_path(root: &Path) -> PathBuf {
+    root.join("network").join("owner.lock")
+}
+
+/// Takes the owner lock of `root`'s network (waiting up to 10 s for an agent of the same root
+/// that is stopping in this process or exiting in another); `None`, with a warning, when it
+/// cannot (the bridge then merely looks alive to other agents, as before the lock existed).
+fn take_owner_lock(root: &Path) -> Option<std::fs::File> {
+    let path = owner_lock_path(root);
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let file = match std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+    {
+        Ok(file) => file,
+        Err(error) => {
+            tracing::warn!(path = %path.display(), %error, "cannot open the network's owner lock");
+            return None;
+        }
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Some(file),
+            Err(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(error) => {
+                tracing::warn!(path = %path.display(), %error, "another agent holds this root's network");
+                return None;
+            }
+        }
+    }
+}
+
+/// Whether an agent holds `root`'s owner lock. A root without the file (an agent from before
+/// the lock existed) counts as held: only a lock that can be taken proves its owner gone.
+pub(crate) fn owner_alive(root: &Path) -> bool {
+    let Ok(file) = std::fs::OpenOptions::new()
+        .write(true)
+        .open(owner_lock_path(root))
+    else {
+        return true;
+    };
+    // Taken, then released when `file` closes.
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err()
+}
+
+/// Whether a pod of the agent rooted at `root` still runs: a shim (`agent-shim`) naming the
+/// root in its command line. A crashed agent's pods keep running for the next agent to adopt,
+/// so its bridge is not taken from them.
+pub(crate) fn pods_running(root: &Path) -> bool {
+    let root = root.as_os_str().as_encoded_bytes();
+    let contains =
+        |haystack: &[u8], needle: &[u8]| haystack.windows(needle.len()).any(|w| w == needle);
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .any(|cmdline| contains(&cmdline, b"agent-shim") && contains(&cmdline, root))
+}
+
 struct MachineLock {
     _file: Option<std::fs::File>,
 }
@@ -381,5 +460,25 @@ mod tests {
         }
         let uids: Vec<String> = pod_uids(dir.path()).into_iter().collect();
         assert_eq!(uids, vec!["u-1".to_owned(), "u-2".to_owned()]);
+    }
+}
+
+#[cfg(test)]
+mod owner_lock_tests {
+    use super::{owner_alive, take_owner_lock};
+
+    #[test]
+    fn a_root_should_be_alive_while_its_owner_lock_is_held_and_only_then() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("agent");
+        assert!(owner_alive(&root), "no lock file: counted as alive");
+        let held = take_owner_lock(&root).expect("the lock taken");
+        assert!(owner_alive(&root), "held by this agent");
+        // Checking does not take it away from its holder.
+        assert!(owner_alive(&root));
+        drop(held);
+        assert!(!owner_alive(&root), "free once its holder is gone");
+        let again = take_owner_lock(&root);
+        assert!(again.is_some(), "a new agent of the root takes it");
     }
 }
