@@ -283,6 +283,7 @@ pub(crate) fn owner_lock_path(root: &Path) -> PathBuf {
 /// that is stopping in this process or exiting in another); `None`, with a warning, when it
 /// cannot (the bridge then merely looks alive to other agents, as before the lock existed).
 fn take_owner_lock(root: &Path) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
     let path = owner_lock_path(root);
     if let Some(dir) = path.parent() {
         let _ = std::fs::create_dir_all(dir);
@@ -291,6 +292,7 @@ fn take_owner_lock(root: &Path) -> Option<std::fs::File> {
         .write(true)
         .create(true)
         .truncate(false)
+        .mode(0o600)
         .open(&path)
     {
         Ok(file) => file,
@@ -473,6 +475,16 @@ mod owner_lock_tests {
         let root = dir.path().join("agent");
         assert!(owner_alive(&root), "no lock file: counted as alive");
         let held = take_owner_lock(&root).expect("the lock taken");
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(super::owner_lock_path(&root))
+                .expect("the lock file")
+                .permissions(),
+        );
+        assert_eq!(
+            mode & 0o777,
+            0o600,
+            "private, as every file of the data directory"
+        );
         assert!(owner_alive(&root), "held by this agent");
         // Checking does not take it away from its holder.
         assert!(owner_alive(&root));
