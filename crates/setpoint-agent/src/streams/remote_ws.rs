@@ -9,8 +9,8 @@
 //! ("Unknown stream id") and kubectl fails with "closed all streams". A kubelet hides that race
 //! behind its container runtime's start-up; our commands start in milliseconds. So when the
 //! client is expected to talk (stdin or a terminal: kubectl sends the terminal size, or its
-//! input, right after creating its streams), output and the outcome wait for the client's
-//! first message, for at most [`CLIENT_GRACE`].
+//! input, right after creating its streams), the hello, output and the outcome wait for the
+//! client's first message, for at most [`CLIENT_GRACE`].
 
 use std::time::Duration;
 
@@ -52,7 +52,10 @@ where
     } else {
         ERROR
     };
-    if protocol.send(&sender, first, Bytes::new()).await.is_err() {
+    // The hello too would be dropped (and logged on the client's stderr) if it beat the
+    // client's readers, so a client expected to talk gets it with the rest, below.
+    let gated = flags.stdin || flags.tty;
+    if !gated && protocol.send(&sender, first, Bytes::new()).await.is_err() {
         return;
     }
 
@@ -72,7 +75,7 @@ where
     let command = tokio::spawn(run(session));
     let gone = CancellationToken::new();
     let heard = CancellationToken::new();
-    if !(flags.stdin || flags.tty) {
+    if !gated {
         heard.cancel();
     }
     let mut inbound = tokio::spawn({
@@ -87,6 +90,14 @@ where
         heard,
         deadline: tokio::time::Instant::now() + CLIENT_GRACE,
     };
+    if gated {
+        ready.wait().await;
+        if protocol.send(&sender, first, Bytes::new()).await.is_err() {
+            // The client is gone: the command sees its output closed when this returns.
+            inbound.abort();
+            return;
+        }
+    }
 
     tokio::join!(
         forward(stdout_rx, &sender, protocol, STDOUT, &gone, &ready),
