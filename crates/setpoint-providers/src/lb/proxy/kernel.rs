@@ -37,7 +37,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use super::backends::Backend;
-use crate::lb::config::{Algorithm, BalancerConfig, Forwarding, Protocol};
+use crate::lb::config::{digest, Algorithm, BalancerConfig, Forwarding, Protocol};
 
 /// The balancer's kernel forwarding: its table and what it last programmed.
 pub(super) struct Kernel {
@@ -240,17 +240,12 @@ pub(super) fn render(table: &str, address: Ipv4Addr, ports: &[KernelPort]) -> St
     s
 }
 
-/// The table of the balancer of configuration file `config` (stable across restarts: FNV-1a
-/// of the path).
+/// The table of the balancer of configuration file `config` (stable across restarts: the
+/// [`digest`] of the path).
 pub fn table_name(config: &Path) -> String {
-    let hash = config
-        .as_os_str()
-        .as_encoded_bytes()
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-        });
-    format!("setpoint-lb-{:012x}", hash & 0xffff_ffff_ffff)
+    // The low 48 bits of the configuration digest: 12 hex digits keep the name short.
+    let digest = digest(config.as_os_str().as_encoded_bytes());
+    format!("setpoint-lb-{}", &digest[digest.len() - 12..])
 }
 
 /// Deletes the table of the balancer of configuration file `config`, if there is one (a
