@@ -7,7 +7,7 @@
 //! unit-tested in `src/logs/` and `src/server/`; `kubectl logs` end to end is in
 //! `crates/setpoint/tests/logs_kubectl.rs`.)
 
-mod common;
+use crate::common;
 
 use serde_json::json;
 use std::time::Duration;

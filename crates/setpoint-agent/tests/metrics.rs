@@ -6,7 +6,7 @@
 //! (`/proc` parsing and the rate arithmetic are unit-tested in `src/metrics/`; `kubectl top`
 //! end to end is in `crates/setpoint/tests/top_kubectl.rs`.)
 
-mod common;
+use crate::common;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;

@@ -6,7 +6,7 @@
 //! Real time and real processes: tests poll with generous deadlines and never assert on how
 //! long something took; every test kills whatever its pods left running, even when it fails.
 
-mod common;
+use crate::common;
 
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;

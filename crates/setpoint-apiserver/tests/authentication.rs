@@ -3,7 +3,7 @@
 //! endpoints; a client certificate from another CA fails the TLS handshake; impersonation is
 //! refused with a 403 `Status`.
 
-mod common;
+use crate::common;
 
 use common::{get, TestClient, TestServer};
 use http::StatusCode;

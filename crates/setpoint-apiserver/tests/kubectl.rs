@@ -2,7 +2,7 @@
 //! server over TLS and authenticates, with the token (the default context) and with the client
 //! certificate (context `setpoint-cert`).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

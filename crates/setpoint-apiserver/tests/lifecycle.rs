@@ -2,7 +2,7 @@
 //! the kubeconfig for the new address; shutdown lets requests in flight finish within the
 //! grace period, cuts off the rest, and leaves nothing listening.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -5,7 +5,7 @@
 //! panicking handler gets a 500 `Status`, garbage gets no answer but no harm; the server goes
 //! on serving.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used)] // test helpers: a failure should panic with the error
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! content, then the namespace; content held by a finalizer keeps it `Terminating` with
 //! conditions that name what is left, until the finalizer goes.
 
-mod common;
+use crate::common;
 
 use common::run_loops;
 use k8s_openapi::api::apps::v1::Deployment;

@@ -8,7 +8,7 @@
 //! Real time (the server is real): tests poll with generous deadlines and never assert on how
 //! long something took.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -6,7 +6,7 @@
 //!
 //! Real time: tests poll with generous deadlines and never assert on how long something took.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -2,8 +2,8 @@
 //! events, watch renewal without relisting, relists after `410 Gone` (as an HTTP answer and as
 //! an `ERROR` event), errors yielded without ending the stream, metadata-only watches.
 
-mod fixtures;
-mod gated;
+use crate::fixtures;
+use crate::gated;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! reference model, every answer compared (see `setpoint_store::conformance::ModelCheck`).
 //!
 //! Each test runs several random seeds, printed as they start; `SETPOINT_SEED=<seed>` runs just
-//! that one (`cargo test -p setpoint-store --test model_based -- --nocapture` shows them).
+//! that one (`cargo test -p setpoint-store --test integration model_based -- --nocapture` shows them).
 
 use std::path::PathBuf;
 

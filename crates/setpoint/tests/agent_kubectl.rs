@@ -3,7 +3,7 @@
 //! deleted pod is replaced, and deleting the Deployment leaves no process behind — nor does
 //! stopping the server.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

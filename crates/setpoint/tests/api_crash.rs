@@ -13,7 +13,7 @@
 //! Randomness (the kill delays) is seeded: the seed is printed, and `SETPOINT_SEED=<seed>`
 //! replays the choices (not the timing).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};

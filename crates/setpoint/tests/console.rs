@@ -13,7 +13,7 @@
 //! them the test fails, saying so. With `SETPOINT_CONSOLE_SCREENSHOTS=DIR` the script writes
 //! PNGs of the main pages there (`docs/console/` holds the committed ones).
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

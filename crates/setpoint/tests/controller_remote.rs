@@ -4,7 +4,7 @@
 //! (repaired by periodic resync). The reconciler is the ConfigMap mirror from the SDK's
 //! examples.
 
-mod common;
+use crate::common;
 
 #[path = "../../setpoint-runtime/examples/mirror/mod.rs"]
 mod mirror;

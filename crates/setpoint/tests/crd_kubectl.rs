@@ -6,7 +6,7 @@
 //! its resource; CRDs survive a restart. Cluster API's kinds (`setpoint-capi`), whose CRDs the
 //! `cluster-api` loop installs, apply as upstream's and print upstream's columns.
 
-mod common;
+use crate::common;
 
 use common::Server;
 use serde_json::Value;

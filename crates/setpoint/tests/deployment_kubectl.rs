@@ -5,7 +5,7 @@
 //! `resume`, `restart`, `scale`, `delete`, the READY / UP-TO-DATE / AVAILABLE columns, and
 //! `rollout status` failing past the progress deadline.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

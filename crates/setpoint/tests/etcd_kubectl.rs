@@ -7,7 +7,7 @@
 
 #![cfg(feature = "etcd")]
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

@@ -2,7 +2,7 @@
 //! `ownerReferences`, then `kubectl delete --cascade=background|foreground|orphan` behaving as
 //! on Kubernetes.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -8,7 +8,7 @@
 //! with a `scale` subresource brought into the HPA's bounds, a missing target reported as
 //! `AbleToScale=False`, and validation of the bounds.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

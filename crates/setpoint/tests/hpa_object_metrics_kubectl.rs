@@ -7,7 +7,7 @@
 //! target `averageValue: 3`) settles on `ceil(sum / 3)` replicas and follows the sum; a
 //! PIDAutoscaler with an `Object` metric scales up when its field rises.
 
-mod common;
+use crate::common;
 
 use common::burn::wait_output;
 use common::Server;

@@ -3,7 +3,7 @@
 //! client-go's typed clients (`run` sends JSON, and is here as the other generator); each
 //! object is then read back with `get -o json`.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -4,7 +4,7 @@
 //! `--limit-bytes`, `--since`, `-f` streaming a line written after it started, `--previous`
 //! after a restart, and the errors for an unknown container and a pod without a previous run.
 
-mod common;
+use crate::common;
 
 use std::io::Read as _;
 use std::path::Path;

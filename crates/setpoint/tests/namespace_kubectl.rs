@@ -2,7 +2,7 @@
 //! namespace with content returns once the controller has deleted the content and finalized
 //! the namespace, and the namespace is then gone.
 
-mod common;
+use crate::common;
 
 use common::Server;
 

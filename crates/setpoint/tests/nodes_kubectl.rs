@@ -7,7 +7,7 @@
 //! (and with `--disable-eviction`, through protobuf DELETEs), and `kubectl debug --copy-to`
 //! copies a pod whose spec reaches most of PodSpec.
 
-mod common;
+use crate::common;
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -10,7 +10,7 @@
 //! (`target/<profile>/examples/`); if it is missing or older than the example's sources (a run
 //! filtered with `--test`), it is built once with `cargo build --example`.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -4,7 +4,7 @@
 //! reports its P, I, D terms in status and shows in `kubectl get pida`; when the processes stop
 //! burning, the integral winds down and the Deployment returns to its minimum.
 
-mod common;
+use crate::common;
 
 use common::Server;
 

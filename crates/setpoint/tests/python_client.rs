@@ -2,7 +2,7 @@
 //! `target/pyvenv` and sets `SETPOINT_PYTHON`) against a server started here: the script
 //! `tests/python/client_smoke.py` asserts what it checks and exits non-zero on any failure.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

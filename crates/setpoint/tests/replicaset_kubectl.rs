@@ -2,7 +2,7 @@
 //! `kubectl apply` a ReplicaSet and its pods appear; `kubectl scale` moves the count both ways;
 //! the status follows.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

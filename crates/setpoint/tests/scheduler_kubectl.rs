@@ -4,7 +4,7 @@
 //! node selector is obeyed, and a pod no node can take stays Pending with the
 //! `FailedScheduling` reason in `kubectl describe pod`.
 
-mod common;
+use crate::common;
 
 use common::Server;
 use setpoint_testenv::eventually_blocking;

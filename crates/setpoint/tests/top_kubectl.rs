@@ -4,7 +4,7 @@
 //! pod's label selector), the node in `kubectl top nodes`, the raw list parses as a
 //! `PodMetricsList`, and a pod without metrics is a 404 worded as metrics-server words it.
 
-mod common;
+use crate::common;
 
 use common::burn::wait_output;
 use common::processes::Cleanup;

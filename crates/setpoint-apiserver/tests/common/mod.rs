@@ -1,6 +1,6 @@
 //! What the transport's integration tests share: a test [`Handler`], a server on
 //! `127.0.0.1:0` in a temporary data directory, and a TLS + HTTP client trusting its CA.
-// Each test binary uses a subset of these helpers.
+// Each test module uses a subset of these helpers.
 #![allow(dead_code)]
 #![allow(clippy::unwrap_used)] // test helpers: a failure should panic with the error
 

@@ -1,7 +1,7 @@
 //! What the loops' integration tests share: running some of the built-in loops against a test
 //! server, until the test stops them.
 
-#![allow(dead_code, unreachable_pub)] // each test binary uses part of it
+#![allow(dead_code, unreachable_pub)] // each test module uses part of it
 
 use setpoint_controllers::{LoopContext, LoopError, LoopSelection};
 use setpoint_runtime::Client;

@@ -14,7 +14,7 @@ use serde_json::json;
 use setpoint_testenv::{eventually, TestEnv};
 
 use crate::common::run_loops;
-use crate::sets_kit::{add_node, image_of, is_ready, live_pods, Kubelet, NS};
+use crate::workloads::sets_kit::{add_node, image_of, is_ready, live_pods, Kubelet, NS};
 
 fn daemonset(name: &str, image: &str, extra: serde_json::Value) -> DaemonSet {
     let mut spec = json!({

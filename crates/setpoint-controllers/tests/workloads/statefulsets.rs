@@ -15,7 +15,7 @@ use setpoint_testenv::{eventually, TestEnv};
 use tokio::time::sleep;
 
 use crate::common::run_loops;
-use crate::sets_kit::{image_of, label, live_pods, mark_ready, Kubelet, NS};
+use crate::workloads::sets_kit::{image_of, label, live_pods, mark_ready, Kubelet, NS};
 
 /// A StatefulSet `name` of `replicas` pods of `image` (labelled `app=<name>`), with one claim
 /// template `data` and `extra` merged into its spec.
@@ -279,7 +279,10 @@ async fn partitioned_rolling_update_should_move_only_ordinals_at_or_above_the_pa
         let pods = live_pods(&pods, "web").await;
         let images: BTreeMap<String, String> =
             pods.iter().map(|p| (p.name_any(), image_of(p))).collect();
-        let ready = pods.iter().filter(|p| crate::sets_kit::is_ready(p)).count();
+        let ready = pods
+            .iter()
+            .filter(|p| crate::workloads::sets_kit::is_ready(p))
+            .count();
         (images.get("web-2").map(String::as_str) == Some("nginx:2")
             && images.get("web-3").map(String::as_str) == Some("nginx:2")
             && ready == 4)
@@ -377,7 +380,7 @@ async fn parallel_should_create_every_pod_at_once_and_replace_failed_ones() {
             .await
             .ok()
             .flatten()
-            .filter(|p| p.uid() != old_uid && crate::sets_kit::phase(p) != "Failed")
+            .filter(|p| p.uid() != old_uid && crate::workloads::sets_kit::phase(p) != "Failed")
     })
     .await;
     loops.stop().await;

@@ -27,7 +27,7 @@ use setpoint_runtime::{
     StatusUpdate,
 };
 
-use crate::foo::{Foo, FooCondition, FooStatus};
+use super::foo::{Foo, FooCondition, FooStatus};
 
 /// The finalizer that guards the state file.
 pub(crate) const FINALIZER: &str = "samplecontroller.setpoint.dev/state-file";

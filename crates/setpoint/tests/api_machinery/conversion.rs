@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::admission::webhook::Webhooks;
+use crate::api_machinery::admission::webhook::Webhooks;
 use crate::common::Server;
 
 /// The conversion webhook: `v1` ⇄ `v2` of a gadget's `spec`.

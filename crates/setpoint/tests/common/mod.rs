@@ -8,5 +8,5 @@
 pub mod burn;
 pub mod processes;
 
-#[allow(unused_imports)] // each test binary uses part of it
+#[allow(unused_imports)] // each test module uses part of it
 pub use setpoint_testenv::process::{free_loopback_addr, kubectl_version, Server};

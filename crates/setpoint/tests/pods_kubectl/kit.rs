@@ -1,4 +1,4 @@
-//! Helpers the modules of this binary share: root detection, waiting on kubectl output, and
+//! Helpers the modules of `pods_kubectl` share: root detection, waiting on kubectl output, and
 //! stopping a data directory's pods when a test ends.
 
 use std::time::{Duration, Instant};

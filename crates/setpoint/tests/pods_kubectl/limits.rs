@@ -8,7 +8,7 @@
 use crate::common::burn::wait_output;
 use crate::common::processes::Cleanup;
 use crate::common::Server;
-use crate::kit::is_root;
+use crate::pods_kubectl::kit::is_root;
 
 fn pods(marker: &str) -> String {
     format!(

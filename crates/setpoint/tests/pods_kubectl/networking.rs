@@ -8,7 +8,7 @@ use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 use crate::common::Server;
-use crate::kit::{is_root, wait_kubectl, AgentCleanup};
+use crate::pods_kubectl::kit::{is_root, wait_kubectl, AgentCleanup};
 
 fn apply(s: &Server, manifest: &str) {
     let out = s.kubectl_stdin(&["apply", "-f", "-"], manifest);

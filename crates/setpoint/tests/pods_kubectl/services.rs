@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::processes::Cleanup;
 use crate::common::{free_loopback_addr, Server};
-use crate::kit::{wait_kubectl, AgentCleanup};
+use crate::pods_kubectl::kit::{wait_kubectl, AgentCleanup};
 
 fn free_port() -> u16 {
     free_loopback_addr()
@@ -29,7 +29,7 @@ fn free_port() -> u16 {
 }
 
 /// Pods `web-a` and `web-b` (HTTP servers answering their name) and the NodePort Service `web`.
-/// `offset` keeps the NodePorts of this binary's tests apart (an nftables NodePort binds no
+/// `offset` keeps the NodePorts of these tests apart (an nftables NodePort binds no
 /// socket, so a free-port check cannot see another test's).
 fn manifests(work: &Path, marker: &str, offset: u16) -> String {
     let mut out = String::new();

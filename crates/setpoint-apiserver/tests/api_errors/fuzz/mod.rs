@@ -10,7 +10,7 @@
 //! test command runs a short pass), `SETPOINT_FUZZ_SEED` replays a run:
 //!
 //! ```text
-//! SETPOINT_FUZZ_CASES=200000 cargo test --release -p setpoint-apiserver --test api_errors fuzz -- --nocapture
+//! SETPOINT_FUZZ_CASES=200000 cargo test --release -p setpoint-apiserver --test integration api_errors::fuzz -- --nocapture
 //! ```
 
 use std::time::Duration;

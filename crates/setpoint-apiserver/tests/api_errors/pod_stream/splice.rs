@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::agent::{self, FakeAgent, REFUSAL};
 use super::{create_pod, set_phase};
-use crate::{api, call, JSON};
+use crate::api_errors::{api, call, JSON};
 
 /// The API server on the transport, a fake agent it reaches with its own admin certificate,
 /// node `n1` pointing at the agent, and pod `web` (container `app`) on `n1`.

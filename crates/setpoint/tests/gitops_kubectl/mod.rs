@@ -12,8 +12,7 @@
 
 #![allow(clippy::unwrap_used)] // test helpers: a failure should panic with the error
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -3,9 +3,6 @@
 //!
 //! Real time: tests poll with generous deadlines and never assert on how long something took.
 
-#[path = "../common/mod.rs"]
-mod common;
-
 mod cronjobs;
 mod daemonsets;
 mod disruption;

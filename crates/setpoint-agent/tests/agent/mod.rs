@@ -6,8 +6,7 @@
 //! Real time and real processes: tests poll with generous deadlines and never assert on how
 //! long something took. Every test kills whatever its pods left running, even when it fails.
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 
 mod agent_restart;
 mod deletion;

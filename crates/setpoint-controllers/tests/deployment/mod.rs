@@ -7,8 +7,7 @@
 //!
 //! Real time: tests poll with generous deadlines and never assert on how long something took.
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 
 mod history;
 mod ownership;

@@ -8,8 +8,7 @@
 #![cfg(feature = "etcd")]
 #![allow(clippy::unwrap_used)] // test helpers: a failure should panic
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 
 mod leader_failover;
 mod roles;

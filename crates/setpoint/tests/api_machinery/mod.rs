@@ -7,9 +7,6 @@
 
 #![allow(clippy::unwrap_used)] // test helpers: a failure should panic
 
-#[path = "../common/mod.rs"]
-mod common;
-
 mod admission;
 mod aggregation;
 mod apply;

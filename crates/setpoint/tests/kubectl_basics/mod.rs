@@ -2,8 +2,7 @@
 //! label/annotate, the three patch types, apply twice, watch, delete with --wait, and the
 //! errors users see.
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 
 mod discovery;
 mod objects;

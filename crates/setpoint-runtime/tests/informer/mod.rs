@@ -2,10 +2,8 @@
 //! handlers (late, slow), relists after falling behind (tombstones), watch renewal without
 //! relisting, loud list errors, indexes and selectors, metadata-only and dynamic informers.
 
-#[path = "../fixtures/mod.rs"]
-mod fixtures;
-#[path = "../gated/mod.rs"]
-mod gated;
+use crate::fixtures;
+use crate::gated;
 
 mod caching;
 mod relist;

@@ -2,9 +2,6 @@
 //! processes (all loops on; real process pods on the local agent, simulated nodes where a
 //! test asks for them).
 
-#[path = "../common/mod.rs"]
-mod common;
-
 mod daemonsets;
 mod drain;
 mod jobs;

@@ -6,8 +6,7 @@
 //! delete's two kinds of answer, and the `status` and `scale` subresources. Each test's server
 //! runs the API alone, without the built-in loops, which would write to the same objects.
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 
 mod requests;
 mod subresources;

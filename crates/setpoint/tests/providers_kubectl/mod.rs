@@ -1,9 +1,6 @@
 //! The providers of pattern 3 end to end: `setpoint server` with real kubectl — a
 //! LoadBalancer Service's balancer (`lb.rs`), PostgreSQL Databases, Roles and Grants against a
-//! real server (`postgres.rs`), certificates (`certs.rs`). One binary (link time dominates CI).
-
-#[path = "../common/mod.rs"]
-mod common;
+//! real server (`postgres.rs`), certificates (`certs.rs`).
 
 mod certs;
 mod lb;

@@ -2,9 +2,6 @@
 //! `setpoint server` process with real process pods on the local agent: exec, attach, cp and
 //! port-forward streams, pod networking, Services, DNS and limits.
 
-#[path = "../common/mod.rs"]
-mod common;
-
 mod kit;
 mod limits;
 mod networking;
