@@ -336,6 +336,42 @@ pub(crate) enum BenchCommand {
     /// at each step creates/s, updates/s, deletes/s, the server's memory against the bytes
     /// stored, restart → `/readyz` and → first full list, and a paged against a whole list.
     Scale(ScaleBenchArgs),
+    /// Benchmark the web console (issue 24): the objects page's load with many pods in
+    /// headless Chromium, its responsiveness while pods change, and the CPU the console adds
+    /// to the server.
+    Console(ConsoleBenchArgs),
+}
+
+/// Flags of `setpoint bench console`.
+#[derive(Debug, Args)]
+pub(crate) struct ConsoleBenchArgs {
+    /// Pods in the store, all listed on the objects page.
+    #[arg(long, value_name = "N", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) pods: u64,
+    /// Pod status changes per second while the page is watched.
+    #[arg(long, value_name = "N", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) rate: u64,
+    /// How many times the page's load is timed.
+    #[arg(long, value_name = "N", default_value_t = 5,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) loads: u64,
+    /// How long each CPU and responsiveness phase lasts.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub(crate) window: std::time::Duration,
+    /// Pairs of 5-second phases (blank page, then the list open) comparing the server's CPU
+    /// per change.
+    #[arg(long, value_name = "N", default_value_t = 7,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub(crate) pairs: u32,
+    /// The browser (default: `SETPOINT_CHROMIUM`, else `/usr/bin/chromium`).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) chromium: Option<PathBuf>,
+    /// The folder holding `node_modules/playwright-core` (default: `SETPOINT_PLAYWRIGHT_DIR`,
+    /// else `target/console-node`).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) playwright_dir: Option<PathBuf>,
 }
 
 /// Flags of `setpoint bench scale`.

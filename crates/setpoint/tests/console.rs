@@ -1,6 +1,7 @@
 //! The web console (docs/console.md) in a real headless Chromium: `tests/console/console.mjs`
 //! (playwright-core, Debian's `chromium`) logs in through `setpoint console-url`'s one-time
-//! URL, watches a Deployment's page while `kubectl scale` takes it from 1 to 3 replicas (the
+//! URL, scrolls a list of 300 ConfigMaps of which only the rows in view are drawn, watches a
+//! Deployment's page while `kubectl scale` takes it from 1 to 3 replicas (the
 //! set point and the process variables on the page reach 3, with a convergence time, and the
 //! Deployment controller's `ScalingReplicaSet` Event is a marker on the chart's time axis),
 //! checks the CSRF header rule, a PIDAutoscaler's P, I and D terms, an HPA's target and

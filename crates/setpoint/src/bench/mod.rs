@@ -2,6 +2,7 @@
 //! table to read and as a markdown table to paste into `docs/benchmarks.md`.
 
 mod api;
+mod console;
 mod flood;
 mod gitops;
 mod kubeconfig;
@@ -37,6 +38,7 @@ pub(crate) async fn bench(command: BenchCommand) -> Result<()> {
         BenchCommand::Gitops(args) => gitops::bench_gitops(args).await,
         BenchCommand::Providers(args) => providers::bench_providers(args).await,
         BenchCommand::Scale(args) => scale::bench_scale(args).await,
+        BenchCommand::Console(args) => console::bench_console(args).await,
     }
 }
 

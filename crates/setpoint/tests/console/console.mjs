@@ -60,6 +60,21 @@ try {
   await page.waitForSelector('#objects tr[data-name="web"]', { timeout: 15_000 });
   await shoot(page, "objects");
 
+  step("a long list draws only the rows in view; scrolling brings the others in");
+  const many = Array.from({ length: 300 }, (_, i) =>
+    `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-${String(i).padStart(3, "0")}","namespace":"default","labels":{"set":"many"}}}`);
+  kubectlApply(`{"apiVersion":"v1","kind":"List","items":[${many.join(",")}]}`);
+  await page.goto(`${origin}/ui/#/?kind=core/v1/configmaps&ns=default&l=set%3Dmany`);
+  await page.waitForFunction(() => document.querySelector("#object-count")?.textContent === "300", null, { timeout: 15_000 });
+  const drawn = await page.$$eval("#objects tr.row", (rs) => rs.map((r) => r.dataset.name));
+  check(drawn[0] === "cm-000" && drawn.length < 120, `the first rows only are drawn (${drawn.length}: ${drawn[0]} … ${drawn.at(-1)})`);
+  await page.$eval("#objects-scroll", (el) => { el.scrollTop = el.scrollHeight; });
+  await page.waitForSelector('#objects tr[data-name="cm-299"]', { timeout: 5_000 });
+  check(!(await page.$('#objects tr[data-name="cm-000"]')), "scrolled to the end, the first row is no longer drawn");
+  kubectl("delete", "configmap", "-n", "default", "cm-299");
+  await page.waitForFunction(() => document.querySelector("#object-count")?.textContent === "299", null, { timeout: 15_000 });
+  await page.waitForSelector('#objects tr[data-name="cm-299"]', { state: "detached", timeout: 5_000 });
+
   step("the Deployment's page: set point and process variables at 1");
   await page.goto(`${origin}/ui/#/object/apps/v1/deployments/default/web`);
   await page.waitForSelector('#sp-value[data-value="1"]', { timeout: 15_000 });

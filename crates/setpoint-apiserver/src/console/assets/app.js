@@ -102,11 +102,26 @@ function watch(path, params, onEvent, onEnd) {
   return () => ctl.abort();
 }
 
-// List then watch, kept live: `apply(items, events)` is called once per animation frame with
-// the events queued since the last (batches, so a busy kind does not re-render per event).
+// What the page's live lists have applied, for scripts and benchmarks (`setpoint bench
+// console` reads it): watch events, the batches they came in, and the milliseconds each of the
+// last 10,000 batches took to apply.
+const stats = { events: 0, batches: 0, applyMs: [] };
+window.setpointConsoleStats = stats;
+
+// List then watch, kept live: `onBatch(events)` is called once per animation frame with the
+// events queued since the last (batches, so a busy kind does not re-render per event).
 function liveList(path, params, { onReset, onBatch, onError }) {
   let stopped = false, stopWatch = () => {}, queue = [], frame = 0, retry = 0;
-  const flush = () => { frame = 0; const batch = queue; queue = []; if (batch.length) onBatch(batch); };
+  const flush = () => {
+    frame = 0;
+    const batch = queue; queue = [];
+    if (!batch.length) return;
+    const started = performance.now();
+    onBatch(batch);
+    stats.events += batch.length; stats.batches += 1;
+    stats.applyMs.push(performance.now() - started);
+    if (stats.applyMs.length > 10_000) stats.applyMs.splice(0, 5_000);
+  };
   const start = async () => {
     if (stopped) return;
     let list;
@@ -174,6 +189,20 @@ function summary(o) {
   return "";
 }
 
+// The rows of a long list are drawn only where the list's box shows them (plus a margin): a
+// kind with 10,000 objects costs a few dozen rows in the document, and a batch of watch events
+// re-draws only those. Every row has the same height (app.css keeps them on one line; the
+// first one drawn is measured), so the position of row i is known without drawing the rows
+// before it.
+const OVERSCAN = 20;
+
+// Index of the first key in the sorted array `keys` not less than `k` (binary search).
+function lowerBound(keys, k) {
+  let lo = 0, hi = keys.length;
+  while (lo < hi) { const mid = (lo + hi) >>> 1; if (keys[mid] < k) lo = mid + 1; else hi = mid; }
+  return lo;
+}
+
 async function objectsView(params) {
   await discover();
   const gv = params.get("kind") || "apps/v1/deployments";
@@ -195,48 +224,91 @@ async function objectsView(params) {
     onchange: (e) => go({ l: e.target.value.trim() }) });
   const count = h("span", { class: "muted", id: "object-count" }, "");
   const tbody = h("tbody", { id: "objects" });
-  const body = h("div", {}, h("table", {},
+  const columns = k.namespaced ? 4 : 3;
+  const scroller = h("div", { class: "rows", id: "objects-scroll" }, h("table", {},
     h("thead", {}, h("tr", {}, h("th", {}, "Name"), k.namespaced ? h("th", {}, "Namespace") : null,
       h("th", {}, "Status"), h("th", {}, "Age"))), tbody));
+  const body = h("div", {}, scroller);
   main.replaceChildren(h("h1", {}, k.kind, " ", count),
     h("div", { class: "filters" }, h("label", {}, "Kind", kindSelect),
       h("label", {}, "Namespace", nsInput), h("label", {}, "Label selector", selInput)), body);
 
-  const objects = new Map();
+  const objects = new Map();          // key → object
+  let order = [];                     // keys, sorted
   const key = (o) => `${o.metadata.namespace || ""}/${o.metadata.name}`;
-  const rows = new Map();
-  const rowOf = (o) => {
-    const tr = h("tr", { class: "row", "data-name": o.metadata.name, "data-namespace": o.metadata.namespace || "",
-      onclick: () => { location.hash = objectHash(k, o.metadata.namespace, o.metadata.name); } },
-      h("td", {}, h("a", { href: objectHash(k, o.metadata.namespace, o.metadata.name) }, o.metadata.name)),
-      k.namespaced ? h("td", {}, o.metadata.namespace || "") : null,
-      h("td", { class: "summary" }, summary(o)), h("td", {}, age(o.metadata.creationTimestamp)));
+  let drawn = new Map();              // key → {tr, rv}: the rows in the document
+  const rowOf = (o) => h("tr", { class: "row", "data-name": o.metadata.name, "data-namespace": o.metadata.namespace || "",
+    onclick: () => { location.hash = objectHash(k, o.metadata.namespace, o.metadata.name); } },
+  h("td", {}, h("a", { href: objectHash(k, o.metadata.namespace, o.metadata.name) }, o.metadata.name)),
+  k.namespaced ? h("td", {}, o.metadata.namespace || "") : null,
+  h("td", { class: "summary" }, summary(o)), h("td", {}, age(o.metadata.creationTimestamp)));
+  const spacer = (rows) => {
+    const tr = h("tr", { class: "spacer", "aria-hidden": "true" }, h("td", { colspan: columns }));
+    tr.style.height = `${rows * rowHeight}px`;
     return tr;
   };
-  const render = () => {
-    const sorted = [...objects.values()].sort((a, b) => key(a).localeCompare(key(b)));
+  let rowHeight = 30, measured = false; // measured on the first row drawn
+  let shown = "";                     // the window last drawn, to skip a scroll that moves none
+  const render = (force) => {
+    const top = Math.max(0, Math.floor(scroller.scrollTop / rowHeight) - OVERSCAN);
+    const visible = Math.ceil(window.innerHeight / rowHeight);
+    const end = Math.min(order.length, top + visible + 2 * OVERSCAN);
+    const span = `${top}:${end}:${order.length}`;
+    if (!force && span === shown) return;
+    shown = span;
     const next = new Map();
     const frag = document.createDocumentFragment();
-    for (const o of sorted) {
-      const id = key(o);
-      const prev = rows.get(id);
+    if (top > 0) frag.append(spacer(top));
+    for (let i = top; i < end; i++) {
+      const id = order[i];
+      const o = objects.get(id);
+      const prev = drawn.get(id);
       const tr = prev && prev.rv === o.metadata.resourceVersion ? prev.tr : rowOf(o);
       next.set(id, { tr, rv: o.metadata.resourceVersion });
       frag.append(tr);
     }
-    rows.clear(); for (const [a, b] of next) rows.set(a, b);
+    if (end < order.length) frag.append(spacer(order.length - end));
+    drawn = next;
     tbody.replaceChildren(frag);
     count.textContent = `${objects.size}`;
+    if (!measured && drawn.size) {
+      measured = true;
+      const real = tbody.querySelector("tr.row").getBoundingClientRect().height;
+      if (real > 0 && Math.abs(real - rowHeight) > 0.5) { rowHeight = real; render(true); }
+    }
   };
+  let scrollFrame = 0;
+  scroller.addEventListener("scroll", () => {
+    if (!scrollFrame) scrollFrame = requestAnimationFrame(() => { scrollFrame = 0; render(false); });
+  });
+  teardown.push(() => { if (scrollFrame) cancelAnimationFrame(scrollFrame); });
   const params2 = selector ? { labelSelector: selector } : {};
   teardown.push(liveList(basePath(k, k.namespaced ? ns : ""), params2, {
-    onReset: (items) => { objects.clear(); for (const o of items) objects.set(key(o), o); render(); },
+    onReset: (items) => {
+      objects.clear();
+      for (const o of items) objects.set(key(o), o);
+      order = [...objects.keys()].sort();
+      drawn = new Map();
+      render(true);
+    },
     onBatch: (events) => {
+      let changed = false;        // a row in the window, or the list's length
+      const [from, to] = shown.split(":").map(Number);
       for (const ev of events) {
-        if (ev.type === "DELETED") objects.delete(key(ev.object));
-        else objects.set(key(ev.object), ev.object);
+        const id = key(ev.object);
+        if (ev.type === "DELETED") {
+          if (!objects.delete(id)) continue;
+          order.splice(lowerBound(order, id), 1);
+          changed = true;
+        } else {
+          if (!objects.has(id)) { order.splice(lowerBound(order, id), 0, id); changed = true; }
+          objects.set(id, ev.object);
+          if (drawn.has(id)) changed = true;
+        }
       }
-      render();
+      // Rows outside the window are drawn when scrolled to; inside it, or when rows come or go
+      // (which moves the window's rows), draw again.
+      if (changed || !(from <= to)) render(true);
     },
     onError: (e) => body.replaceChildren(errorPanel(e, `${k.name}${k.namespaced && ns ? ` in namespace ${ns}` : ""}`)),
   }));
