@@ -146,7 +146,11 @@ fn pod_name(i: u64) -> String {
 /// with a message naming the change (`phase`, `sender`, `tick`) so that no two patches are the
 /// same (a patch that changes nothing makes no watch event).
 fn status_patch(phase: u32, sender: usize, tick: u64) -> String {
-    let ready = if tick.is_multiple_of(2) { "True" } else { "False" };
+    let ready = if tick.is_multiple_of(2) {
+        "True"
+    } else {
+        "False"
+    };
     json!({"status": {
         "phase": "Running",
         "podIP": format!("10.244.{}.{}", (tick / 250) % 250, tick % 250 + 1),
