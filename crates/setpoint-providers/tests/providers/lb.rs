@@ -88,7 +88,12 @@ async fn apply(path: &Path, config: &BalancerConfig) -> ProxyState {
         if let Some(state) = state.filter(|s| s.applied == digest(&bytes)) {
             return state;
         }
-        assert!(tokio::time::Instant::now() < deadline, "never applied");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never applied: the configuration's digest is {}, the state file says {:?}",
+            digest(&bytes),
+            std::fs::read_to_string(state_path(path))
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

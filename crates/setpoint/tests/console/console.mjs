@@ -87,6 +87,10 @@ try {
   await page.waitForSelector('#sp-value[data-value="3"]', { timeout: 15_000 });
   await page.waitForSelector('#pv-ready[data-value="3"]', { timeout: 45_000 });
   await page.waitForSelector('#pv-updated[data-value="3"]', { timeout: 10_000 });
+  await page.waitForSelector('#pv-unavailable[data-value="0"]', { timeout: 10_000 });
+  const unavailable = await page.getAttribute('#replicas-chart polyline[data-series="unavailableReplicas"]', "points");
+  check(unavailable && unavailable.split(" ").some((p) => Number(p.split(",")[1]) !== Number(unavailable.split(" ").at(-1).split(",")[1])),
+    `the unavailable line rose during the scale and came back (${unavailable})`);
   await page.waitForFunction(() => (document.querySelector("#convergence")?.dataset.convergedMs || "") !== "", null, { timeout: 10_000 });
   const conv = await page.textContent("#convergence");
   check(/converged in [0-9.]+ s/.test(conv), `a convergence time is shown (${conv})`);

@@ -54,32 +54,38 @@ const column = (samples, i) => samples.map((r) => [r[0], r[i]]);
 
 // ---------------------------------------------------------------- replicas
 
-// Deployment, ReplicaSet, StatefulSet: spec.replicas against ready and updated replicas.
+// Deployment, ReplicaSet, StatefulSet: spec.replicas against ready and updated replicas, and the
+// replicas not available (a Deployment's status.unavailableReplicas; for the others the set
+// point less status.availableReplicas) — a rollout or a scale drawn as it happens.
 function replicasTracker(container) {
   let since = null, converged = null, prevSp = null;
   return tracker(container, (st, o, t) => {
     const sp = (o.spec && o.spec.replicas) ?? 1;
     const status = o.status || {};
     const ready = status.readyReplicas || 0, updated = status.updatedReplicas ?? (status.currentReplicas || 0);
+    const unavailable = status.unavailableReplicas
+      ?? Math.max(0, sp - (status.availableReplicas ?? ready));
     if (prevSp !== null && sp !== prevSp) { since = t; converged = null; }
     prevSp = sp;
     if (since !== null && converged === null && ready === sp && updated === sp) converged = t;
-    st.samples.push([t, sp, ready, updated]);
+    st.samples.push([t, sp, ready, updated, unavailable]);
   }, (st, now, t1) => {
-    const [, sp, ready, updated] = st.samples[st.samples.length - 1];
+    const [, sp, ready, updated, unavailable] = st.samples[st.samples.length - 1];
     const error = sp - ready;
     return [
       h("div", { class: "values" },
         valueBox("sp-value", "set point: spec.replicas", sp),
         valueBox("pv-ready", "process variable: status.readyReplicas", ready),
         valueBox("pv-updated", "process variable: status.updatedReplicas", updated),
+        valueBox("pv-unavailable", "unavailable replicas", unavailable),
         valueBox("error-value", "error (set point − ready)", error),
         convergenceBox(since, converged, error === 0 && updated === sp, error, now)),
       legend(h("span", { class: "sp" }, "— — spec.replicas"), h("span", { class: "pv1" }, "—— readyReplicas"),
-        h("span", { class: "pv2" }, "—— updatedReplicas")),
+        h("span", { class: "pv2" }, "—— updatedReplicas"), h("span", { class: "pv3" }, "··· unavailable")),
       lineChart([{ name: "spec.replicas", cls: "sp", points: column(st.samples, 1) },
         { name: "status.readyReplicas", cls: "pv1", points: column(st.samples, 2) },
-        { name: "status.updatedReplicas", cls: "pv2", points: column(st.samples, 3) }],
+        { name: "status.updatedReplicas", cls: "pv2", points: column(st.samples, 3) },
+        { name: "unavailableReplicas", cls: "pv3", points: column(st.samples, 4) }],
       st.opened, t1, { id: "replicas-chart", events: st.events })];
   });
 }
