@@ -76,10 +76,19 @@ fn tcp(port: u16, backends: &[SocketAddr]) -> PortConfig {
     }
 }
 
+/// Replaces the configuration file in one step, as the supervisor does: a balancer reading it
+/// meanwhile sees the old bytes or the new ones, never a truncated file (a balancer starting
+/// on an empty file fails at once).
+fn write_config(path: &Path, bytes: &[u8]) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).expect("write the configuration");
+    std::fs::rename(&tmp, path).expect("move the configuration into place");
+}
+
 /// Writes `config` and waits until the balancer reports it applied.
 async fn apply(path: &Path, config: &BalancerConfig) -> ProxyState {
     let bytes = config.to_bytes();
-    std::fs::write(path, &bytes).expect("write the configuration");
+    write_config(path, &bytes);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
         let state: Option<ProxyState> = std::fs::read(state_path(path))
@@ -115,7 +124,7 @@ async fn the_balancer_should_spread_skip_dead_backends_copy_bytes_and_reload() {
     let (a, _a) = name_server("a").await;
     let (b, b_task) = name_server("b").await;
     let port = free_port();
-    std::fs::write(&path, config(vec![tcp(port, &[a, b])]).to_bytes()).expect("write");
+    write_config(&path, &config(vec![tcp(port, &[a, b])]).to_bytes());
     let stop = CancellationToken::new();
     let balancer = tokio::spawn({
         let path = path.clone();
@@ -205,7 +214,7 @@ async fn the_balancer_should_forward_udp_datagrams_and_their_answers() {
         backends: vec![backend_addr],
     };
     let wanted = config(vec![udp]);
-    std::fs::write(&path, wanted.to_bytes()).expect("write");
+    write_config(&path, &wanted.to_bytes());
     let stop = CancellationToken::new();
     let balancer = tokio::spawn({
         let path = path.clone();
@@ -286,7 +295,7 @@ async fn in_the_kernel_the_balancer_should_spread_follow_health_and_remove_its_t
         forwarding: Forwarding::Kernel,
         ..config(ports)
     };
-    std::fs::write(&path, kernel(vec![tcp(port, &[a, b])]).to_bytes()).expect("write");
+    write_config(&path, &kernel(vec![tcp(port, &[a, b])]).to_bytes());
     let stop = CancellationToken::new();
     let balancer = tokio::spawn({
         let path = path.clone();
