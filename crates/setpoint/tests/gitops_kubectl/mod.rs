@@ -161,12 +161,10 @@ fn setpoint(s: &Server, args: &[&str]) -> Output {
 
 #[test]
 fn gitops_should_apply_prune_and_correct_drift_from_a_git_repository() {
+    // The git repository's directory; the server owns a fresh data directory of its own, so
+    // that dropping it (before this) also stops what its pods still run.
     let tmp = tempfile::tempdir().unwrap();
-    let s = Server::start_with(
-        &tmp.path().join("data"),
-        "127.0.0.1:0",
-        &["--hpa-sync-period", "1s"],
-    );
+    let s = Server::start_fresh_with(&["--hpa-sync-period", "1s"]);
     let marker = format!("setpoint-gitops-kubectl-{}", std::process::id());
     let _cleanup = Cleanup {
         marker: marker.clone(),
