@@ -4,7 +4,7 @@
 //! the admin itself by default — so only someone who can read that kubeconfig (or another
 //! caller allowed to impersonate) gets a URL. The token is good once, for five minutes.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _, Result};
 use clap::Args;
@@ -29,7 +29,22 @@ pub(crate) struct ConsoleUrlArgs {
 
 /// Prints the login URL.
 pub(crate) async fn console_url(args: ConsoleUrlArgs) -> Result<()> {
-    let path = args.data_dir.join(setpoint_apiserver::ADMIN_KUBECONFIG);
+    let user = match args.user {
+        Some(user) if user.is_empty() => bail!("--user must not be empty"),
+        Some(user) => Some((user, args.groups)),
+        None => None,
+    };
+    println!("{}", login_url(&args.data_dir, user).await?);
+    Ok(())
+}
+
+/// A one-time login URL for `user` and its groups (the admin when `None`), minted by the server
+/// whose data directory is `data_dir`.
+pub(crate) async fn login_url(
+    data_dir: &Path,
+    user: Option<(String, Vec<String>)>,
+) -> Result<String> {
+    let path = data_dir.join(setpoint_apiserver::ADMIN_KUBECONFIG);
     let kubeconfig = kube::config::Kubeconfig::read_from(&path).with_context(|| {
         format!(
             "cannot read {} (is DIR the data directory of a `setpoint server`?)",
@@ -42,11 +57,8 @@ pub(crate) async fn console_url(args: ConsoleUrlArgs) -> Result<()> {
     )
     .await
     .with_context(|| format!("cannot use {}", path.display()))?;
-    let (user, groups) = match args.user {
-        Some(user) if user.is_empty() => bail!("--user must not be empty"),
-        Some(user) => (user, args.groups),
-        None => (ADMIN_USER.to_owned(), vec![ADMIN_GROUP.to_owned()]),
-    };
+    let (user, groups) =
+        user.unwrap_or_else(|| (ADMIN_USER.to_owned(), vec![ADMIN_GROUP.to_owned()]));
     config.auth_info.impersonate = Some(user.clone());
     config.auth_info.impersonate_groups = (!groups.is_empty()).then_some(groups);
     let server = config.cluster_url.to_string();
@@ -71,6 +83,5 @@ pub(crate) async fn console_url(args: ConsoleUrlArgs) -> Result<()> {
     let Some(login) = answer["path"].as_str() else {
         bail!("the server's answer has no login path: {answer}");
     };
-    println!("{}{login}", server.trim_end_matches('/'));
-    Ok(())
+    Ok(format!("{}{login}", server.trim_end_matches('/')))
 }

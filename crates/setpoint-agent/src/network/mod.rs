@@ -272,8 +272,6 @@ impl NodeNetwork {
     }
 }
 
-/// An exclusive lock shared by the agents of this machine (`flock` on a file in `/run`, or
-/// the temporary directory), held while a range is claimed; best effort.
 /// The file whose `flock` marks the agent rooted at a directory as alive.
 pub(crate) fn owner_lock_path(root: &Path) -> PathBuf {
     root.join("network").join("owner.lock")
@@ -350,6 +348,8 @@ pub(crate) fn pods_running(root: &Path) -> bool {
         .any(|cmdline| contains(&cmdline, b"agent-shim") && contains(&cmdline, root))
 }
 
+/// An exclusive lock shared by the agents of this machine (`flock` on a file in `/run`, or
+/// the temporary directory), held while a range is claimed; best effort.
 struct MachineLock {
     _file: Option<std::fs::File>,
 }

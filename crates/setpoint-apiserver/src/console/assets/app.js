@@ -293,7 +293,6 @@ async function objectsView(params) {
     },
     onBatch: (events) => {
       let changed = false;        // a row in the window, or the list's length
-      const [from, to] = shown.split(":").map(Number);
       for (const ev of events) {
         const id = key(ev.object);
         if (ev.type === "DELETED") {
@@ -308,7 +307,7 @@ async function objectsView(params) {
       }
       // Rows outside the window are drawn when scrolled to; inside it, or when rows come or go
       // (which moves the window's rows), draw again.
-      if (changed || !(from <= to)) render(true);
+      if (changed || !shown) render(true);
     },
     onError: (e) => body.replaceChildren(errorPanel(e, `${k.name}${k.namespaced && ns ? ` in namespace ${ns}` : ""}`)),
   }));

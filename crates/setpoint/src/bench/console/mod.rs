@@ -304,21 +304,56 @@ fn cores(cpu: &CpuUse) -> f64 {
     cpu.server.as_secs_f64() / cpu.wall.as_secs_f64().max(f64::EPSILON)
 }
 
-async fn login_url(data_dir: &Path) -> Result<String> {
-    let exe = std::env::current_exe().context("finding this executable")?;
-    let output = Command::new(exe)
-        .arg("console-url")
-        .arg("--data-dir")
-        .arg(data_dir)
-        .output()
-        .await
-        .context("running setpoint console-url")?;
-    ensure!(
-        output.status.success(),
-        "setpoint console-url: {}",
-        String::from_utf8_lossy(&output.stderr).trim()
-    );
-    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+/// The server's CPU seconds per change in a phase that made `made` changes.
+fn per_change(cpu: &CpuUse, made: u64) -> f64 {
+    cpu.server.as_secs_f64() / made.max(1) as f64
+}
+
+/// The server's CPU while nothing is sent for `window`.
+async fn idle(server: &ServerProcess, window: Duration) -> Result<CpuUse> {
+    let meter = Meter::start(server.pid())?;
+    tokio::time::sleep(window).await;
+    meter.stop()
+}
+
+/// The server's CPU per change with the page on the list against the same browser on a blank
+/// page, in alternating pairs of short phases (the machine's other load drifts between the
+/// phases of a pair less than between two long phases); the row with the median ratio.
+async fn paired_cpu(
+    server: &ServerProcess,
+    client: &Client,
+    browser: &mut Browser,
+    args: &ConsoleBenchArgs,
+) -> Result<Row> {
+    let mut ratios = Vec::new();
+    for pair in 0..args.pairs {
+        let mut cost = [0.0_f64; 2];
+        for (i, command) in ["blank", "list"].into_iter().enumerate() {
+            browser.say(command).await?;
+            browser.expect("OK").await?;
+            let meter = Meter::start(server.pid())?;
+            let phase = 10 + 2 * pair + i as u32;
+            let made = churn(client, phase, args.pods, args.rate, PAIR_PHASE).await?;
+            cost[i] = per_change(&meter.stop()?, made);
+        }
+        ratios.push(cost[1] / cost[0].max(f64::EPSILON));
+    }
+    ratios.sort_by(f64::total_cmp);
+    let added = 100.0 * (ratios[ratios.len() / 2] - 1.0);
+    Ok(Row::new(
+        "server CPU per change, list open against blank page",
+        format!(
+            "median {added:+.1} % over {} pairs of {} s phases (each pair: {})",
+            ratios.len(),
+            PAIR_PHASE.as_secs(),
+            ratios
+                .iter()
+                .map(|r| format!("{:+.0} %", 100.0 * (r - 1.0)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    )
+    .target("≤ +5 %", added <= 5.0))
 }
 
 async fn measure(
@@ -342,11 +377,7 @@ async fn measure(
         ),
     ));
 
-    let idle_alone = {
-        let meter = Meter::start(server.pid())?;
-        tokio::time::sleep(args.window).await;
-        meter.stop()?
-    };
+    let idle_alone = idle(server, args.window).await?;
     let meter = Meter::start(server.pid())?;
     let made = churn(&client, 1, args.pods, args.rate, args.window).await?;
     let churn_alone = meter.stop()?;
@@ -355,7 +386,10 @@ async fn measure(
     std::fs::write(&script, SCRIPT).context("writing bench.mjs")?;
     let mut child = Command::new("node")
         .arg(&script)
-        .env("CONSOLE_URL", login_url(&root.join("data")).await?)
+        .env(
+            "CONSOLE_URL",
+            crate::console_url::login_url(&root.join("data"), None).await?,
+        )
         .env("CHROMIUM", chromium)
         .env("PLAYWRIGHT_DIR", playwright)
         .env("PODS", args.pods.to_string())
@@ -386,49 +420,9 @@ async fn measure(
         .target("median ≤ 1 s", loads.p50 <= Duration::from_secs(1)),
     );
 
-    let idle_open = {
-        let meter = Meter::start(server.pid())?;
-        tokio::time::sleep(args.window).await;
-        meter.stop()?
-    };
-
-    // The server's CPU per change with the page on the list against the same browser on a
-    // blank page, in alternating pairs of short phases: the machine's other load drifts
-    // between the phases of a pair less than between two long phases.
-    let mut ratios = Vec::new();
-    for pair in 0..args.pairs {
-        let mut per_change = [0.0_f64; 2];
-        for (i, command) in ["blank", "list"].into_iter().enumerate() {
-            browser.say(command).await?;
-            browser.expect("OK").await?;
-            let meter = Meter::start(server.pid())?;
-            let phase = 10 + 2 * pair + i as u32;
-            let made = churn(&client, phase, args.pods, args.rate, PAIR_PHASE).await?;
-            per_change[i] = meter.stop()?.server.as_secs_f64() / made.max(1) as f64;
-        }
-        ratios.push(per_change[1] / per_change[0].max(f64::EPSILON));
-    }
-    ratios.sort_by(f64::total_cmp);
-    let median = ratios[ratios.len() / 2];
-    let added = 100.0 * (median - 1.0);
-    rows.push(
-        Row::new(
-            "server CPU per change, list open against blank page",
-            format!(
-                "median {added:+.1} % over {} pairs of {} s phases (each pair: {})",
-                ratios.len(),
-                PAIR_PHASE.as_secs(),
-                ratios
-                    .iter()
-                    .map(|r| format!("{:+.0} %", 100.0 * (r - 1.0)))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        )
-        .target("≤ +5 %", added <= 5.0),
-    );
-    browser.say("list").await?;
-    browser.expect("OK").await?;
+    let idle_open = idle(server, args.window).await?;
+    // Its last phase leaves the page on the list, where the recording below needs it.
+    rows.push(paired_cpu(server, &client, &mut browser, args).await?);
 
     browser.say("churn").await?;
     browser.expect("RECORDING").await?;
@@ -501,22 +495,21 @@ async fn measure(
         ),
     ));
     // Per change: with Chromium on the same two cores the rate made may differ.
-    let per_change = |cpu: &CpuUse, made: u64| cpu.server.as_secs_f64() / made.max(1) as f64;
     let (alone, open) = (
         per_change(&churn_alone, made),
         per_change(&churn_open, made_open),
     );
     let relative = 100.0 * (open / alone.max(f64::EPSILON) - 1.0);
     rows.push(Row::new(
-            "server CPU per change, one long phase each (no browser / list open)",
-            format!(
-                "{:.0} µs without the browser ({:.2} cores), {:.0} µs with it ({:.2} cores): {relative:+.1} %",
-                alone * 1e6,
-                cores(&churn_alone),
-                open * 1e6,
-                cores(&churn_open),
-            ),
-        )
-    );
+        "server CPU per change, one long phase each (no browser / list open)",
+        format!(
+            "{:.0} µs without the browser ({:.2} cores), {:.0} µs with it ({:.2} cores): \
+             {relative:+.1} %",
+            alone * 1e6,
+            cores(&churn_alone),
+            open * 1e6,
+            cores(&churn_open),
+        ),
+    ));
     Ok(rows)
 }
