@@ -113,9 +113,14 @@ async fn escaped_process_should_die_with_its_pod(h: &Harness, name: &str) -> ser
         .await;
     let container = container_pid(first_container(&pod).expect("status")).expect("pid");
     let deadline = Instant::now() + Duration::from_secs(30);
+    // Wait for the `sleep` itself: `setsid` carries the same argument in its own command line
+    // for the moment between its start and its `setsid()` and `exec`.
     let escaped = loop {
         if let [pid] = with_arg(&arg)[..] {
-            break pid;
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            if comm.trim() == "sleep" {
+                break pid;
+            }
         }
         assert!(Instant::now() < deadline, "the escaped sleep never ran");
         sleep(Duration::from_millis(20)).await;
