@@ -56,9 +56,17 @@ fn fixed_answer(query: &Message, truncated: bool) -> Vec<u8> {
 }
 
 async fn fake(behaviour: Fake) -> Upstream {
-    let udp = UdpSocket::bind("127.0.0.1:0").await.expect("bind udp");
-    let at = udp.local_addr().expect("addr");
-    let tcp = TcpListener::bind(at).await.expect("bind tcp");
+    // The same port for both: a free UDP port may be taken for TCP, so try again then.
+    let mut attempts = 0;
+    let (udp, tcp, at) = loop {
+        let udp = UdpSocket::bind("127.0.0.1:0").await.expect("bind udp");
+        let at = udp.local_addr().expect("addr");
+        match TcpListener::bind(at).await {
+            Ok(tcp) => break (udp, tcp, at),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && attempts < 50 => attempts += 1,
+            Err(e) => panic!("bind tcp {at}: {e}"),
+        }
+    };
     let (udp_count, tcp_count) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let stop = CancellationToken::new();
     tokio::spawn({
