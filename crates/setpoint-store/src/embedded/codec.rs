@@ -232,7 +232,12 @@ pub(super) fn read_frame(r: &mut impl Read) -> Result<Option<Bytes>, FrameError>
     if len == 0 || len > MAX_FRAME_BODY {
         return Err(FrameError::Checksum { len });
     }
-    let mut body = Vec::new();
+    // Exactly `len` bytes: the values recovered from this frame are slices of it and live as
+    // long as their keys do, so no spare capacity may come with it (growing a vector as it is
+    // read would leave up to as much again unused).
+    // (A torn header may declare a length far beyond the input: the first allocation is
+    // bounded, and whatever it grew to is trimmed.)
+    let mut body = Vec::with_capacity(len.min(64 << 20));
     let read = r
         .take(len as u64)
         .read_to_end(&mut body)
@@ -240,6 +245,7 @@ pub(super) fn read_frame(r: &mut impl Read) -> Result<Option<Bytes>, FrameError>
     if read < len {
         return Err(FrameError::Truncated);
     }
+    body.shrink_to_fit();
     if crc32c::crc32c(&body) != crc {
         return Err(FrameError::Checksum { len });
     }
