@@ -112,6 +112,18 @@ fn encode_api(e: &mut Encoder, api: &Api) {
             &labels,
             c.events_received,
         );
+        for (held, bytes) in [("copy", c.own_bytes), ("stored", c.shared_bytes)] {
+            e.gauge(
+                "setpoint_watch_cache_object_bytes",
+                "Bytes of JSON held for the watch cache's objects, broken by resource type: the stored bytes themselves (which the embedded store's index holds too), or served copies.",
+                &[
+                    ("group", c.group.as_str()),
+                    ("resource", c.resource.as_str()),
+                    ("held", held),
+                ],
+                bytes as f64,
+            );
+        }
         e.gauge(
             "apiserver_watch_cache_resource_version",
             "Current resource version of watch cache broken by resource type.",

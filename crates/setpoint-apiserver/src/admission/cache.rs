@@ -51,7 +51,7 @@ impl<T> Compiled<T> {
         if !unchanged {
             let values = objects
                 .values()
-                .filter_map(|o| serde_json::from_slice::<Value>(&o.json).ok())
+                .filter_map(|o| serde_json::from_slice::<Value>(&o.json.bytes()).ok())
                 .flat_map(|v| compile(&v))
                 .collect();
             *last = Last {

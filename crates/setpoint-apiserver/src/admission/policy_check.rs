@@ -168,7 +168,7 @@ impl RequestAdmission {
                     .filter(|(key, o)| {
                         key.starts_with(prefix.as_bytes()) && param_ref.selector.matches(&o.labels)
                     })
-                    .filter_map(|(_, o)| serde_json::from_slice(&o.json).ok())
+                    .filter_map(|(_, o)| serde_json::from_slice(&o.json.bytes()).ok())
                     .collect()
             }
         };

@@ -33,7 +33,7 @@ impl Compiled {
         let compiled: All = Arc::new(
             objects
                 .values()
-                .filter_map(|o| serde_json::from_slice::<Value>(&o.json).ok())
+                .filter_map(|o| serde_json::from_slice::<Value>(&o.json.bytes()).ok())
                 .flat_map(|v| compile(&v))
                 .collect(),
         );

@@ -24,7 +24,7 @@ impl ObjectLookup for CacheLookup {
         let key = store.def.key(namespace, name);
         let (objects, _) = store.cache().snapshot();
         let cached = objects.get(key.as_bytes())?;
-        serde_json::from_slice(&cached.json).ok()
+        serde_json::from_slice(&cached.json.bytes()).ok()
     }
 }
 

@@ -77,7 +77,7 @@ async fn follow(api: Weak<Api>) {
                     }
                     let Ok(events) = events else { break };
                     for e in events {
-                        let service: Value = serde_json::from_slice(&e.object.json).unwrap_or(Value::Null);
+                        let service: Value = serde_json::from_slice(&e.object.json.bytes()).unwrap_or(Value::Null);
                         let done = match e.kind {
                             EventType::Deleted => release(&addresses, &service).await,
                             EventType::Added | EventType::Modified => ensure(&addresses, &service).await,

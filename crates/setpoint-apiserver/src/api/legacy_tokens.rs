@@ -64,7 +64,7 @@ async fn follow(api: Weak<Api>) {
         }
         let (objects, start) = cache.snapshot();
         for object in objects.values() {
-            let secret: Value = serde_json::from_slice(&object.json).unwrap_or(Value::Null);
+            let secret: Value = serde_json::from_slice(&object.json.bytes()).unwrap_or(Value::Null);
             fill(&authenticator, &secrets, &accounts, &secret).await;
         }
         let Ok(mut watcher) = cache.watch(start, Filter::default()) else {
@@ -79,7 +79,7 @@ async fn follow(api: Weak<Api>) {
                     }
                     let Ok(events) = events else { break };
                     for e in events.iter().filter(|e| e.kind != EventType::Deleted) {
-                        let secret: Value = serde_json::from_slice(&e.object.json).unwrap_or(Value::Null);
+                        let secret: Value = serde_json::from_slice(&e.object.json.bytes()).unwrap_or(Value::Null);
                         fill(&authenticator, &secrets, &accounts, &secret).await;
                     }
                 }

@@ -229,6 +229,8 @@ impl Api {
                     capacity: f.capacity as u64,
                     events_received: f.events_received,
                     revision: f.revision.0,
+                    own_bytes: f.own_bytes,
+                    shared_bytes: f.shared_bytes,
                 },
             );
         }

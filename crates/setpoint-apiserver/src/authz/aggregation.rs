@@ -69,7 +69,7 @@ pub(crate) async fn reconcile_all(store: &RegistryStore) {
         .values()
         .filter_map(|o| {
             Some((
-                serde_json::from_slice::<Value>(&o.json).ok()?,
+                serde_json::from_slice::<Value>(&o.json.bytes()).ok()?,
                 o.labels.clone(),
             ))
         })

@@ -192,7 +192,7 @@ impl NodeAuthorizer {
 /// Applies one pod or claim (deleted or as it is now) to the graph.
 fn apply(graph: &mut Graph, pods: bool, object: &CachedObject, deleted: bool) {
     if pods {
-        let Ok(pod) = serde_json::from_slice::<Pod>(&object.json) else {
+        let Ok(pod) = serde_json::from_slice::<Pod>(&object.json.bytes()) else {
             return;
         };
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
@@ -205,7 +205,8 @@ fn apply(graph: &mut Graph, pods: bool, object: &CachedObject, deleted: bool) {
         };
         graph.set_pod(namespace, &name, bound);
     } else {
-        let Ok(claim) = serde_json::from_slice::<PersistentVolumeClaim>(&object.json) else {
+        let Ok(claim) = serde_json::from_slice::<PersistentVolumeClaim>(&object.json.bytes())
+        else {
             return;
         };
         let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();

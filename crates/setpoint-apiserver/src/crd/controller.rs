@@ -106,7 +106,7 @@ async fn follow(api: Weak<Api>, def: Arc<ResourceDef>, mut from: Revision) {
                     match events {
                         Ok(events) => {
                             for e in events {
-                                let object: Value = serde_json::from_slice(&e.object.json).unwrap_or(Value::Null);
+                                let object: Value = serde_json::from_slice(&e.object.json.bytes()).unwrap_or(Value::Null);
                                 if let Some(name) = object["metadata"]["name"].as_str() {
                                     reconcile(&a, name).await;
                                 }

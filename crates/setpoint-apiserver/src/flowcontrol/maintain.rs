@@ -112,7 +112,7 @@ async fn mark_dangling(schemas: &RegistryStore, levels: &RegistryStore) -> Resul
         .snapshot()
         .0
         .values()
-        .filter_map(|o| serde_json::from_slice::<Value>(&o.json).ok())
+        .filter_map(|o| serde_json::from_slice::<Value>(&o.json.bytes()).ok())
         .filter_map(|v| v["metadata"]["name"].as_str().map(str::to_owned))
         .collect();
     let objects: Vec<Value> = schemas
@@ -120,7 +120,7 @@ async fn mark_dangling(schemas: &RegistryStore, levels: &RegistryStore) -> Resul
         .snapshot()
         .0
         .values()
-        .filter_map(|o| serde_json::from_slice(&o.json).ok())
+        .filter_map(|o| serde_json::from_slice(&o.json.bytes()).ok())
         .collect();
     for schema in objects {
         let Some(name) = schema["metadata"]["name"].as_str() else {

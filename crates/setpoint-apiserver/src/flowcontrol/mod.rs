@@ -221,7 +221,7 @@ fn current_config(api: &Api, fc: &FlowControl) -> Arc<Config> {
                     .snapshot()
                     .0
                     .values()
-                    .map(|o| o.json.clone())
+                    .map(|o| o.json.bytes())
                     .collect::<Vec<Bytes>>()
             },
         )

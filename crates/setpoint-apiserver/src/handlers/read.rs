@@ -123,7 +123,7 @@ pub(crate) async fn list(ctx: &Ctx<'_>) -> Result<Response<Body>, ApiError> {
             ctx,
             items
                 .iter()
-                .filter_map(|o| serde_json::from_slice::<Value>(&o.json).ok())
+                .filter_map(|o| serde_json::from_slice::<Value>(&o.json.bytes()).ok())
                 .collect(),
             metadata,
             form,

@@ -6,6 +6,8 @@ use http::{header, HeaderValue, Response, StatusCode};
 use serde_json::{json, Value};
 use setpoint_core::{wire, ApiError};
 
+use crate::watchcache::ServedJson;
+
 pub(crate) use crate::server::Body;
 
 /// A body of known bytes.
@@ -113,7 +115,7 @@ pub(crate) fn list_bytes<'a>(
     kind: &str,
     api_version: &str,
     metadata: &Value,
-    items: impl Iterator<Item = &'a Bytes> + Clone,
+    items: impl Iterator<Item = &'a ServedJson> + Clone,
 ) -> Bytes {
     let head = json!({"kind": kind, "apiVersion": api_version, "metadata": metadata});
     let mut head = wire::to_vec(&head);
@@ -129,7 +131,7 @@ pub(crate) fn list_bytes<'a>(
             out.extend_from_slice(b",");
         }
         first = false;
-        out.extend_from_slice(item);
+        item.write_to(&mut out);
     }
     out.extend_from_slice(b"]}\n");
     out.freeze()
@@ -168,8 +170,8 @@ mod tests {
     #[test]
     fn list_bytes_should_splice_items_verbatim() {
         let items = [
-            Bytes::from_static(b"{\"a\":1}"),
-            Bytes::from_static(b"{\"b\":2}"),
+            ServedJson::whole(Bytes::from_static(b"{\"a\":1}")),
+            ServedJson::whole(Bytes::from_static(b"{\"b\":2}")),
         ];
         let out = list_bytes(
             "PodList",

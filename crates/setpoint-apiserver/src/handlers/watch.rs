@@ -23,6 +23,7 @@ use super::Ctx;
 use crate::registry::store::served_objects;
 use crate::registry::ResourceDef;
 use crate::request_info::flag;
+use crate::watchcache::ServedJson;
 use crate::watchcache::{CachedObject, EventType, Watcher};
 
 /// On a busy stream (one that sent a batch less than [`HOT_FOR`] ago) a batch smaller than
@@ -225,14 +226,14 @@ impl Stream {
         out.freeze()
     }
 
-    fn line(&self, out: &mut BytesMut, kind: &str, object: &Bytes) {
+    fn line(&self, out: &mut BytesMut, kind: &str, object: &ServedJson) {
         out.extend_from_slice(b"{\"type\":\"");
         out.extend_from_slice(kind.as_bytes());
         out.extend_from_slice(b"\",\"object\":");
         match self.form {
-            Form::Object => out.extend_from_slice(object),
+            Form::Object => object.write_to(out),
             Form::Table { v1beta1 } => {
-                let value: Value = serde_json::from_slice(object).unwrap_or(Value::Null);
+                let value: Value = serde_json::from_slice(&object.bytes()).unwrap_or(Value::Null);
                 let rv = value["metadata"]["resourceVersion"].clone();
                 let table = table_of(
                     &self.def,
@@ -244,7 +245,7 @@ impl Stream {
                 out.extend_from_slice(&setpoint_core::wire::to_vec(&table));
             }
             Form::Metadata { v1beta1 } => {
-                let value: Value = serde_json::from_slice(object).unwrap_or(Value::Null);
+                let value: Value = serde_json::from_slice(&object.bytes()).unwrap_or(Value::Null);
                 out.extend_from_slice(&setpoint_core::wire::to_vec(&response::partial_metadata(
                     &value, v1beta1,
                 )));

@@ -117,6 +117,10 @@ pub struct CacheSnapshot {
     pub events_received: u64,
     /// The store revision the cache has reached.
     pub revision: u64,
+    /// Bytes of served JSON the cache holds copies of.
+    pub own_bytes: u64,
+    /// Bytes of JSON the cache serves from the store's own values (the embedded store's).
+    pub shared_bytes: u64,
 }
 
 /// A series' labels, `(name, value)` in kube-apiserver's order.

@@ -10,7 +10,7 @@
 mod object;
 mod watcher;
 
-pub(crate) use object::{CachedEvent, CachedObject, EventType};
+pub(crate) use object::{CachedEvent, CachedObject, EventType, ServedJson};
 pub(crate) use watcher::{Filter, Watcher};
 
 use std::collections::VecDeque;
@@ -63,8 +63,8 @@ pub(crate) async fn list_store(
     let mut revision = Revision::ZERO;
     while let Some(page) = pages.next().await? {
         revision = page.revision;
-        for kv in &page.kvs {
-            match CachedObject::decode(def, &kv.key, &kv.value, kv.mod_revision) {
+        for (kv, decoded) in page.kvs.iter().zip(decode_all(def, &page.kvs)) {
+            match decoded {
                 Ok(o) => {
                     objects.insert(kv.key.clone(), Arc::new(o));
                 }
@@ -75,6 +75,36 @@ pub(crate) async fn list_store(
         }
     }
     Ok((objects, revision))
+}
+
+/// Decodes `kvs`, on every core when there are enough of them: a restarted server decodes every
+/// stored object before it is ready, and decoding, not reading, is what that costs.
+fn decode_all(
+    def: &dyn CachedResource,
+    kvs: &[setpoint_store::KeyValue],
+) -> Vec<Result<CachedObject, String>> {
+    let decode = |kvs: &[setpoint_store::KeyValue]| -> Vec<Result<CachedObject, String>> {
+        kvs.iter()
+            .map(|kv| CachedObject::decode(def, &kv.key, &kv.value, kv.mod_revision))
+            .collect()
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    if threads < 2 || kvs.len() < 128 {
+        return decode(kvs);
+    }
+    let mut chunks = kvs.chunks(kvs.len().div_ceil(threads));
+    let first = chunks.next().unwrap_or_default();
+    std::thread::scope(|scope| {
+        let others: Vec<_> = chunks.map(|c| scope.spawn(move || decode(c))).collect();
+        let mut all = decode(first);
+        for other in others {
+            match other.join() {
+                Ok(decoded) => all.extend(decoded),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        all
+    })
 }
 
 /// How many re-watches in a row may fail (about half a minute of backoff) before the feed
@@ -113,6 +143,11 @@ pub(crate) struct CacheFigures {
     pub(crate) events_received: u64,
     /// The revision the cache has reached.
     pub(crate) revision: Revision,
+    /// Bytes of the objects' served JSON the cache holds copies of.
+    pub(crate) own_bytes: u64,
+    /// Bytes of the objects' JSON the cache serves from the store's own values (held once,
+    /// by the store and the cache together).
+    pub(crate) shared_bytes: u64,
 }
 
 struct CacheState {
@@ -289,16 +324,28 @@ impl WatchCache {
 
     /// The cache's size and progress now.
     pub(crate) fn figures(&self) -> CacheFigures {
-        let state = self.state.read();
-        CacheFigures {
-            objects: state.objects.len(),
-            events: state.events.len(),
-            capacity: self.window,
-            events_received: self
-                .events_received
-                .load(std::sync::atomic::Ordering::Relaxed),
-            revision: state.revision,
+        let (objects, mut figures) = {
+            let state = self.state.read();
+            let figures = CacheFigures {
+                objects: state.objects.len(),
+                events: state.events.len(),
+                capacity: self.window,
+                events_received: self
+                    .events_received
+                    .load(std::sync::atomic::Ordering::Relaxed),
+                revision: state.revision,
+                own_bytes: 0,
+                shared_bytes: 0,
+            };
+            (state.objects.clone(), figures)
+        };
+        // Summed outside the lock, on the snapshot (a cheap clone).
+        for object in objects.values() {
+            let (own, shared) = object.json.held();
+            figures.own_bytes += own as u64;
+            figures.shared_bytes += shared as u64;
         }
+        figures
     }
 
     /// The revision the cache has reached.

@@ -28,7 +28,7 @@ impl Filter {
                 return false;
             }
         }
-        self.labels.matches(&object.labels) && self.fields.matches(&object.fields)
+        self.labels.matches(&object.labels) && self.fields.matches_with(|f| object.fields.get(f))
     }
 }
 

@@ -193,7 +193,7 @@ async fn ready_endpoints(
             {
                 continue;
             }
-            let Ok(slice) = serde_json::from_slice::<Value>(&object.json) else {
+            let Ok(slice) = serde_json::from_slice::<Value>(&object.json.bytes()) else {
                 continue;
             };
             let Some(port) = port_of(&slice["ports"], port_name).or(fallback_port) else {

@@ -96,6 +96,29 @@ fn metrics_should_count_requests_watches_store_calls_and_loops() {
             .is_some_and(|n| n >= 4.0),
         "{text}"
     );
+    // The deployment's JSON in the cache is the stored bytes, not a copy (namespaces created
+    // by this Setpoint are too).
+    for resource in [
+        r#"group="apps",resource="deployments""#,
+        r#"group="",resource="namespaces""#,
+    ] {
+        assert!(
+            sample(
+                &text,
+                &format!(r#"setpoint_watch_cache_object_bytes{{{resource},held="stored"}}"#)
+            )
+            .is_some_and(|n| n >= 100.0),
+            "{resource}: {text}"
+        );
+        assert_eq!(
+            sample(
+                &text,
+                &format!(r#"setpoint_watch_cache_object_bytes{{{resource},held="copy"}}"#)
+            ),
+            Some(0.0),
+            "{resource}: {text}"
+        );
+    }
     // The health endpoints list real checks.
     let ready = server.ok(&["get", "--raw", "/readyz?verbose"]);
     for line in [

@@ -46,7 +46,7 @@ fn cached(served: &Served, plural: &str, namespace: &str) -> Vec<Value> {
     objects
         .range(bytes::Bytes::from(prefix.clone())..)
         .take_while(|(k, _)| k.starts_with(prefix.as_bytes()))
-        .filter_map(|(_, o)| serde_json::from_slice(&o.json).ok())
+        .filter_map(|(_, o)| serde_json::from_slice(&o.json.bytes()).ok())
         .collect()
 }
 

@@ -224,7 +224,7 @@ impl NodeRestriction {
             let key = store.def.key(Some(&self.namespace), pod_name);
             let (objects, _) = store.cache().snapshot();
             let object = objects.get(key.as_bytes())?.clone();
-            serde_json::from_slice::<Value>(&object.json).ok()
+            serde_json::from_slice::<Value>(&object.json.bytes()).ok()
         });
         let Some(pod) = pod else {
             return refuse("node requested token bound to a pod that does not exist".to_owned());

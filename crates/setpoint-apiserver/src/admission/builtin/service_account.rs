@@ -147,7 +147,7 @@ async fn service_account(served: &Served, namespace: &str, name: &str) -> Result
     let key = store.def.key(Some(namespace), name);
     let (objects, _) = store.cache().snapshot();
     if let Some(found) = objects.get(key.as_bytes()) {
-        if let Ok(account) = serde_json::from_slice(&found.json) {
+        if let Ok(account) = serde_json::from_slice(&found.json.bytes()) {
             return Ok(account);
         }
     }

@@ -85,12 +85,11 @@ impl RbacAuthorizer {
                 match cache.events_after(*cursor, BATCH) {
                     Ok((events, reached)) => {
                         for event in &events {
-                            let prev = event.prev.as_ref().map(|p| &p.json[..]);
+                            let prev = event.prev.as_ref().map(|p| p.json.bytes());
+                            let object = event.object.json.bytes();
                             match event.kind {
-                                EventType::Deleted => {
-                                    index.apply(kind, None, Some(&event.object.json))
-                                }
-                                _ => index.apply(kind, Some(&event.object.json), prev),
+                                EventType::Deleted => index.apply(kind, None, Some(&object)),
+                                _ => index.apply(kind, Some(&object), prev.as_deref()),
                             }
                             *cursor = event.revision;
                         }
@@ -104,7 +103,7 @@ impl RbacAuthorizer {
                         let (objects, revision) = cache.snapshot();
                         index.clear(kind);
                         for object in objects.values() {
-                            index.apply(kind, Some(&object.json), None);
+                            index.apply(kind, Some(&object.json.bytes()), None);
                         }
                         *cursor = revision;
                         break;

@@ -202,7 +202,7 @@ async fn measured_objects(
     Ok(selected
         .into_iter()
         .filter_map(|o| {
-            let object: Value = serde_json::from_slice(&o.json).ok()?;
+            let object: Value = serde_json::from_slice(&o.json.bytes()).ok()?;
             let labels = o
                 .labels
                 .iter()
@@ -226,7 +226,7 @@ async fn reports_of(
     for name in nodes {
         let Some(node) = objects
             .get(def.key(None, &name).as_bytes())
-            .and_then(|n| serde_json::from_slice::<Value>(&n.json).ok())
+            .and_then(|n| serde_json::from_slice::<Value>(&n.json.bytes()).ok())
         else {
             continue;
         };
@@ -248,10 +248,10 @@ async fn reports_of(
             let Some(node) = pod.fields.get("spec.nodeName") else {
                 continue;
             };
-            let Some(node) = simulated_nodes.get(node.as_str()) else {
+            let Some(node) = simulated_nodes.get(node) else {
                 continue;
             };
-            if let Ok(object) = serde_json::from_slice(&pod.json) {
+            if let Ok(object) = serde_json::from_slice(&pod.json.bytes()) {
                 bound.entry(node.as_str()).or_default().push(object);
             }
         }

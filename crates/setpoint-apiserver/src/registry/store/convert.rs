@@ -57,6 +57,20 @@ impl RegistryStore {
     }
 }
 
+/// The bytes a stored object ([`RegistryStore::stored`]) is written as: without
+/// `metadata.resourceVersion` (the store's revision says it), in the wire's field order, so
+/// that the watch cache can serve the very bytes the store holds with the version spliced in
+/// (`watchcache/object.rs`).
+pub(crate) fn storage_bytes(stored: &mut Value) -> bytes::Bytes {
+    if let Some(meta) = stored.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("resourceVersion");
+    }
+    let mut bytes = setpoint_core::wire::to_vec(stored);
+    // The store keeps these bytes as long as the object lives: no spare capacity with them.
+    bytes.shrink_to_fit();
+    bytes::Bytes::from(bytes)
+}
+
 /// The object as served, from a stored object.
 async fn served_of(def: &ResourceDef, stored: Value) -> Result<Value, ApiError> {
     let object = def.strategy.served_from_storage(stored);
@@ -81,7 +95,7 @@ pub(crate) async fn served_objects(
     }
     let values = objects
         .iter()
-        .map(|o| serde_json::from_slice::<Value>(&o.json))
+        .map(|o| serde_json::from_slice::<Value>(&o.json.bytes()))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| ApiError::internal(format!("cached object does not decode: {e}")))?;
     let converted = conversion.to_served(values).await?;

@@ -106,8 +106,8 @@ impl RegistryStore {
                 return Ok(object);
             }
             let key = def.key(namespace, &name);
-            let stored = self.stored(object.clone()).await?;
-            let bytes = Bytes::from(serde_json::to_vec(&stored).expect("serializes"));
+            let mut stored = self.stored(object.clone()).await?;
+            let bytes = super::convert::storage_bytes(&mut stored);
             match self.store.create(Bytes::from(key), bytes).await {
                 Ok(kv) => {
                     if def.strategy.conversion().is_some() {

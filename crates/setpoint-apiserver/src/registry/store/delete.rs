@@ -193,7 +193,7 @@ impl RegistryStore {
             if !key.starts_with(prefix.as_bytes()) || !options.filter.matches(o) {
                 continue;
             }
-            let Ok(current) = serde_json::from_slice::<Value>(&o.json) else {
+            let Ok(current) = serde_json::from_slice::<Value>(&o.json.bytes()) else {
                 continue;
             };
             match self.delete_object(current.clone(), delete_options).await {

@@ -79,7 +79,7 @@ impl RegistryStore {
         let (objects, _) = self.consistent().await?;
         Ok(objects
             .values()
-            .filter_map(|o| serde_json::from_slice::<Value>(&o.json).ok())
+            .filter_map(|o| serde_json::from_slice::<Value>(&o.json.bytes()).ok())
             .collect())
     }
 

@@ -201,8 +201,8 @@ impl RegistryStore {
                     Err(e) => return Err(self.error_for(name, e)),
                 }
             }
-            let stored = self.stored(new.clone()).await?;
-            let bytes = Bytes::from(serde_json::to_vec(&stored).expect("serializes"));
+            let mut stored = self.stored(new.clone()).await?;
+            let bytes = super::convert::storage_bytes(&mut stored);
             match self
                 .store
                 .update(Bytes::from(key.clone()), bytes, Some(kv.mod_revision))

@@ -31,7 +31,7 @@ pub(crate) async fn covering(pdbs: &RegistryStore, pod: &Value) -> Result<Vec<Va
     let (objects, _) = pdbs.consistent().await?;
     let mut out = Vec::new();
     for object in objects.values() {
-        let Ok(pdb) = serde_json::from_slice::<Value>(&object.json) else {
+        let Ok(pdb) = serde_json::from_slice::<Value>(&object.json.bytes()) else {
             continue;
         };
         if meta_str(&pdb, "namespace").unwrap_or_default() != namespace {
