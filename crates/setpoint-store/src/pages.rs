@@ -33,11 +33,13 @@ pub struct Pages<'a> {
 }
 
 impl<'a> Pages<'a> {
-    /// The pages of `request` (its prefix, start, revision and page size) in `store`.
+    /// The pages of `request` (its prefix, start, revision and page size) in `store`. The
+    /// pages are asked only whether more follow ([`ListRequest::only_more`]): their
+    /// `remaining` may be 1 where more than one key is left.
     pub fn new(store: &'a dyn Store, request: ListRequest) -> Pages<'a> {
         Pages {
             store,
-            next: Some(request),
+            next: Some(request.only_more()),
         }
     }
 

@@ -74,6 +74,11 @@ pub struct ListRequest {
     pub revision: Option<Revision>,
     /// Return at most this many key-values; `None` or `Some(0)` means no limit.
     pub limit: Option<usize>,
+    /// The caller needs to know only whether keys are left after the page, not how many: the
+    /// backend may then stop at the first one past the limit and answer `remaining: 1`.
+    /// (Counting the rest walks the whole remainder of the range, on every page: reading a
+    /// large range in pages that way takes time quadratic in its size.)
+    pub only_more: bool,
 }
 
 impl ListRequest {
@@ -99,6 +104,13 @@ impl ListRequest {
         self
     }
 
+    /// Asks only whether keys are left after the page ([`ListRequest::only_more`]).
+    #[must_use]
+    pub fn only_more(mut self) -> Self {
+        self.only_more = true;
+        self
+    }
+
     /// Starts at `start` (inclusive).
     #[must_use]
     pub fn start(mut self, start: impl Into<Bytes>) -> Self {
@@ -115,7 +127,8 @@ pub struct ListResult {
     /// The revision the list was read at: the requested one, or the current one. A paged list
     /// passes it back as `ListRequest::revision` to read the next page from the same snapshot.
     pub revision: Revision,
-    /// How many more keys the range holds after the last one returned (0 when complete).
+    /// How many more keys the range holds after the last one returned (0 when complete); with
+    /// [`ListRequest::only_more`], possibly just 1 for "some".
     pub remaining: u64,
 }
 

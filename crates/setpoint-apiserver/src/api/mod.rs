@@ -219,6 +219,7 @@ impl Api {
                 continue;
             }
             let f = store.cache().figures();
+            let (own_bytes, shared_bytes) = store.cache().held_bytes();
             out.insert(
                 key.clone(),
                 crate::telemetry::CacheSnapshot {
@@ -229,8 +230,8 @@ impl Api {
                     capacity: f.capacity as u64,
                     events_received: f.events_received,
                     revision: f.revision.0,
-                    own_bytes: f.own_bytes,
-                    shared_bytes: f.shared_bytes,
+                    own_bytes,
+                    shared_bytes,
                 },
             );
         }

@@ -143,11 +143,6 @@ pub(crate) struct CacheFigures {
     pub(crate) events_received: u64,
     /// The revision the cache has reached.
     pub(crate) revision: Revision,
-    /// Bytes of the objects' served JSON the cache holds copies of.
-    pub(crate) own_bytes: u64,
-    /// Bytes of the objects' JSON the cache serves from the store's own values (held once,
-    /// by the store and the cache together).
-    pub(crate) shared_bytes: u64,
 }
 
 struct CacheState {
@@ -323,29 +318,29 @@ impl WatchCache {
     }
 
     /// The cache's size and progress now.
+    /// Cheap (API Priority and Fairness reads it for every LIST).
     pub(crate) fn figures(&self) -> CacheFigures {
-        let (objects, mut figures) = {
-            let state = self.state.read();
-            let figures = CacheFigures {
-                objects: state.objects.len(),
-                events: state.events.len(),
-                capacity: self.window,
-                events_received: self
-                    .events_received
-                    .load(std::sync::atomic::Ordering::Relaxed),
-                revision: state.revision,
-                own_bytes: 0,
-                shared_bytes: 0,
-            };
-            (state.objects.clone(), figures)
-        };
-        // Summed outside the lock, on the snapshot (a cheap clone).
-        for object in objects.values() {
-            let (own, shared) = object.json.held();
-            figures.own_bytes += own as u64;
-            figures.shared_bytes += shared as u64;
+        let state = self.state.read();
+        CacheFigures {
+            objects: state.objects.len(),
+            events: state.events.len(),
+            capacity: self.window,
+            events_received: self
+                .events_received
+                .load(std::sync::atomic::Ordering::Relaxed),
+            revision: state.revision,
         }
-        figures
+    }
+
+    /// The bytes of JSON the objects hold: `(served copies, stored bytes)`. Walks every
+    /// object (for `/metrics`).
+    pub(crate) fn held_bytes(&self) -> (u64, u64) {
+        // Summed outside the lock, on a snapshot (a cheap clone).
+        let objects = self.state.read().objects.clone();
+        objects.values().fold((0, 0), |(own, stored), object| {
+            let (o, s) = object.json.held();
+            (own + o as u64, stored + s as u64)
+        })
     }
 
     /// The revision the cache has reached.

@@ -161,6 +161,7 @@ pub async fn list_should_limit_and_report_the_remaining_keys<S: Store>(store: S)
             start: start.map(b),
             revision: None,
             limit,
+            only_more: false,
         };
         let result = list(&store, request).await;
         let expected: Vec<Bytes> = expected.map(|i| b(format!("/a/{i}"))).collect();
@@ -170,6 +171,26 @@ pub async fn list_should_limit_and_report_the_remaining_keys<S: Store>(store: S)
             "start {start:?} limit {limit:?}"
         );
         assert_eq!(result.more(), remaining > 0);
+        // Asked only whether more are left: the same page, and "more" told right (the count
+        // may stop at 1).
+        let request = ListRequest {
+            prefix: b("/a/"),
+            start: start.map(b),
+            revision: None,
+            limit,
+            only_more: true,
+        };
+        let page = list(&store, request).await;
+        assert_eq!(
+            page.kvs, result.kvs,
+            "only_more: start {start:?} limit {limit:?}"
+        );
+        assert_eq!(
+            page.more(),
+            remaining > 0,
+            "only_more: start {start:?} limit {limit:?}"
+        );
+        assert!(page.remaining <= remaining);
     }
 }
 

@@ -190,6 +190,7 @@ impl OpSource {
             start,
             revision,
             limit,
+            only_more: false,
         }
     }
 }

@@ -349,18 +349,14 @@ pub(super) fn list(
 
     let mut kvs = Vec::new();
     let mut remaining = 0u64;
-    let mut emit = |kv: KeyValue| {
-        if kvs.len() < limit {
-            kvs.push(kv);
-        } else {
-            remaining += 1;
-        }
-    };
-
-    // Merge the index range with the undo map, both in key order; undo entries win.
+    // Merge the index range with the undo map, both in key order; undo entries win. Past the
+    // limit, keys are only counted (or, with `only_more`, the first one ends the walk).
     let mut from_index = index.range(bounds.clone()).peekable();
     let mut from_undo = undo.range(bounds).peekable();
     loop {
+        if request.only_more && remaining > 0 {
+            break;
+        }
         let take_undo = match (from_index.peek(), from_undo.peek()) {
             (None, None) => break,
             (Some(_), None) => false,
@@ -374,14 +370,21 @@ pub(super) fn list(
                 }
             }
         };
+        let full = kvs.len() >= limit;
         if take_undo {
             let (_, then) = from_undo.next().expect("peeked");
-            if let Some(kv) = then {
-                emit(kv.clone());
+            match then {
+                Some(_) if full => remaining += 1,
+                Some(kv) => kvs.push(kv.clone()),
+                None => {}
             }
         } else {
             let (key, entry) = from_index.next().expect("peeked");
-            emit(entry.to_kv(key));
+            if full {
+                remaining += 1;
+            } else {
+                kvs.push(entry.to_kv(key));
+            }
         }
     }
     ListResult {
