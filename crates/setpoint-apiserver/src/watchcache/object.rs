@@ -103,7 +103,7 @@ impl ServedJson {
             Served::Whole(b) => b.len(),
             Served::Spliced {
                 stored, revision, ..
-            } => stored.len() + RV_FIELD.len() + 3 + revision_len(*revision),
+            } => stored.len() + RV_FIELD.len() + 3 + digits(*revision, &mut [0; 20]).len(),
         }
     }
 
@@ -124,7 +124,7 @@ impl ServedJson {
                 }
                 out.put_slice(RV_FIELD.as_bytes());
                 out.put_u8(b'"');
-                out.put_slice(revision.to_string().as_bytes());
+                out.put_slice(digits(*revision, &mut [0; 20]));
                 out.put_u8(b'"');
                 if !*comma_before {
                     out.put_u8(b',');
@@ -164,14 +164,18 @@ impl ServedJson {
 /// The resource version's field, up to its value's opening quote.
 const RV_FIELD: &str = "\"resourceVersion\":";
 
-fn revision_len(revision: Revision) -> usize {
+/// `revision` in decimal, written into `buf` (no allocation: lists write it once per object).
+fn digits(revision: Revision, buf: &mut [u8; 20]) -> &[u8] {
     let mut n = revision.get();
-    let mut len = 1;
-    while n >= 10 {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
         n /= 10;
-        len += 1;
+        if n == 0 {
+            return &buf[at..];
+        }
     }
-    len
 }
 
 /// Where `"resourceVersion":"<revision>"` sits in `served` such that taking it (and the comma
