@@ -112,6 +112,9 @@ pub fn cleanup(root_dir: &Path, grace: Duration) -> CleanupReport {
         .extend(crate::shim::pid_namespace::stop_recorded(
             &root_dir.join("pods"),
         ));
+    // What no record or cgroup led to: a shim killed while it was still starting its container
+    // (the server died mid-start) may have forked it already.
+    report.stopped.extend(kill_stragglers(root_dir));
     // The pod network (bridge, namespaces, addresses) goes with the pods.
     crate::network::remove_all(root_dir);
     let limit_parents = crate::process::limits::existing_parents(root_dir);
@@ -143,6 +146,74 @@ pub fn cleanup(root_dir: &Path, grace: Duration) -> CleanupReport {
         tracing::info!("{done}");
     }
     report
+}
+
+/// SIGKILLs, until none is left (or [`KILL_WAIT`] passes), every process of `root_dir`'s pods
+/// still alive: shims naming the root in their command line, and container processes (their
+/// environment has the agent's `SETPOINT_MOUNT_MODE`) working in, or pointed by their
+/// environment at, its `pods` directory. Returns a line per process killed.
+fn kill_stragglers(root_dir: &Path) -> Vec<String> {
+    let mut stopped = Vec::new();
+    let deadline = Instant::now() + KILL_WAIT;
+    loop {
+        let found = stragglers(root_dir);
+        if found.is_empty() || Instant::now() > deadline {
+            return stopped;
+        }
+        for (pid, what) in found {
+            if let Some(p) = rustix::process::Pid::from_raw(pid) {
+                if rustix::process::kill_process(p, Signal::KILL).is_ok() {
+                    stopped.push(format!(
+                        "{what} (pid {pid}): killed (SIGKILL), left running"
+                    ));
+                }
+            }
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// The live processes [`kill_stragglers`] looks for, with what each is.
+fn stragglers(root_dir: &Path) -> Vec<(i32, &'static str)> {
+    let root = root_dir.as_os_str().as_encoded_bytes();
+    let pods = root_dir.join("pods");
+    let pods_bytes = pods.as_os_str().as_encoded_bytes();
+    let contains = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).any(|w| w == needle);
+    let me = std::process::id();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let dir = entry.path();
+        let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
+        let what = if contains(&cmdline, b"agent-shim") && contains(&cmdline, root) {
+            "shim"
+        } else {
+            let environ = std::fs::read(dir.join("environ")).unwrap_or_default();
+            let in_pods = std::fs::read_link(dir.join("cwd"))
+                .is_ok_and(|cwd| cwd.starts_with(&pods))
+                || contains(&environ, pods_bytes);
+            if !(in_pods && contains(&environ, b"SETPOINT_MOUNT_MODE=")) {
+                continue;
+            }
+            "container process"
+        };
+        if let Ok(pid) = i32::try_from(pid) {
+            found.push((pid, what));
+        }
+    }
+    found
 }
 
 /// The runs under `root_dir` without an exit record: those whose shim is alive, and those
@@ -199,5 +270,49 @@ fn pod_label(pod_dir: &Path) -> String {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Command;
+
+    #[test]
+    fn a_container_process_no_record_led_to_should_be_killed_and_nothing_else() {
+        let root = tempfile::tempdir().unwrap();
+        let work = root.path().join("pods/default_p_uid/work");
+        std::fs::create_dir_all(&work).unwrap();
+        let spawn = |mode: Option<&str>| {
+            let mut c = Command::new("sleep");
+            c.arg("30").current_dir(&work);
+            if let Some(mode) = mode {
+                c.env("SETPOINT_MOUNT_MODE", mode);
+            }
+            c.spawn().unwrap()
+        };
+        let mut container = spawn(Some("emulated"));
+        // Not the agent's: a user's process that merely sits in the directory.
+        let mut bystander = spawn(None);
+
+        let report = cleanup(root.path(), Duration::ZERO);
+
+        let status = container.wait().unwrap();
+        assert_eq!(status.signal(), Some(9), "{report:?}");
+        let pid = container.id();
+        assert!(
+            report
+                .stopped
+                .iter()
+                .any(|l| l.contains(&format!("(pid {pid})"))),
+            "{report:?}"
+        );
+        assert!(
+            bystander.try_wait().unwrap().is_none(),
+            "the bystander was killed"
+        );
+        bystander.kill().unwrap();
+        bystander.wait().unwrap();
     }
 }

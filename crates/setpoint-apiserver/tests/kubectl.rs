@@ -11,7 +11,7 @@ use common::{TestServer, VERSION_JSON};
 
 /// Runs `kubectl --kubeconfig KUBECONFIG ARGS...` with a scratch HOME, and returns its stdout.
 async fn kubectl(kubeconfig: &Path, home: &Path, args: &[&str]) -> String {
-    let mut command = tokio::process::Command::new("kubectl");
+    let mut command = tokio::process::Command::new(setpoint_testenv::kubectl::kubectl_program());
     command
         .arg("--kubeconfig")
         .arg(kubeconfig)

@@ -17,9 +17,11 @@
 //! Beside it, what the workspace's tests share: [`eventually`] (wait for a condition, with a
 //! deadline and a message naming it) and [`Running`] (a loop run in the background and stopped
 //! cleanly); with the `tls` feature, the `tls` module: a test CA and TLS client settings; with
-//! the `process` feature, the `process` module: a `setpoint server` process with kubectl.
+//! the `process` feature, the `process` module: a `setpoint server` process with kubectl; the
+//! `kubectl` module: which kubectl binary tests run.
 
 mod eventually;
+pub mod kubectl;
 #[cfg(feature = "process")]
 pub mod process;
 mod running;

@@ -104,17 +104,17 @@ impl Server {
         self.dir.join("admin.kubeconfig")
     }
 
-    /// A `kubectl` command (the one on the PATH) pointed at the server, for the caller to add
+    /// A `kubectl` command ([`crate::kubectl::kubectl_program`]) pointed at the server, for the caller to add
     /// arguments, pipes or environment to: a `kubectl get -w` read line by line, say.
     pub fn kubectl_command(&self) -> Command {
-        let mut command = Command::new("kubectl");
+        let mut command = crate::kubectl::kubectl_command();
         command.arg("--kubeconfig").arg(self.kubeconfig());
         command
     }
 
-    /// Runs `kubectl` (the one on the PATH) against the server.
+    /// Runs `kubectl` ([`crate::kubectl::kubectl_program`]) against the server.
     pub fn kubectl(&self, args: &[&str]) -> Output {
-        Command::new("kubectl")
+        crate::kubectl::kubectl_command()
             .arg("--kubeconfig")
             .arg(self.kubeconfig())
             .args(args)
@@ -125,7 +125,7 @@ impl Server {
     /// Runs `kubectl` with `stdin` as standard input.
     pub fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> Output {
         use std::io::Write;
-        let mut child = Command::new("kubectl")
+        let mut child = crate::kubectl::kubectl_command()
             .arg("--kubeconfig")
             .arg(self.kubeconfig())
             .args(args)
@@ -260,20 +260,4 @@ fn etcd_for_test(_extra_args: &[&str]) -> (Option<Box<dyn std::any::Any>>, Vec<S
 pub fn free_loopback_addr() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap().to_string()
-}
-
-/// The kubectl binaries of other minor versions, beside the one on the PATH.
-pub fn kubectl_version(minor: u32) -> Option<std::path::PathBuf> {
-    let on_path = which_kubectl()?;
-    let dir = std::fs::canonicalize(on_path).ok()?.parent()?.to_owned();
-    let candidate = dir.join(format!("kubectl.1.{minor}"));
-    candidate.exists().then_some(candidate)
-}
-
-fn which_kubectl() -> Option<std::path::PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|d| std::path::Path::new(d).join("kubectl"))
-        .find(|p| p.exists())
 }

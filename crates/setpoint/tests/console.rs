@@ -198,7 +198,7 @@ fn the_console_should_show_a_deployment_converge_in_a_browser() {
         "{}",
         String::from_utf8_lossy(&made.stderr)
     );
-    let refused = Command::new("kubectl")
+    let refused = crate::common::kubectl_command()
         .arg("--kubeconfig")
         .arg(&jane)
         .args(["create", "--raw", "/ui/api/login-tokens", "-f", "-"])

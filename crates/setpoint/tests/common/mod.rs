@@ -9,4 +9,5 @@ pub mod burn;
 pub mod processes;
 
 #[allow(unused_imports)] // each test module uses part of it
-pub use setpoint_testenv::process::{free_loopback_addr, kubectl_version, Server};
+pub use setpoint_testenv::kubectl::{kubectl_command, kubectl_version};
+pub use setpoint_testenv::process::{free_loopback_addr, Server};

@@ -37,7 +37,7 @@ fn setpoint_kubeconfig(args: &[&str], data_dir: &Path) -> Output {
 }
 
 fn kubectl_as(kubeconfig: &Path, args: &[&str]) -> Output {
-    Command::new("kubectl")
+    crate::common::kubectl_command()
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .args(args)

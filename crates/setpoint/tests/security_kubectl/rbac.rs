@@ -3,7 +3,6 @@
 //! (and `--list`), and impersonation (`--as`) is authorized by the `impersonate` verb.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair};
 use setpoint_testenv::process::Server;
@@ -30,7 +29,7 @@ fn user_kubeconfig(server: &Server, dir: &Path, user: &str) -> PathBuf {
     std::fs::write(&key_path, key.serialize_pem()).unwrap();
     let kubeconfig = dir.join(format!("{user}.kubeconfig"));
     let config = |args: &[&str]| {
-        let out = Command::new("kubectl")
+        let out = crate::common::kubectl_command()
             .arg("--kubeconfig")
             .arg(&kubeconfig)
             .arg("config")
@@ -65,7 +64,7 @@ fn user_kubeconfig(server: &Server, dir: &Path, user: &str) -> PathBuf {
 
 /// Runs kubectl with `kubeconfig`: (success, stdout, stderr).
 fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new("kubectl")
+    let out = crate::common::kubectl_command()
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .args(args)

@@ -306,7 +306,7 @@ async fn shutdown_should_end_upgraded_connections_after_the_grace_period() {
 
 /// Runs kubectl with `kubeconfig` and a scratch HOME; returns its exit success and stderr.
 async fn kubectl(kubeconfig: &Path, home: &Path, args: &[&str]) -> (bool, String) {
-    let mut command = tokio::process::Command::new("kubectl");
+    let mut command = tokio::process::Command::new(setpoint_testenv::kubectl::kubectl_program());
     command
         .arg("--kubeconfig")
         .arg(kubeconfig)

@@ -55,7 +55,8 @@ impl Served {
         args: &[&str],
         stdin: Option<&str>,
     ) -> Output {
-        let mut command = tokio::process::Command::new("kubectl");
+        let mut command =
+            tokio::process::Command::new(setpoint_testenv::kubectl::kubectl_program());
         command.arg("--kubeconfig").arg(self.kubeconfig());
         if let Some(token) = token {
             command.arg("--token").arg(token);
