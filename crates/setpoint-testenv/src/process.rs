@@ -68,20 +68,22 @@ impl Server {
         let kubeconfig = dir.join("admin.kubeconfig");
         let _ = std::fs::remove_file(&kubeconfig);
         let (etcd, etcd_args) = etcd_for_test(extra_args);
-        let child = Command::new(setpoint_binary())
-            .args(["server", "--data-dir"])
-            .arg(dir)
-            .args(["--listen", listen])
-            .args(extra_args)
-            .args(etcd_args)
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let server = Server {
-            child: Some(child),
+        let spawn = || {
+            Command::new(setpoint_binary())
+                .args(["server", "--data-dir"])
+                .arg(dir)
+                .args(["--listen", listen])
+                .args(extra_args)
+                .args(&etcd_args)
+                .env("RUST_LOG", "warn")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .unwrap()
+        };
+        let mut server = Server {
+            child: Some(spawn()),
             dir: dir.to_owned(),
             _tmp: None,
             _etcd: etcd,
@@ -95,6 +97,20 @@ impl Server {
                 }
             }
             assert!(Instant::now() < deadline, "the server did not become ready");
+            // A server restarted on the directory of one just killed can find the store still
+            // locked for a moment (by a process that inherited the lock as it was being
+            // started, before it ran its program); it exits saying so, and is started again.
+            let exited = server
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten());
+            if let Some(status) = exited {
+                eprintln!(
+                    "setpoint server exited before it was ready ({status}); starting it again"
+                );
+                std::thread::sleep(Duration::from_millis(250));
+                server.child = Some(spawn());
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
     }

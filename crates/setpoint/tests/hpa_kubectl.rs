@@ -20,11 +20,7 @@ use common::processes::Cleanup;
 #[test]
 fn hpa_should_scale_a_burning_deployment_up_and_back_down() {
     let tmp = tempfile::tempdir().unwrap();
-    let s = Server::start_with(
-        &tmp.path().join("data"),
-        "127.0.0.1:0",
-        &["--hpa-sync-period", "1s", "--metrics-interval", "1s"],
-    );
+    let s = Server::start_fresh_with(&["--hpa-sync-period", "1s", "--metrics-interval", "1s"]);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
@@ -214,17 +210,12 @@ spec:
 
 #[test]
 fn hpa_should_scale_a_custom_resource_into_its_bounds_through_the_scale_subresource() {
-    let tmp = tempfile::tempdir().unwrap();
-    let s = Server::start_with(
-        &tmp.path().join("data"),
-        "127.0.0.1:0",
-        &[
-            "--no-agent",
-            "--controllers=horizontal-pod-autoscaler",
-            "--hpa-sync-period",
-            "1s",
-        ],
-    );
+    let s = Server::start_fresh_with(&[
+        "--no-agent",
+        "--controllers=horizontal-pod-autoscaler",
+        "--hpa-sync-period",
+        "1s",
+    ]);
     let out = s.kubectl_stdin(&["apply", "-f", "-"], GADGETS);
     assert!(
         out.status.success(),

@@ -12,18 +12,14 @@ use crate::common;
 use common::burn::wait_output;
 use common::Server;
 
-fn start(tmp: &tempfile::TempDir) -> Server {
-    Server::start_with(
-        &tmp.path().join("data"),
-        "127.0.0.1:0",
-        &[
-            "--no-agent",
-            "--simulated-nodes",
-            "1",
-            "--hpa-sync-period",
-            "1s",
-        ],
-    )
+fn start() -> Server {
+    Server::start_fresh_with(&[
+        "--no-agent",
+        "--simulated-nodes",
+        "1",
+        "--hpa-sync-period",
+        "1s",
+    ])
 }
 
 fn apply(s: &Server, doc: &str) {
@@ -129,8 +125,7 @@ spec:
 
 #[test]
 fn hpa_should_scale_on_object_and_external_metrics() {
-    let tmp = tempfile::tempdir().unwrap();
-    let s = start(&tmp);
+    let s = start();
 
     // Object: 20 on a target of 5 with one ready pod asks for 4, bounded to 3.
     apply(&s, &deployment("work"));
@@ -243,8 +238,7 @@ spec:
 
 #[test]
 fn pid_autoscaler_should_scale_up_on_an_object_metric() {
-    let tmp = tempfile::tempdir().unwrap();
-    let s = start(&tmp);
+    let s = start();
     wait_output(
         &s,
         &["api-resources", "--api-group=autoscaling.setpoint.dev"],

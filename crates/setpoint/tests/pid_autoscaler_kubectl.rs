@@ -29,11 +29,7 @@ spec:
 #[test]
 fn pid_autoscaler_should_scale_a_burning_deployment_up_and_back_down() {
     let tmp = tempfile::tempdir().unwrap();
-    let s = Server::start_with(
-        &tmp.path().join("data"),
-        "127.0.0.1:0",
-        &["--hpa-sync-period", "1s", "--metrics-interval", "1s"],
-    );
+    let s = Server::start_fresh_with(&["--hpa-sync-period", "1s", "--metrics-interval", "1s"]);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())

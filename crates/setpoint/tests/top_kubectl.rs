@@ -208,12 +208,7 @@ fn kubectl_top_should_show_a_busy_pod_and_the_node() {
 fn kubectl_top_should_show_synthetic_usage_on_simulated_nodes() {
     // Simulated nodes run no processes and have no reachable agent: their pods use what they
     // request, and the node the sum.
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let s = Server::start_with(
-        &tmp.path().join("data"),
-        "127.0.0.1:0",
-        &["--no-agent", "--simulated-nodes", "1"],
-    );
+    let s = Server::start_fresh_with(&["--no-agent", "--simulated-nodes", "1"]);
     let pod = r#"
 apiVersion: v1
 kind: Pod

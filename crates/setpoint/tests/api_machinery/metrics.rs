@@ -119,8 +119,14 @@ fn metrics_should_count_requests_watches_store_calls_and_loops() {
             "{resource}: {text}"
         );
     }
-    // The health endpoints list real checks.
-    let ready = server.ok(&["get", "--raw", "/readyz?verbose"]);
+    // The health endpoints list real checks. (The providers' CRDs, installed after the server
+    // first said ready, make it unready until their caches load: a moment, waited out.)
+    let ready = eventually_blocking("/readyz?verbose to pass", || {
+        let out = server.kubectl(&["get", "--raw", "/readyz?verbose"]);
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    });
     for line in [
         "[+]ping ok",
         "[+]etcd ok",
