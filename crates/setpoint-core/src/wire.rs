@@ -134,6 +134,18 @@ fn place_of(map: &Map<String, Value>) -> Place {
     }
 }
 
+/// Whether `key` comes before `resourceVersion` in an object's `metadata` as written here:
+/// where a resource version goes into metadata written without one.
+#[must_use]
+pub fn precedes_resource_version(key: &str) -> bool {
+    let first = Place::Metadata.first();
+    let rv = first.iter().position(|k| *k == "resourceVersion");
+    match (first.iter().position(|k| *k == key), rv) {
+        (Some(at), Some(rv)) => at < rv,
+        _ => false,
+    }
+}
+
 fn write_plain(out: &mut Vec<u8>, value: &Value) {
     serde_json::to_writer(&mut *out, value).expect("a JSON value serializes");
 }
@@ -217,6 +229,22 @@ mod tests {
             text(&v),
             r#"{"kind":"AList","apiVersion":"v1","metadata":{"resourceVersion":"5","continue":"c"},"items":[{"kind":"A","apiVersion":"v1","metadata":{}}]}"#
         );
+    }
+
+    #[test]
+    fn only_the_keys_before_resource_version_should_precede_it() {
+        for key in ["name", "generateName", "namespace", "selfLink", "uid"] {
+            assert!(precedes_resource_version(key), "{key}");
+        }
+        for key in [
+            "resourceVersion",
+            "generation",
+            "labels",
+            "managedFields",
+            "zzz",
+        ] {
+            assert!(!precedes_resource_version(key), "{key}");
+        }
     }
 
     #[test]

@@ -38,7 +38,8 @@ use crate::cli::{Cli, Command};
 
 /// mimalloc rather than the system allocator: the API server, the loops and the informers
 /// allocate and free many short-lived JSON trees, and glibc's malloc spent about 40 % of the
-/// server's CPU on them (consolidating and unlinking chunks) in `bench workloads`.
+/// server's CPU on them (consolidating and unlinking chunks) in `bench workloads`. Built without
+/// transparent huge pages (the workspace's `no_thp`): see the root `Cargo.toml`.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

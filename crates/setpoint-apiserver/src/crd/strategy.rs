@@ -98,6 +98,10 @@ impl Strategy for CustomResource {
         object
     }
 
+    fn serves_as_stored(&self) -> bool {
+        false
+    }
+
     /// The served form: this version's `apiVersion`, with the schema's defaults; with a
     /// conversion webhook, the stored form (converted on each read by [`Self::conversion`]).
     fn served_from_storage(&self, mut object: Value) -> Value {

@@ -125,6 +125,28 @@ impl crate::watchcache::CachedResource for ResourceDef {
     fn describe(&self) -> String {
         self.group_resource().to_string()
     }
+
+    fn stored_form(&self) -> Option<crate::watchcache::StoredForm> {
+        if !self.strategy.serves_as_stored() || self.strategy.conversion().is_some() {
+            return None;
+        }
+        let mut roots: Vec<String> = Vec::new();
+        for field in self.selectable().fields() {
+            if field.starts_with("metadata.")
+                && !matches!(field, "metadata.name" | "metadata.namespace")
+            {
+                return None; // the stored decode reads no other metadata
+            }
+            let root = field.split('.').next().unwrap_or(field);
+            if root != "metadata" && !roots.iter().any(|r| r == root) {
+                roots.push(root.to_owned());
+            }
+        }
+        Some(crate::watchcache::StoredForm::new(
+            &self.gvk.api_version(),
+            roots,
+        ))
+    }
 }
 
 /// Every served resource, by group, version and plural name.

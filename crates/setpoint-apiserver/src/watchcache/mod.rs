@@ -8,9 +8,10 @@
 //! after the store compacted history it had not yet read).
 
 mod object;
+mod scan;
 mod watcher;
 
-pub(crate) use object::{CachedEvent, CachedObject, EventType, ServedJson};
+pub(crate) use object::{CachedEvent, CachedObject, EventType, ServedJson, StoredForm};
 pub(crate) use watcher::{Filter, Watcher};
 
 use std::collections::VecDeque;
@@ -37,6 +38,12 @@ pub(crate) trait CachedResource: Send + Sync + 'static {
     fn field_set(&self, object: &serde_json::Value) -> std::collections::BTreeMap<String, String>;
     /// The resource's name in logs (`deployments.apps`).
     fn describe(&self) -> String;
+    /// How its objects are stored when `served_from_storage` changes nothing but may be
+    /// skipped (the object as stored is the object as served); `None` when it converts or
+    /// defaults them.
+    fn stored_form(&self) -> Option<StoredForm> {
+        None
+    }
 }
 
 fn resumable(error: &StoreError) -> bool {
@@ -83,9 +90,11 @@ fn decode_all(
     def: &dyn CachedResource,
     kvs: &[setpoint_store::KeyValue],
 ) -> Vec<Result<CachedObject, String>> {
+    let form = def.stored_form();
+    let form = form.as_ref();
     let decode = |kvs: &[setpoint_store::KeyValue]| -> Vec<Result<CachedObject, String>> {
         kvs.iter()
-            .map(|kv| CachedObject::decode(def, &kv.key, &kv.value, kv.mod_revision))
+            .map(|kv| CachedObject::decode_with(def, form, &kv.key, &kv.value, kv.mod_revision))
             .collect()
     };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
@@ -120,6 +129,8 @@ pub(crate) type Objects = imbl::OrdMap<Bytes, Arc<CachedObject>>;
 /// The cache of one resource.
 pub(crate) struct WatchCache {
     pub(crate) def: Arc<dyn CachedResource>,
+    /// `def`'s [`StoredForm`], worked out once.
+    form: Option<StoredForm>,
     state: RwLock<CacheState>,
     /// Bumped whenever the state changes; watchers and readers waiting for a revision wait on it.
     notify: watch::Sender<Revision>,
@@ -165,6 +176,7 @@ impl WatchCache {
         window: usize,
     ) -> Arc<WatchCache> {
         let cache = Arc::new(WatchCache {
+            form: def.stored_form(),
             def,
             state: RwLock::new(CacheState {
                 objects: Objects::new(),
@@ -262,7 +274,8 @@ impl WatchCache {
                         failures = 0;
                         let mut decoded = Vec::with_capacity(batch.events.len());
                         for event in &batch.events {
-                            match CachedEvent::decode(self.def.as_ref(), event) {
+                            match CachedEvent::decode(self.def.as_ref(), self.form.as_ref(), event)
+                            {
                                 Ok(e) => decoded.push(Arc::new(e)),
                                 Err(e) => {
                                     tracing::error!(revision = %event.revision(), error = %e, "undecodable event skipped")

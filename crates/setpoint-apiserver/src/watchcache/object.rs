@@ -235,9 +235,160 @@ pub(crate) struct CachedEvent {
     pub(crate) revision: Revision,
 }
 
+/// How a resource's objects are stored when they are stored as served (without their
+/// `resourceVersion`): what [`CachedObject::decode_with`] needs to decode only what it reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StoredForm {
+    /// The served `apiVersion`, quoted as JSON: an object stored with another is converted.
+    pub(crate) api_version: String,
+    /// The top-level fields the resource's selectable fields read, besides `metadata` (of
+    /// which they read only `name` and `namespace`).
+    pub(crate) roots: Vec<String>,
+}
+
+impl StoredForm {
+    /// The form of a resource served as `api_version` whose field selectors read under
+    /// `roots`.
+    pub(crate) fn new(api_version: &str, roots: Vec<String>) -> StoredForm {
+        StoredForm {
+            api_version: Value::String(api_version.to_owned()).to_string(),
+            roots,
+        }
+    }
+}
+
 impl CachedObject {
     /// Decodes a stored object and stamps it with `revision`.
+    #[cfg(test)]
     pub(crate) fn decode(
+        def: &dyn CachedResource,
+        key: &Bytes,
+        value: &Bytes,
+        revision: Revision,
+    ) -> Result<CachedObject, String> {
+        CachedObject::decode_with(def, def.stored_form().as_ref(), key, value, revision)
+    }
+
+    /// [`CachedObject::decode`], given the resource's [`StoredForm`] (`None`: decode whole):
+    /// an object stored as served is not decoded whole, only its `metadata` and the fields
+    /// its field selectors read; the rest is kept as the store's bytes.
+    pub(crate) fn decode_with(
+        def: &dyn CachedResource,
+        form: Option<&StoredForm>,
+        key: &Bytes,
+        value: &Bytes,
+        revision: Revision,
+    ) -> Result<CachedObject, String> {
+        if let Some(fast) =
+            form.and_then(|form| Self::decode_stored(def, form, key, value, revision))
+        {
+            #[cfg(debug_assertions)]
+            Self::check_stored_decode(def, &fast, key, value, revision);
+            return Ok(fast);
+        }
+        Self::decode_whole(def, key, value, revision)
+    }
+
+    /// The decode of an object stored as served: `None` when it is not (another
+    /// `apiVersion`, a `resourceVersion` already in it, not compact JSON).
+    fn decode_stored(
+        def: &dyn CachedResource,
+        form: &StoredForm,
+        key: &Bytes,
+        value: &Bytes,
+        revision: Revision,
+    ) -> Option<CachedObject> {
+        let (top, end) = super::scan::members(value, 0)?;
+        if end != value.len() {
+            return None;
+        }
+        let member = |name: &str| {
+            top.iter()
+                .find(|m| &value[m.key.clone()] == name.as_bytes())
+        };
+        if value[member("apiVersion")?.value.clone()] != *form.api_version.as_bytes() {
+            return None;
+        }
+        let meta = member("metadata")?;
+        let (meta_members, _) = super::scan::members(value, meta.value.start)?;
+        let key_of = |m: &super::scan::Member| std::str::from_utf8(&value[m.key.clone()]).ok();
+        if meta_members
+            .iter()
+            .any(|m| key_of(m) == Some("resourceVersion"))
+        {
+            return None;
+        }
+        // Where the version goes: before the first key that follows it in metadata, else
+        // last (after a comma).
+        let (at, comma_before) = match meta_members
+            .iter()
+            .find(|m| !key_of(m).is_some_and(setpoint_core::wire::precedes_resource_version))
+        {
+            Some(m) => (m.at, false),
+            None if meta_members.is_empty() => return None,
+            None => (meta.value.end - 1, true),
+        };
+        let at = u32::try_from(at).ok()?;
+        // Of metadata, what selectors read (its managed fields, often most of it, are not).
+        let mut metadata = serde_json::Map::new();
+        for m in &meta_members {
+            let name = key_of(m)?;
+            if matches!(name, "name" | "namespace" | "labels") {
+                let decoded = serde_json::from_slice(&value[m.value.clone()]).ok()?;
+                metadata.insert(name.to_owned(), decoded);
+            }
+        }
+        let mut partial = serde_json::Map::new();
+        partial.insert("metadata".to_owned(), Value::Object(metadata));
+        for m in &top {
+            let name = key_of(m)?;
+            if form.roots.iter().any(|r| r == name) {
+                let decoded = serde_json::from_slice(&value[m.value.clone()]).ok()?;
+                partial.insert(name.to_owned(), decoded);
+            }
+        }
+        let object = Value::Object(partial);
+        let (namespace, labels, fields) = Self::selectors(def, &object);
+        Some(CachedObject {
+            key: key.clone(),
+            namespace,
+            json: ServedJson(Served::Spliced {
+                stored: value.clone(),
+                at,
+                comma_before,
+                revision,
+            }),
+            labels,
+            fields,
+        })
+    }
+
+    /// Tests run every fast decode against a whole one: the same object, labels and fields.
+    #[cfg(debug_assertions)]
+    fn check_stored_decode(
+        def: &dyn CachedResource,
+        fast: &CachedObject,
+        key: &Bytes,
+        value: &Bytes,
+        revision: Revision,
+    ) {
+        let whole = Self::decode_whole(def, key, value, revision).expect("a whole decode");
+        let parse = |json: &ServedJson| -> Value {
+            serde_json::from_slice(&json.bytes()).expect("served JSON")
+        };
+        assert_eq!(parse(&fast.json), parse(&whole.json), "the served object");
+        assert_eq!(fast.namespace, whole.namespace);
+        assert_eq!(fast.labels, whole.labels);
+        assert_eq!(
+            format!("{:?}", fast.fields),
+            format!("{:?}", whole.fields),
+            "the selectable fields of {}",
+            String::from_utf8_lossy(value)
+        );
+    }
+
+    /// Decodes the stored object whole, and serializes it.
+    fn decode_whole(
         def: &dyn CachedResource,
         key: &Bytes,
         value: &Bytes,
@@ -285,6 +436,20 @@ impl CachedObject {
                 Value::String(revision.to_string()),
             );
         }
+        let (namespace, labels, fields) = Self::selectors(def, object);
+        (
+            namespace,
+            labels,
+            fields,
+            setpoint_core::wire::to_vec(object),
+        )
+    }
+
+    /// What selectors match `object` on: its namespace, labels and selectable fields.
+    fn selectors(
+        def: &dyn CachedResource,
+        object: &Value,
+    ) -> (Option<String>, BTreeMap<String, String>, Fields) {
         let labels = object["metadata"]["labels"]
             .as_object()
             .map(|m| {
@@ -295,22 +460,22 @@ impl CachedObject {
             .unwrap_or_default();
         let fields = Fields::from(def.field_set(object));
         let namespace = object["metadata"]["namespace"].as_str().map(str::to_owned);
-        (
-            namespace,
-            labels,
-            fields,
-            setpoint_core::wire::to_vec(object),
-        )
+        (namespace, labels, fields)
     }
 }
 
 impl CachedEvent {
-    /// Decodes a store event.
-    pub(crate) fn decode(def: &dyn CachedResource, event: &Event) -> Result<CachedEvent, String> {
+    /// Decodes a store event of a resource whose [`StoredForm`] is `form`.
+    pub(crate) fn decode(
+        def: &dyn CachedResource,
+        form: Option<&StoredForm>,
+        event: &Event,
+    ) -> Result<CachedEvent, String> {
         let revision = event.revision();
         let prev = match &event.prev {
-            Some(p) => Some(std::sync::Arc::new(CachedObject::decode(
+            Some(p) => Some(std::sync::Arc::new(CachedObject::decode_with(
                 def,
+                form,
                 &p.key,
                 &p.value,
                 p.mod_revision,
@@ -324,7 +489,8 @@ impl CachedEvent {
                 } else {
                     EventType::Added
                 };
-                let object = CachedObject::decode(def, &event.kv.key, &event.kv.value, revision)?;
+                let object =
+                    CachedObject::decode_with(def, form, &event.kv.key, &event.kv.value, revision)?;
                 (kind, std::sync::Arc::new(object))
             }
             EventKind::Delete => {
@@ -332,7 +498,8 @@ impl CachedEvent {
                     .prev
                     .as_ref()
                     .ok_or("a delete event without the deleted value")?;
-                let object = CachedObject::decode(def, &last.key, &last.value, revision)?;
+                let object =
+                    CachedObject::decode_with(def, form, &last.key, &last.value, revision)?;
                 (EventType::Deleted, std::sync::Arc::new(object))
             }
         };
@@ -367,6 +534,28 @@ mod tests {
         }
         fn describe(&self) -> String {
             "configmaps".into()
+        }
+        fn stored_form(&self) -> Option<StoredForm> {
+            Some(StoredForm::new("v1", Vec::new()))
+        }
+    }
+
+    /// A resource served as `v2` and stored as `v1` (`stored_form` left `None`).
+    struct Converted;
+
+    impl CachedResource for Converted {
+        fn key_prefix(&self) -> &str {
+            "/registry/things/"
+        }
+        fn served_from_storage(&self, mut stored: Value) -> Value {
+            stored["apiVersion"] = "v2".into();
+            stored
+        }
+        fn field_set(&self, object: &Value) -> BTreeMap<String, String> {
+            Plain.field_set(object)
+        }
+        fn describe(&self) -> String {
+            "things".into()
         }
     }
 
@@ -420,6 +609,70 @@ mod tests {
             served(&cached)["metadata"]["resourceVersion"],
             "10000000001"
         );
+    }
+
+    #[test]
+    fn a_stored_decode_should_read_only_what_selectors_need_and_serve_the_same_bytes() {
+        let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "namespace": "ns", "uid": "u", "labels": {"app": "web"},
+                "managedFields": [{"manager": "m", "fieldsV1": {"f:data": {}}}]},
+            "data": {"big": "x\"y\\z \u{e9}\u{1}", "n": "1"}});
+        let stored = Bytes::from(setpoint_core::wire::to_vec(&object));
+        let form = StoredForm::new("v1", Vec::new());
+        let key = Bytes::from_static(b"k");
+        let fast = CachedObject::decode_stored(&Plain, &form, &key, &stored, Revision(42))
+            .expect("stored as served");
+        let whole = CachedObject::decode_whole(&Plain, &key, &stored, Revision(42)).unwrap();
+        assert_eq!(fast.json.bytes(), whole.json.bytes(), "byte for byte");
+        assert!(fast.json.is_shared());
+        assert_eq!(fast.namespace.as_deref(), Some("ns"));
+        assert_eq!(fast.labels, BTreeMap::from([("app".into(), "web".into())]));
+        assert_eq!(fast.fields.get("metadata.name"), Some("a"));
+
+        // Metadata of only the keys before the version: it goes last.
+        let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "uid": "u"}});
+        let stored = Bytes::from(setpoint_core::wire::to_vec(&object));
+        let fast = CachedObject::decode_stored(&Plain, &form, &key, &stored, Revision(7)).unwrap();
+        assert_eq!(
+            fast.json.bytes(),
+            CachedObject::decode_whole(&Plain, &key, &stored, Revision(7))
+                .unwrap()
+                .json
+                .bytes()
+        );
+    }
+
+    #[test]
+    fn a_stored_decode_should_refuse_what_is_not_stored_as_served() {
+        let form = StoredForm::new("v1", Vec::new());
+        let key = Bytes::from_static(b"k");
+        for stored in [
+            // Another apiVersion: a converted object.
+            &br#"{"kind":"ConfigMap","apiVersion":"v0","metadata":{"name":"a"}}"#[..],
+            // A version already in it.
+            br#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"3"}}"#,
+            // Not compact, not an object, no metadata, empty metadata.
+            br#"{"kind":"ConfigMap", "apiVersion":"v1","metadata":{"name":"a"}}"#,
+            br#"[1]"#,
+            br#"{"kind":"ConfigMap","apiVersion":"v1"}"#,
+            br#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{}}"#,
+            // Encrypted.
+            b"k8s:enc:aescbc:v1:key1:\x01\x02",
+        ] {
+            let stored = Bytes::copy_from_slice(stored);
+            assert!(
+                CachedObject::decode_stored(&Plain, &form, &key, &stored, Revision(5)).is_none(),
+                "{}",
+                String::from_utf8_lossy(&stored)
+            );
+        }
+        // A converting resource has no stored form: decoded whole, and converted.
+        let stored =
+            Bytes::from_static(br#"{"kind":"Thing","apiVersion":"v1","metadata":{"name":"a"}}"#);
+        assert_eq!(Converted.stored_form(), None);
+        let cached = CachedObject::decode(&Converted, &key, &stored, Revision(5)).unwrap();
+        assert_eq!(served(&cached)["apiVersion"], "v2");
     }
 
     #[test]

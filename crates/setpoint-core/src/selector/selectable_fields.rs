@@ -104,6 +104,11 @@ impl SelectableFields {
         self
     }
 
+    /// Every field selected on (an alias's target, not the alias).
+    pub fn fields(&self) -> impl Iterator<Item = &str> {
+        self.accepted.values().map(String::as_str)
+    }
+
     /// The field `label` selects on, or the error kube-apiserver gives for it.
     pub fn resolve_field(&self, label: &str) -> Result<&str, FieldSelectorError> {
         match self.accepted.get(label) {

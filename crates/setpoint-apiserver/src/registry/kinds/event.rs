@@ -189,6 +189,10 @@ impl Strategy for Events {
     fn to_storage(&self, object: Value) -> Value {
         rename(object, 0, "v1")
     }
+    fn serves_as_stored(&self) -> bool {
+        false
+    }
+
 
     fn served_from_storage(&self, object: Value) -> Value {
         rename(object, 1, "events.k8s.io/v1")

@@ -180,6 +180,13 @@ pub(crate) trait Strategy: std::any::Any + Send + Sync + std::fmt::Debug {
         object
     }
 
+    /// Whether [`Strategy::served_from_storage`] returns what it is given: a kind that
+    /// overrides it to convert or default returns `false`, or its restarted watch cache
+    /// would serve objects as stored.
+    fn serves_as_stored(&self) -> bool {
+        true
+    }
+
     /// How objects are converted between the resource's versions when `to_storage` and
     /// `served_from_storage` cannot do it alone (a CRD's conversion webhook): the registry
     /// store calls it after `served_from_storage` and before `to_storage`, and the watch cache

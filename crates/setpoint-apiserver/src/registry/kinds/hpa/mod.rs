@@ -166,6 +166,10 @@ impl Strategy for V1 {
     fn to_storage(&self, object: Value) -> Value {
         convert::v1_to_v2(object)
     }
+    fn serves_as_stored(&self) -> bool {
+        false
+    }
+
 
     fn served_from_storage(&self, object: Value) -> Value {
         convert::v2_to_v1(object)
