@@ -146,7 +146,7 @@ spec:
     resource: {name: cpu, target: {type: Utilization, averageUtilization: 50}}
 `);
   await page.goto(`${origin}/ui/#/object/autoscaling/v2/horizontalpodautoscalers/default/web`);
-  await page.waitForSelector('#hpa-target-0[data-value="50"]', { timeout: 15_000 });
+  await page.waitForSelector('#hpa-target-0[data-value="50"]', { timeout: 30_000 });
   await page.waitForSelector('#hpa-desired[data-value="3"]', { timeout: 30_000 });
   await page.waitForSelector('#hpa-current[data-value="3"]', { timeout: 10_000 });
   await page.waitForFunction(() => Number.isFinite(Number(document.querySelector("#hpa-current-0")?.dataset.value || "x")),
