@@ -175,42 +175,21 @@ fn kill_stragglers(root_dir: &Path) -> Vec<String> {
 
 /// The live processes [`kill_stragglers`] looks for, with what each is.
 fn stragglers(root_dir: &Path) -> Vec<(i32, &'static str)> {
-    let root = root_dir.as_os_str().as_encoded_bytes();
+    use crate::process::proc::{all_pids, contains, is_shim_of};
     let pods = root_dir.join("pods");
-    let pods_bytes = pods.as_os_str().as_encoded_bytes();
-    let contains = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).any(|w| w == needle);
-    let me = std::process::id();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
+    let me = i32::try_from(std::process::id()).unwrap_or_default();
     let mut found = Vec::new();
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == me {
+    for pid in all_pids().into_iter().filter(|p| *p != me) {
+        if is_shim_of(pid, root_dir) {
+            found.push((pid, "shim"));
             continue;
         }
-        let dir = entry.path();
-        let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
-        let what = if contains(&cmdline, b"agent-shim") && contains(&cmdline, root) {
-            "shim"
-        } else {
-            let environ = std::fs::read(dir.join("environ")).unwrap_or_default();
-            let in_pods = std::fs::read_link(dir.join("cwd"))
-                .is_ok_and(|cwd| cwd.starts_with(&pods))
-                || contains(&environ, pods_bytes);
-            if !(in_pods && contains(&environ, b"SETPOINT_MOUNT_MODE=")) {
-                continue;
-            }
-            "container process"
-        };
-        if let Ok(pid) = i32::try_from(pid) {
-            found.push((pid, what));
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let in_pods = std::fs::read_link(format!("/proc/{pid}/cwd"))
+            .is_ok_and(|cwd| cwd.starts_with(&pods))
+            || contains(&environ, pods.as_os_str().as_encoded_bytes());
+        if in_pods && contains(&environ, b"SETPOINT_MOUNT_MODE=") {
+            found.push((pid, "container process"));
         }
     }
     found

@@ -331,21 +331,12 @@ pub(crate) fn owner_alive(root: &Path) -> bool {
 /// root in its command line. A crashed agent's pods keep running for the next agent to adopt,
 /// so its bridge is not taken from them.
 pub(crate) fn pods_running(root: &Path) -> bool {
-    let root = root.as_os_str().as_encoded_bytes();
-    let contains =
-        |haystack: &[u8], needle: &[u8]| haystack.windows(needle.len()).any(|w| w == needle);
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return true;
-    };
-    entries
-        .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_str()
-                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
-        })
-        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-        .any(|cmdline| contains(&cmdline, b"agent-shim") && contains(&cmdline, root))
+    let pids = crate::process::proc::all_pids();
+    // Not even this process: `/proc` cannot be read, so assume they may.
+    pids.is_empty()
+        || pids
+            .into_iter()
+            .any(|pid| crate::process::proc::is_shim_of(pid, root))
 }
 
 /// An exclusive lock shared by the agents of this machine (`flock` on a file in `/run`, or

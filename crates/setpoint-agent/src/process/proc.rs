@@ -2,6 +2,7 @@
 //! kernel has since given to another process is never signalled or mistaken for ours.
 
 use std::io;
+use std::path::Path;
 
 use rustix::process::{Pid, Signal};
 
@@ -96,6 +97,18 @@ pub(crate) fn all_pids() -> Vec<i32> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// Whether `pid` is a shim (`agent-shim`) of the agent rooted at `root`: one naming the root in
+/// its command line.
+pub(crate) fn is_shim_of(pid: i32, root: &Path) -> bool {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    contains(&cmdline, b"agent-shim") && contains(&cmdline, root.as_os_str().as_encoded_bytes())
+}
+
+/// Whether `needle` occurs in `haystack`.
+pub(crate) fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 /// The text of `/proc/<pid>/stat`, parsed. The command name (field 2) may hold spaces and
